@@ -1,0 +1,55 @@
+use super::repo;
+use crate::cli::Output;
+use crate::record::{list_units, ListEntry};
+use crate::refusal::Refusal;
+use serde_json::Value;
+
+pub fn run() -> Result<Output, Refusal> {
+    let step = "list";
+    let repo = repo(step)?;
+    let entries = list_units(&repo, step)?;
+    let json = Value::Array(entries.iter().map(ListEntry::to_json).collect());
+    if entries.is_empty() {
+        return Ok(Output::new(
+            json,
+            "No units yet. Start one with `iced new \"<what you want>\"`.",
+        ));
+    }
+    let mut text = String::new();
+    for entry in &entries {
+        match entry {
+            ListEntry::Unit(view) => {
+                let fm = &view.unit.parsed.frontmatter;
+                let field = |k: &str| fm.get(k).map_or_else(|| "?".to_owned(), |v| v.to_string());
+                let mark = if view.active { "*" } else { " " };
+                let mut line = format!(
+                    "{mark} {:<40} {:<9} {:<8} {:<2} risk:{:<6} a{}",
+                    view.unit.id,
+                    field("status"),
+                    field("type"),
+                    field("tier"),
+                    field("risk"),
+                    field("autonomy"),
+                );
+                if let Some(parent) = fm.get("parent").filter(|p| !p.is_blank()) {
+                    line.push_str(&format!("  <- {parent}"));
+                }
+                if fm.get("held").is_some_and(|h| !h.is_null()) {
+                    line.push_str("  [held]");
+                }
+                if !view.lint.errors.is_empty() {
+                    line.push_str(&format!("  [{} lint errors]", view.lint.errors.len()));
+                }
+                text.push_str(line.trim_end());
+            }
+            ListEntry::Unreadable { id, refusal } => {
+                text.push_str(&format!(
+                    "! {id:<40} unreadable ({}): {}",
+                    refusal.code, refusal.reason
+                ));
+            }
+        }
+        text.push('\n');
+    }
+    Ok(Output::new(json, text))
+}

@@ -1,0 +1,45 @@
+//! One module per verb (or per family of small verbs): its arguments and the function that runs it.
+
+pub mod approve;
+pub mod init;
+pub mod lifecycle;
+pub mod lint;
+pub mod list;
+pub mod new;
+pub mod stats;
+pub mod status;
+
+use super::{Command, Output};
+use crate::refusal::{io_error, Refusal};
+use crate::repo::Repo;
+
+pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
+    match command {
+        Command::Init(args) => init::run(args),
+        Command::New(args) => new::run_new(args),
+        Command::Child(args) => new::run_child(args),
+        Command::List => list::run(),
+        Command::Status(args) => status::run(args),
+        Command::Lint(args) => lint::run(args),
+        Command::Approve(args) => approve::run(args, json),
+        Command::Accept(args) => lifecycle::accept(args),
+        Command::Reject(args) => lifecycle::reject(args),
+        Command::Abandon(args) => lifecycle::abandon(args),
+        Command::Use(args) => lifecycle::use_unit(args),
+        Command::Hold(args) => lifecycle::hold(args),
+        Command::Unhold(args) => lifecycle::unhold(args),
+        Command::Decision(args) => lifecycle::decision(args),
+        Command::Autonomy(args) => lifecycle::autonomy(args),
+        Command::Stats => stats::run(),
+    }
+}
+
+pub fn current_dir(step: &str) -> Result<std::path::PathBuf, Refusal> {
+    std::env::current_dir()
+        .map_err(|e| io_error(step, format!("cannot read the current directory: {e}")))
+}
+
+/// The repository around the current directory.
+pub fn repo(step: &str) -> Result<Repo, Refusal> {
+    Repo::discover(&current_dir(step)?, step)
+}

@@ -1,0 +1,140 @@
+//! The command line: arguments in, one rendered result out. Verbs call the core (`record`, `init`,
+//! `unit`) and get back a value or a refusal; this module alone decides how either looks, as text
+//! for a person or as JSON for a program.
+
+mod commands;
+mod render;
+
+use crate::refusal::{Exit, Refusal};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+/// What a verb produced: the JSON form, the text form, and the exit code.
+pub struct Output {
+    pub json: Value,
+    pub text: String,
+    pub exit: Exit,
+}
+
+impl Output {
+    pub fn new(json: Value, text: impl Into<String>) -> Output {
+        Output {
+            json,
+            text: text.into(),
+            exit: Exit::Ok,
+        }
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    name = "iced",
+    version,
+    about = "Take an ICED unit from approved to delivered with AI coding agents, and refuse to start while a decision is still open.",
+    after_help = "Exit codes: 0 done, 1 internal error, 2 usage, 3 refused, 4 needs a person.\nEvery verb takes --json; a refusal is then {\"refused\": {\"step\", \"code\", \"reason\", \"remedy\"}} on stdout."
+)]
+pub struct Cli {
+    /// Print the result as JSON on stdout (refusals too).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs, only what is missing; never deletes, and refuses an invalid existing config unless --force.
+    Init(commands::init::Args),
+    /// Create a draft unit from one line: writes intent/<id>/iced.md and decisions.md and makes it active; refuses an empty line or a --parent that names no unit.
+    New(commands::new::NewArgs),
+    /// Create a draft unit under a parent: as `new` with `parent` set; refuses a parent that names no unit.
+    Child(commands::new::ChildArgs),
+    /// List every unit with its status, type, tier, risk and autonomy; writes nothing, and lists an unreadable unit with its error instead of failing.
+    List,
+    /// Show one unit (default: the active one) with its contract, children and lint; writes nothing, and refuses when no unit is named or active.
+    Status(commands::status::Args),
+    /// Check a unit against the rules of a stage (default validate): writes nothing, exits 3 when there are errors.
+    Lint(commands::lint::Args),
+    /// Sign off a draft (or blocked) unit: records approved_at/by, contract_hash and base_ref; refuses a held unit, signoff lint errors, or (off a terminal) a missing --yes.
+    Approve(commands::approve::Args),
+    /// Accept a done unit: records accepted_at/by; refuses any other status or lint errors at stage accept.
+    Accept(commands::lifecycle::IdArgs),
+    /// Send a done unit back to building with your reason: logs it in decisions.md; refuses any other status.
+    Reject(commands::lifecycle::ReasonArgs),
+    /// Drop a draft, approved or blocked unit: moves it to rejected; refuses a unit being built, verified or closed.
+    Abandon(commands::lifecycle::IdArgs),
+    /// Make a unit the active one, or clear it with `none`: writes .iced/active; refuses a unit that does not exist.
+    Use(commands::lifecycle::UseArgs),
+    /// Keep a unit out of every build with a reason: writes `held:` in its frontmatter; refuses a closed unit.
+    Hold(commands::lifecycle::ReasonArgs),
+    /// Release a held unit: removes `held:`; a unit that is not held is left as it is.
+    Unhold(commands::lifecycle::IdArgs),
+    /// Log a significant choice made while building: appends to intent/<id>/decisions.md; refuses a closed unit.
+    Decision(commands::lifecycle::DecisionArgs),
+    /// Set a unit's autonomy (0 Assist, 1 Gated, 2 Trusted, 3 Autonomous), or without an id the config default; refuses a closed unit.
+    Autonomy(commands::lifecycle::AutonomyArgs),
+    /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl; writes nothing.
+    Stats,
+}
+
+/// Run the command line and return the process exit code.
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().collect();
+    let wants_json = args.iter().skip(1).any(|a| a == "--json");
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e, wants_json),
+    };
+    if let Err(refusal) = check_environment() {
+        return render::refusal(&refusal, cli.json);
+    }
+    match commands::run(cli.command, cli.json) {
+        Ok(output) => render::output(&output, cli.json),
+        Err(refusal) => render::refusal(&refusal, cli.json),
+    }
+}
+
+fn usage_error(e: clap::Error, json: bool) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand && !json
+    {
+        let _ = e.print();
+        return e.exit_code();
+    }
+    if !json {
+        let _ = e.print();
+        return Exit::Usage.code();
+    }
+    let text = e.render().to_string();
+    let reason = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ")
+        .to_owned();
+    let refusal = Refusal::new(
+        "usage",
+        "usage",
+        reason,
+        "see `iced --help`, or `iced <verb> --help` for one verb",
+    )
+    .exit(Exit::Usage);
+    render::refusal(&refusal, true)
+}
+
+/// `ICED_NOW` must parse when set: a silently ignored pin would make "reproducible" output lie.
+fn check_environment() -> Result<(), Refusal> {
+    if let Ok(value) = std::env::var("ICED_NOW") {
+        if chrono::DateTime::parse_from_rfc3339(&value).is_err() {
+            return Err(Refusal::new(
+                "usage",
+                "usage",
+                format!("ICED_NOW is `{value}`, not an RFC 3339 time"),
+                "set it like `2026-09-30T11:00:00Z`, or unset it",
+            )
+            .exit(Exit::Usage));
+        }
+    }
+    Ok(())
+}

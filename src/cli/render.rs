@@ -1,0 +1,60 @@
+//! How results and refusals look. Text goes through `for_terminal`: anything a unit file or a
+//! report said is printed without its escape sequences.
+
+use super::Output;
+use crate::refusal::Refusal;
+use crate::text::for_terminal;
+use std::io::Write;
+
+pub fn output(out: &Output, json: bool) -> i32 {
+    let mut stdout = std::io::stdout().lock();
+    let written = if json {
+        writeln!(stdout, "{}", out.json)
+    } else if out.text.is_empty() {
+        Ok(())
+    } else {
+        let text = for_terminal(&out.text);
+        writeln!(stdout, "{}", text.trim_end_matches('\n'))
+    };
+    // A closed pipe (`iced list | head`) is not an error worth a panic.
+    let _ = written.and_then(|()| stdout.flush());
+    out.exit.code()
+}
+
+pub fn refusal(r: &Refusal, json: bool) -> i32 {
+    if json {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{}", r.to_json());
+    } else {
+        let mut text = format!(
+            "error: {}\n  step: {}\n  code: {}\n",
+            r.reason, r.step, r.code
+        );
+        if let Some(("lint", report)) = r.detail.as_deref() {
+            for severity in ["errors", "warnings"] {
+                for issue in report[severity].as_array().into_iter().flatten() {
+                    text.push_str(&format!("  {}\n", issue_line(issue)));
+                }
+            }
+        }
+        if !r.remedy.is_empty() {
+            text.push_str(&format!("\nhint: {}\n", r.remedy));
+        }
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(for_terminal(&text).as_bytes());
+    }
+    r.exit.code()
+}
+
+/// `line 12: open-questions: [Q1] is unanswered.`
+pub fn issue_line(issue: &serde_json::Value) -> String {
+    let line = issue["line"]
+        .as_u64()
+        .map(|l| format!("line {l}: "))
+        .unwrap_or_default();
+    format!(
+        "{line}{}: {}",
+        issue["code"].as_str().unwrap_or(""),
+        issue["message"].as_str().unwrap_or("")
+    )
+}

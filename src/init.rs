@@ -1,0 +1,207 @@
+//! `iced init`: create or refresh iced's own files in a repository. Idempotent and never deletes:
+//! files a person may have edited are written only when absent; templates are refreshed only when
+//! they differ from the built-in ones; ignore and attribute lines are appended only when missing.
+
+use crate::config;
+use crate::store::{self, StoreError};
+use crate::templates;
+use crate::unit::UnitType;
+use serde::Serialize;
+use std::path::Path;
+
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct InitReport {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+pub const GITATTRIBUTES_LINES: &[&str] = &["intent/**/*.md text eol=lf"];
+pub const GITIGNORE_LINES: &[&str] = &[".iced/active", ".iced/tmp/"];
+
+const INTENT_README: &str = "# intent/
+
+One folder per ICED unit of work. `<id>/iced.md` is the contract a person signs off (Intent and
+Expectations are frozen by hash at approval); `decisions.md` is the build's decision log;
+`evidence.md` and `verify.json` are written by the verification, never by hand.
+
+Create, approve, build and accept units with `iced` (`iced --help`).
+";
+
+const PRODUCT_MEMORY: &str = "# Product memory
+
+<!-- What this product is, who relies on it, and the behaviour it must keep. Units cite this as
+     [product] context. Short, factual, updated when a unit changes what the product does. -->
+
+## Purpose
+
+## Users
+
+## Behaviour that must hold
+
+## Non-functional expectations
+";
+
+const KNOWLEDGE_MEMORY: &str = "# Knowledge
+
+<!-- Team and organisation standards units cite as [knowledge] context: conventions, patterns,
+     security and compliance rules. Shared files elsewhere can be listed in `.iced/config.json`
+     under memory.knowledge. -->
+
+## Engineering conventions
+
+## Security and compliance
+
+## Patterns to prefer or avoid
+";
+
+/// Test commands worth putting in `verify.commands` of a new config, when one is obvious.
+pub fn detect_verify_commands(root: &Path) -> Vec<String> {
+    let has = |p: &str| root.join(p).exists();
+    if let Ok(text) = std::fs::read_to_string(root.join("package.json")) {
+        let test = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/scripts/test")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned)
+            });
+        if let Some(test) = test {
+            if !test.trim().is_empty() && !test.contains("no test specified") {
+                return vec!["npm test".into()];
+            }
+        }
+    }
+    if has("Cargo.toml") {
+        return vec!["cargo test".into()];
+    }
+    if has("go.mod") {
+        return vec!["go test ./...".into()];
+    }
+    if has("pyproject.toml") || has("pytest.ini") {
+        return vec!["python -m pytest -q".into()];
+    }
+    Vec::new()
+}
+
+fn rel(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Write `content` to `path` when it is absent, or when `overwrite` and it differs.
+fn write_file(
+    root: &Path,
+    path: &Path,
+    content: &str,
+    overwrite: bool,
+    report: &mut InitReport,
+) -> Result<(), StoreError> {
+    let name = rel(root, path);
+    let existing = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::io("read", path, e)),
+    };
+    match existing {
+        Some(_) if !overwrite => report.skipped.push(name),
+        Some(bytes) if bytes == content.as_bytes() => report.skipped.push(name),
+        Some(_) => {
+            store::write_atomic(path, content.as_bytes(), 0o644)?;
+            report.updated.push(name);
+        }
+        None => {
+            if let Some(dir) = path.parent() {
+                store::create_dir_all(dir)?;
+            }
+            store::write_atomic(path, content.as_bytes(), 0o644)?;
+            report.created.push(name);
+        }
+    }
+    Ok(())
+}
+
+/// Append the lines `path` lacks (compared trimmed), keeping everything it has.
+fn ensure_lines(
+    root: &Path,
+    path: &Path,
+    lines: &[&str],
+    report: &mut InitReport,
+) -> Result<(), StoreError> {
+    let current = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).replace("\r\n", "\n"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(StoreError::io("read", path, e)),
+    };
+    let have: Vec<&str> = current.lines().map(str::trim).collect();
+    let missing: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| !have.contains(l))
+        .collect();
+    if missing.is_empty() {
+        report.skipped.push(rel(root, path));
+        return Ok(());
+    }
+    let mut text = current.trim_end_matches('\n').to_owned();
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    for line in missing {
+        text.push_str(line);
+        text.push('\n');
+    }
+    write_file(root, path, &text, true, report)
+}
+
+/// Create or refresh iced's files under `root`. `force` rewrites the config with the defaults.
+pub fn init_repo(root: &Path, force: bool) -> Result<InitReport, StoreError> {
+    let mut report = InitReport::default();
+    let iced = root.join(".iced");
+    let mut config = config::defaults();
+    config["verify"]["commands"] = detect_verify_commands(root).into();
+    let mut config_text = serde_json::to_string_pretty(&config).expect("JSON serialises");
+    config_text.push('\n');
+    write_file(
+        root,
+        &iced.join("config.json"),
+        &config_text,
+        force,
+        &mut report,
+    )?;
+    write_file(
+        root,
+        &iced.join("memory").join("product.md"),
+        PRODUCT_MEMORY,
+        false,
+        &mut report,
+    )?;
+    write_file(
+        root,
+        &iced.join("memory").join("knowledge.md"),
+        KNOWLEDGE_MEMORY,
+        false,
+        &mut report,
+    )?;
+    for &kind in UnitType::ALL {
+        let path = iced.join("templates").join(format!("{kind}.md"));
+        write_file(root, &path, templates::builtin(kind), true, &mut report)?;
+    }
+    write_file(
+        root,
+        &root.join("intent").join("README.md"),
+        INTENT_README,
+        false,
+        &mut report,
+    )?;
+    ensure_lines(
+        root,
+        &root.join(".gitattributes"),
+        GITATTRIBUTES_LINES,
+        &mut report,
+    )?;
+    ensure_lines(root, &root.join(".gitignore"), GITIGNORE_LINES, &mut report)?;
+    Ok(report)
+}
