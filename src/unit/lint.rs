@@ -318,11 +318,15 @@ fn signoff_checks(parsed: &ParsedUnit, report: &mut LintReport) {
         report.error(
             "failures-missing",
             "No failure conditions ([F1] ...). Say what would count as failing the intent.",
-            None,
+            parsed.failures_line,
         );
     }
     if parsed.expectations.is_empty() {
-        report.error("expectations-missing", "No expectations ([E1] ...).", None);
+        report.error(
+            "expectations-missing",
+            "No expectations ([E1] ...).",
+            parsed.expectations_line,
+        );
     }
     for e in &parsed.expectations {
         match &e.verify {

@@ -61,7 +61,11 @@ pub struct ParsedUnit {
     pub frontmatter_problem: Option<FrontmatterProblem>,
     pub title: Option<String>,
     pub goal: String,
+    /// Lines of the `### Goal`, `### Failure conditions` and `## Expectations` headings, so a
+    /// finding about an empty section points at it.
     pub goal_line: Option<usize>,
+    pub failures_line: Option<usize>,
+    pub expectations_line: Option<usize>,
     pub constraints: Vec<Item>,
     pub failures: Vec<Item>,
     pub scope: Scope,
@@ -257,6 +261,8 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         title: title_from_fm,
         goal: String::new(),
         goal_line: None,
+        failures_line: None,
+        expectations_line: None,
         constraints: Vec::new(),
         failures: Vec::new(),
         scope: Scope::default(),
@@ -303,6 +309,9 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
                 None => H2::Other,
             });
             h3 = None;
+            if h2 == Some(H2::Expectations) && parsed.expectations_line.is_none() {
+                parsed.expectations_line = Some(line_no);
+            }
             parsed.sections.push(Heading {
                 text: name.to_owned(),
                 line: line_no,
@@ -323,6 +332,9 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
             };
             if h3 == Some(H3::Goal) && parsed.goal_line.is_none() {
                 parsed.goal_line = Some(line_no);
+            }
+            if h3 == Some(H3::Failures) && parsed.failures_line.is_none() {
+                parsed.failures_line = Some(line_no);
             }
             continue;
         }

@@ -1,0 +1,191 @@
+//! `TestEnv`: a temporary git repository, a cleared environment with a pinned clock, and a way to
+//! run `iced` in it and look at what it printed.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub const NOW: &str = "2026-09-30T11:00:00Z";
+
+pub struct TestEnv {
+    dir: tempfile::TempDir,
+}
+
+/// What one run of `iced` printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// stdout parsed as JSON; panics (failing the test) with the output when it is not.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    pub fn ok(self) -> Run {
+        assert_eq!(self.code, 0, "expected success:\n{self:#?}");
+        self
+    }
+
+    /// The refusal object of a `--json` refusal, after checking the exit code and its shape.
+    pub fn refused(&self, exit: i32, code: &str) -> Value {
+        assert_eq!(self.code, exit, "exit code:\n{self:#?}");
+        let json = self.json();
+        let refused = json["refused"].clone();
+        assert_eq!(refused["code"], code, "refusal code:\n{self:#?}");
+        for key in ["step", "reason", "remedy"] {
+            assert!(
+                refused[key].as_str().is_some_and(|s| !s.is_empty()),
+                "refusal lacks {key}:\n{self:#?}"
+            );
+        }
+        refused
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl TestEnv {
+    /// An empty git repository with one commit and a configured user.
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        git(dir.path(), &["config", "user.name", "Test Person"]);
+        git(dir.path(), &["config", "user.email", "person@example.test"]);
+        git(dir.path(), &["config", "commit.gpgsign", "false"]);
+        std::fs::write(dir.path().join("README.md"), "test repo\n").unwrap();
+        git(dir.path(), &["add", "."]);
+        git(dir.path(), &["commit", "-q", "-m", "init"]);
+        TestEnv { dir }
+    }
+
+    /// A repository where `iced init` has run.
+    pub fn initialized() -> TestEnv {
+        let env = TestEnv::new();
+        env.iced(&["init"]).ok();
+        env
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    pub fn write(&self, rel: &str, text: impl AsRef<[u8]>) {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn git(&self, args: &[&str]) {
+        git(self.root(), args);
+    }
+
+    /// The `iced` command, in the repository root, with only PATH, HOME and a pinned clock set.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iced"));
+        cmd.current_dir(self.root())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("ICED_NOW", NOW)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    pub fn iced(&self, args: &[&str]) -> Run {
+        run(self.command().args(args))
+    }
+
+    /// `iced ... --json`.
+    pub fn iced_json(&self, args: &[&str]) -> Run {
+        run(self.command().args(args).arg("--json"))
+    }
+
+    /// Create a unit and return its id.
+    pub fn new_unit(&self, line: &str) -> String {
+        let run = self.iced_json(&["new", line]).ok();
+        run.json()["id"]
+            .as_str()
+            .expect("new prints an id")
+            .to_owned()
+    }
+
+    /// Replace a unit's body (everything after the frontmatter) with `body`.
+    pub fn set_body(&self, id: &str, body: &str) {
+        let rel = format!("intent/{id}/iced.md");
+        let text = self.read(&rel);
+        let end = text[3..].find("\n---\n").expect("frontmatter") + 3 + 5;
+        self.write(&rel, format!("{}{body}", &text[..end]));
+    }
+}
+
+pub fn run(cmd: &mut Command) -> Run {
+    let out: Output = cmd.output().expect("iced runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A complete body that lints clean at signoff.
+pub const GOOD_BODY: &str = "
+# Session timeout
+
+## Intent
+
+### Goal
+Signed-in people stay signed in while they are active.
+
+### Constraints
+- [C1] No change to how passwords are checked.
+
+### Failure conditions
+- [F1] An active person is signed out.
+
+### Scope
+- In: session refresh
+- Out: password policy
+
+## Context
+- [code] Sessions expire after 5 minutes in src/session.rs.
+
+## Expectations
+- [E1] Activity extends the session. {verify: test | tests/session.rs}
+- [E2] An idle session still ends after 30 minutes. {verify: test | tests/session.rs}
+
+## Open questions
+- [Q1] How long is idle? -> A: 30 minutes.
+";
