@@ -123,7 +123,8 @@ fn write_file(
     Ok(())
 }
 
-/// Append the lines `path` lacks (compared trimmed), keeping everything it has.
+/// Append the lines `path` lacks (compared trimmed), keeping everything it has byte for byte: the
+/// new lines use the file's own line ending.
 fn ensure_lines(
     root: &Path,
     path: &Path,
@@ -131,7 +132,7 @@ fn ensure_lines(
     report: &mut InitReport,
 ) -> Result<(), StoreError> {
     let current = match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).replace("\r\n", "\n"),
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(StoreError::io("read", path, e)),
     };
@@ -145,13 +146,18 @@ fn ensure_lines(
         report.skipped.push(rel(root, path));
         return Ok(());
     }
-    let mut text = current.trim_end_matches('\n').to_owned();
-    if !text.is_empty() {
-        text.push('\n');
+    let eol = if current.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    };
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push_str(eol);
     }
     for line in missing {
         text.push_str(line);
-        text.push('\n');
+        text.push_str(eol);
     }
     write_file(root, path, &text, true, report)
 }

@@ -41,39 +41,57 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Each verb's doc comment is the one sentence its help opens with, kept verbatim: without
+// `verbatim_doc_comment` clap drops the final period.
 #[derive(Subcommand)]
 pub enum Command {
     /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs, only what is missing; never deletes, and refuses an invalid existing config unless --force.
+    #[command(verbatim_doc_comment)]
     Init(commands::init::Args),
     /// Create a draft unit from one line: writes intent/<id>/iced.md and decisions.md and makes it active; refuses an empty line or a --parent that names no unit.
+    #[command(verbatim_doc_comment)]
     New(commands::new::NewArgs),
     /// Create a draft unit under a parent: as `new` with `parent` set; refuses a parent that names no unit.
+    #[command(verbatim_doc_comment)]
     Child(commands::new::ChildArgs),
-    /// List every unit with its status, type, tier, risk and autonomy; writes nothing, and lists an unreadable unit with its error instead of failing.
+    /// List every unit with its status, type, tier, risk and autonomy: writes nothing, lists an unreadable unit with its error instead of failing, and refuses only a repository without iced or with an invalid config.
+    #[command(verbatim_doc_comment)]
     List,
     /// Show one unit (default: the active one) with its contract, children and lint; writes nothing, and refuses when no unit is named or active.
+    #[command(verbatim_doc_comment)]
     Status(commands::status::Args),
-    /// Check a unit against the rules of a stage (default validate): writes nothing, exits 3 when there are errors.
+    /// Check a unit against the rules of a stage (default validate): writes nothing, and refuses with exit 3 while the unit has errors.
+    #[command(verbatim_doc_comment)]
     Lint(commands::lint::Args),
     /// Sign off a draft (or blocked) unit: records approved_at/by, contract_hash and base_ref; refuses a held unit, signoff lint errors, or (off a terminal) a missing --yes.
+    #[command(verbatim_doc_comment)]
     Approve(commands::approve::Args),
     /// Accept a done unit: records accepted_at/by; refuses any other status or lint errors at stage accept.
+    #[command(verbatim_doc_comment)]
     Accept(commands::lifecycle::IdArgs),
     /// Send a done unit back to building with your reason: logs it in decisions.md; refuses any other status.
+    #[command(verbatim_doc_comment)]
     Reject(commands::lifecycle::ReasonArgs),
     /// Drop a draft, approved or blocked unit: moves it to rejected; refuses a unit being built, verified or closed.
+    #[command(verbatim_doc_comment)]
     Abandon(commands::lifecycle::IdArgs),
     /// Make a unit the active one, or clear it with `none`: writes .iced/active; refuses a unit that does not exist.
+    #[command(verbatim_doc_comment)]
     Use(commands::lifecycle::UseArgs),
     /// Keep a unit out of every build with a reason: writes `held:` in its frontmatter; refuses a closed unit.
+    #[command(verbatim_doc_comment)]
     Hold(commands::lifecycle::ReasonArgs),
-    /// Release a held unit: removes `held:`; a unit that is not held is left as it is.
+    /// Release a held unit: removes `held:` from its frontmatter, leaves a unit that is not held as it is, and refuses a closed unit.
+    #[command(verbatim_doc_comment)]
     Unhold(commands::lifecycle::IdArgs),
     /// Log a significant choice made while building: appends to intent/<id>/decisions.md; refuses a closed unit.
+    #[command(verbatim_doc_comment)]
     Decision(commands::lifecycle::DecisionArgs),
     /// Set a unit's autonomy (0 Assist, 1 Gated, 2 Trusted, 3 Autonomous), or without an id the config default; refuses a closed unit.
+    #[command(verbatim_doc_comment)]
     Autonomy(commands::lifecycle::AutonomyArgs),
-    /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl; writes nothing.
+    /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl: writes nothing, and refuses a metrics file it cannot read.
+    #[command(verbatim_doc_comment)]
     Stats,
 }
 

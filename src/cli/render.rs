@@ -18,6 +18,14 @@ pub fn output(out: &Output, json: bool) -> i32 {
     };
     // A closed pipe (`iced list | head`) is not an error worth a panic.
     let _ = written.and_then(|()| stdout.flush());
+    if !json {
+        // Bookkeeping that failed after the change was made (JSON carries these as `warnings`).
+        let mut stderr = std::io::stderr().lock();
+        for warning in out.json["warnings"].as_array().into_iter().flatten() {
+            let text = warning.as_str().unwrap_or_default();
+            let _ = writeln!(stderr, "warning: {}", for_terminal(text));
+        }
+    }
     out.exit.code()
 }
 

@@ -1,7 +1,6 @@
 //! `new` and `child`: allocate the next id under a lock, render the template, write the unit.
 
-use super::metric_tags;
-use crate::metrics;
+use super::record_metric;
 use crate::refusal::{io_error, Exit, Refusal};
 use crate::repo::{decisions_header, read_text, store_refusal, Repo};
 use crate::store;
@@ -11,7 +10,6 @@ use crate::unit::id::format_id;
 use crate::unit::{Scalar, UnitType, SPEC_VERSION};
 use serde::Serialize;
 use std::fs;
-use std::path::PathBuf;
 
 pub const TITLE_MAX: usize = 120;
 
@@ -25,6 +23,8 @@ pub struct NewUnit<'a> {
 pub struct Created {
     pub id: String,
     pub path: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     #[serde(skip)]
     pub kind: UnitType,
     #[serde(skip)]
@@ -115,24 +115,41 @@ pub fn new_unit(repo: &Repo, request: NewUnit<'_>, step: &str) -> Result<Created
             Edit::set("created", created.as_str()),
         ],
     );
-    let write = |path: &PathBuf, bytes: &str| {
-        store::write_atomic(path, bytes.as_bytes(), 0o644).map_err(|e| store_refusal(step, e))
-    };
-    write(&paths.iced, &text)?;
-    if fs::symlink_metadata(&paths.decisions).is_err() {
-        write(&paths.decisions, &decisions_header(&id))?;
+    if let Err(e) = store::write_atomic(&paths.iced, text.as_bytes(), 0o644) {
+        // Give the number back: an empty folder would only push the next unit's number up.
+        let _ = fs::remove_dir(&paths.dir);
+        return Err(store_refusal(step, e));
     }
-    repo.set_active(Some(&id), step)?;
-    let unit = repo.read_unit(&id, step)?;
-    let mut data = metric_tags(&unit);
+    // The unit exists from here on; what follows is bookkeeping, and a failure in it is reported
+    // as a warning so that nobody runs `new` again and gets a second unit.
+    let mut warnings = Vec::new();
+    if fs::symlink_metadata(&paths.decisions).is_err() {
+        if let Err(e) =
+            store::write_atomic(&paths.decisions, decisions_header(&id).as_bytes(), 0o644)
+        {
+            warnings.push(format!(
+                "the unit is created, but its decisions.md is not: {e}"
+            ));
+        }
+    }
+    if let Err(r) = repo.set_active(Some(&id), step) {
+        warnings.push(format!(
+            "the unit is created, but it is not the active unit: {}",
+            r.reason
+        ));
+    }
+    let mut data = serde_json::Map::new();
+    data.insert("risk".into(), risk.as_str().into());
+    data.insert("autonomy".into(), autonomy.into());
     data.insert("type".into(), kind.as_str().into());
     data.insert("tier".into(), tier.as_str().into());
-    metrics::append(&repo.root, &id, "created", data.into()).map_err(|e| store_refusal(step, e))?;
+    record_metric(repo, &id, "created", data, &mut warnings);
     Ok(Created {
         path: format!("intent/{id}/iced.md"),
         id,
         kind,
         parent,
+        warnings,
     })
 }
 

@@ -1,12 +1,11 @@
 //! The person's verbs after sign-off, and the small ones around it: accept, reject, abandon, hold,
 //! unhold, autonomy, decision, use.
 
-use super::{editable, metric_tags, move_status, refuse_if_closed, status_of};
+use super::{editable, metric_tags, move_status, record_metric, refuse_if_closed, status_of};
 use crate::config;
 use crate::git;
-use crate::metrics;
 use crate::refusal::Refusal;
-use crate::repo::{store_refusal, Repo, UnitFile};
+use crate::repo::{Repo, UnitFile};
 use crate::unit::frontmatter::apply;
 use crate::unit::kinds::effective_autonomy;
 use crate::unit::{Actor, Edit, Risk, Stage, Status};
@@ -25,6 +24,8 @@ pub struct Moved {
     pub accepted_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -93,7 +94,8 @@ pub fn accept(repo: &Repo, id: &str, step: &str) -> Result<Moved, Refusal> {
     if let Some(t) = unit.parsed.frontmatter.str("type") {
         data.insert("type".into(), t.into());
     }
-    metrics::append(&repo.root, id, "accept", data.into()).map_err(|e| store_refusal(step, e))?;
+    let mut warnings = Vec::new();
+    record_metric(repo, id, "accept", data, &mut warnings);
     Ok(Moved {
         id: id.to_owned(),
         from,
@@ -101,6 +103,7 @@ pub fn accept(repo: &Repo, id: &str, step: &str) -> Result<Moved, Refusal> {
         accepted_at: Some(at),
         accepted_by: Some(by),
         reason: None,
+        warnings,
     })
 }
 
@@ -119,15 +122,21 @@ pub fn reject(repo: &Repo, id: &str, reason: &str, step: &str) -> Result<Moved, 
         step,
         &remedy,
     )?;
-    repo.append_decision(
+    let mut warnings = Vec::new();
+    if let Err(r) = repo.append_decision(
         id,
         "person",
         &[("Decision", "rejected at acceptance"), ("Why", reason)],
         step,
-    )?;
+    ) {
+        warnings.push(format!(
+            "the unit is back to building, but the reason could not be added to decisions.md ({}); add it by hand: {reason}",
+            r.reason
+        ));
+    }
     let mut data = metric_tags(&unit);
     data.insert("reason".into(), reason.into());
-    metrics::append(&repo.root, id, "reject", data.into()).map_err(|e| store_refusal(step, e))?;
+    record_metric(repo, id, "reject", data, &mut warnings);
     Ok(Moved {
         id: id.to_owned(),
         from,
@@ -135,6 +144,7 @@ pub fn reject(repo: &Repo, id: &str, reason: &str, step: &str) -> Result<Moved, 
         accepted_at: None,
         accepted_by: None,
         reason: Some(reason.to_owned()),
+        warnings,
     })
 }
 
@@ -152,8 +162,8 @@ pub fn abandon(repo: &Repo, id: &str, step: &str) -> Result<Moved, Refusal> {
         step,
         remedy,
     )?;
-    metrics::append(&repo.root, id, "abandon", metric_tags(&unit).into())
-        .map_err(|e| store_refusal(step, e))?;
+    let mut warnings = Vec::new();
+    record_metric(repo, id, "abandon", metric_tags(&unit), &mut warnings);
     Ok(Moved {
         id: id.to_owned(),
         from,
@@ -161,6 +171,7 @@ pub fn abandon(repo: &Repo, id: &str, step: &str) -> Result<Moved, Refusal> {
         accepted_at: None,
         accepted_by: None,
         reason: None,
+        warnings,
     })
 }
 

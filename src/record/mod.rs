@@ -21,7 +21,8 @@ use crate::unit::kinds::{check_transition, Actor};
 use crate::unit::{Edit, Scalar, Status};
 use std::str::FromStr;
 
-/// The unit's status, or a refusal saying the frontmatter does not name a known one.
+/// The unit's status, or a refusal saying the frontmatter does not name a known one. A missing or
+/// unknown status is a `field-invalid` lint error, so the refusal is `lint-errors` (SPEC 15).
 pub(crate) fn status_of(unit: &UnitFile, step: &str) -> Result<Status, Refusal> {
     let value = unit.parsed.frontmatter.get("status");
     value
@@ -31,7 +32,7 @@ pub(crate) fn status_of(unit: &UnitFile, step: &str) -> Result<Status, Refusal> 
             let shown = value.map_or_else(|| "missing".to_owned(), |v| format!("`{v}`"));
             Refusal::new(
                 step,
-                "unit-invalid",
+                "lint-errors",
                 format!("`{}` has no valid status (it is {shown})", unit.id),
                 format!(
                     "fix the frontmatter of `intent/{}/iced.md` (`iced lint {}` lists what is wrong)",
@@ -122,6 +123,23 @@ pub(crate) fn move_status(
     let text = crate::unit::frontmatter::apply(&unit.text, &edits);
     repo.write_unit(&unit.id, &text, step)?;
     Ok(from)
+}
+
+/// Append a metric event after the change it describes was made. A failure here must not turn the
+/// change into a refusal (a retry would then do it twice): it becomes a warning saying what was not
+/// recorded.
+pub(crate) fn record_metric(
+    repo: &Repo,
+    id: &str,
+    event: &str,
+    data: serde_json::Map<String, serde_json::Value>,
+    warnings: &mut Vec<String>,
+) {
+    if let Err(e) = crate::metrics::append(&repo.root, id, event, data.into()) {
+        warnings.push(format!(
+            "the change is made, but the `{event}` event could not be added to .iced/metrics.jsonl: {e}"
+        ));
+    }
 }
 
 /// Metric data every event about a unit carries: its risk and autonomy where known.

@@ -2,7 +2,9 @@
 //! autonomy rule approves, or a person confirms (the command line asks), then one atomic write
 //! records who approved, when, the contract hash and the base commit.
 
-use super::{editable, metric_tags, move_status, refuse_if_closed, refuse_if_held, status_of};
+use super::{
+    editable, metric_tags, move_status, record_metric, refuse_if_closed, refuse_if_held, status_of,
+};
 use crate::config::Config;
 use crate::git;
 use crate::metrics;
@@ -30,6 +32,8 @@ pub struct Approved {
     pub contract_hash: String,
     pub base_ref: Option<String>,
     pub auto: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Run every check of the sign-off without writing anything.
@@ -121,8 +125,8 @@ pub fn approve(repo: &Repo, approval: Approval, step: &str) -> Result<Approved, 
     let mut data = metric_tags(unit);
     data.insert("result".into(), "approved".into());
     data.insert("auto".into(), approval.auto.into());
-    metrics::append(&repo.root, &unit.id, "signoff", data.into())
-        .map_err(|e| store_refusal(step, e))?;
+    let mut warnings = Vec::new();
+    record_metric(repo, &unit.id, "signoff", data, &mut warnings);
     Ok(Approved {
         id: unit.id.clone(),
         status: Status::Approved,
@@ -131,6 +135,7 @@ pub fn approve(repo: &Repo, approval: Approval, step: &str) -> Result<Approved, 
         contract_hash: hash,
         base_ref,
         auto: approval.auto,
+        warnings,
     })
 }
 

@@ -408,10 +408,12 @@ pub fn apply(text: &str, edits: &[Edit]) -> String {
             }
         }
     }
+    // Keys not in the block yet, in the order of their first edit; the last edit of a key wins.
     for edit in edits {
-        if let Edit::Set(k, v) = edit {
-            if !written.contains(&k.as_str()) {
-                written.push(k);
+        let k = edit.key();
+        if !written.contains(&k) {
+            written.push(k);
+            if let Some(Edit::Set(_, v)) = edits.iter().rev().find(|e| e.key() == k) {
                 out.push(format!("{k}: {}", format_scalar(v)));
             }
         }

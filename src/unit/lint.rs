@@ -2,6 +2,7 @@
 //! `section-duplicate` and `context-tag` as iced-core reports them, and two checks on where the unit
 //! lives). Pure: the caller reads the files and says what exists.
 
+use super::frontmatter::FrontmatterProblem;
 use super::hash::contract_hash;
 use super::id::is_valid_id;
 use super::kinds::{ContextTag, Risk, Stage, Status, Tier, UnitType, VerifyKind};
@@ -128,7 +129,13 @@ pub fn lint(parsed: &ParsedUnit, stage: Stage, ctx: &LintContext<'_>) -> LintRep
     let line_of = |key: &str| fm.line_of(key);
 
     match &parsed.frontmatter_problem {
-        Some(problem) => report.error("frontmatter-missing", problem.to_string(), None),
+        Some(problem) => {
+            let line = match problem {
+                FrontmatterProblem::BadLine(n) => Some(*n),
+                _ => None,
+            };
+            report.error("frontmatter-missing", problem.to_string(), line)
+        }
         None if fm.is_empty() => report.error(
             "frontmatter-missing",
             "Frontmatter is empty: it needs at least the required fields.",
@@ -136,7 +143,16 @@ pub fn lint(parsed: &ParsedUnit, stage: Stage, ctx: &LintContext<'_>) -> LintRep
         ),
         None => {}
     }
-    for key in REQUIRED {
+    // No block was read (absent, unterminated, behind a BOM): missing fields would only repeat that.
+    let block_read = !matches!(
+        parsed.frontmatter_problem,
+        Some(
+            FrontmatterProblem::Missing
+                | FrontmatterProblem::Unterminated
+                | FrontmatterProblem::ByteOrderMark
+        )
+    );
+    for key in REQUIRED.iter().filter(|_| block_read) {
         if fm.get(key).is_none_or(|v| v.is_blank()) {
             report.error(
                 "field-invalid",

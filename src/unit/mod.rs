@@ -8,6 +8,11 @@ pub mod kinds;
 pub mod lint;
 pub mod parse;
 
+#[cfg(test)]
+mod lint_tests;
+#[cfg(test)]
+mod prop_tests;
+
 pub use frontmatter::{Edit, Frontmatter, Scalar};
 pub use hash::contract_hash;
 pub use kinds::{Actor, Risk, Stage, Status, Tier, UnitType};

@@ -2,6 +2,7 @@
 //! run `iced` in it and look at what it printed.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -82,6 +83,13 @@ impl TestEnv {
         TestEnv { dir }
     }
 
+    /// A plain temporary directory: no git repository, nothing initialized.
+    pub fn without_git() -> TestEnv {
+        TestEnv {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
     /// A repository where `iced init` has run.
     pub fn initialized() -> TestEnv {
         let env = TestEnv::new();
@@ -99,6 +107,10 @@ impl TestEnv {
 
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    pub fn read_bytes(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
     pub fn write(&self, rel: &str, text: impl AsRef<[u8]>) {
@@ -149,6 +161,90 @@ impl TestEnv {
         let end = text[3..].find("\n---\n").expect("frontmatter") + 3 + 5;
         self.write(&rel, format!("{}{body}", &text[..end]));
     }
+}
+
+impl TestEnv {
+    /// A unit holding [`GOOD_BODY`]: it lints clean at signoff.
+    pub fn good_unit(&self, line: &str) -> String {
+        let id = self.new_unit(line);
+        self.set_body(&id, GOOD_BODY);
+        id
+    }
+
+    /// A good unit, approved with `--yes`.
+    pub fn approved_unit(&self, line: &str) -> String {
+        let id = self.good_unit(line);
+        self.iced_json(&["approve", &id, "--yes"]).ok();
+        id
+    }
+
+    /// Set `key: value` (written as given) in a unit's frontmatter, in place, or append it as the
+    /// block's last line. A person editing the file by hand, not iced.
+    pub fn set_field(&self, id: &str, key: &str, value: &str) {
+        let rel = unit_file(id);
+        let text = self.read(&rel);
+        let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
+        assert_eq!(lines[0], "---", "{rel} starts with a frontmatter");
+        let close = 1 + lines[1..]
+            .iter()
+            .position(|l| l == "---")
+            .expect("a closing ---");
+        let prefix = format!("{key}:");
+        let line = format!("{key}: {value}");
+        match lines[1..close].iter().position(|l| l.starts_with(&prefix)) {
+            Some(i) => lines[i + 1] = line,
+            None => lines.insert(close, line),
+        }
+        self.write(&rel, lines.join("\n"));
+    }
+
+    /// Every event of `.iced/metrics.jsonl`, parsed.
+    pub fn metrics(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.path(".iced/metrics.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    /// Every file under the root except `.git/`, root-relative path to bytes.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let entry = entry.unwrap();
+                let path = entry.path();
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if rel == ".git" {
+                    continue;
+                }
+                let kind = entry.file_type().unwrap();
+                if kind.is_dir() {
+                    walk(root, &path, out);
+                } else {
+                    out.insert(rel, std::fs::read(&path).unwrap_or_default());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(self.root(), self.root(), &mut out);
+        out
+    }
+}
+
+/// A complete unit file for `id`, written by hand rather than by `iced new`: a draft holding
+/// [`GOOD_BODY`].
+pub fn unit_text(id: &str) -> String {
+    format!(
+        "---\niced: 0.1\nid: {id}\ntitle: {id}\ntype: feature\ntier: M\nparent: null\nstatus: draft\nautonomy: 1\nrisk: medium\nattempts: 0\n---\n{GOOD_BODY}"
+    )
+}
+
+/// The root-relative path of a unit's `iced.md`.
+pub fn unit_file(id: &str) -> String {
+    format!("intent/{id}/iced.md")
 }
 
 pub fn run(cmd: &mut Command) -> Run {

@@ -2,5 +2,10 @@
 
 mod env;
 
+mod authoring;
+mod bad_input;
 mod examples;
+mod init;
 mod interop;
+mod output;
+mod refusals;
