@@ -10,6 +10,7 @@ pub mod config;
 pub mod git;
 pub mod init;
 pub mod metrics;
+pub mod par;
 pub mod record;
 pub mod refusal;
 pub mod repo;

@@ -6,6 +6,7 @@ use crate::refusal::{io_error, Exit, Refusal};
 use crate::store::{self, StoreError};
 use crate::unit::id::leading_number;
 use crate::unit::{lint, parse_unit, LintContext, LintReport, ParsedUnit, Stage};
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -261,23 +262,15 @@ impl Repo {
             .map_err(|e| store_refusal(step, e))
     }
 
-    /// Other unit folders that use this unit's number.
-    pub fn same_number(&self, id: &str, all: &[String]) -> Vec<String> {
-        let Some(n) = leading_number(id) else {
-            return Vec::new();
-        };
-        all.iter()
-            .filter(|other| *other != id && leading_number(other) == Some(n))
-            .cloned()
-            .collect()
-    }
-
-    /// Lint a unit as it lives in this repository (folder name, siblings, evidence file).
-    pub fn lint_unit(&self, unit: &UnitFile, stage: Stage, all: &[String]) -> LintReport {
-        let same_number = self.same_number(&unit.id, all);
+    /// Lint a unit as it lives in this repository (folder name, units sharing its number,
+    /// evidence file).
+    pub fn lint_unit(&self, unit: &UnitFile, stage: Stage, numbers: &Numbers) -> LintReport {
+        let same_number = numbers.others(&unit.id);
         let ctx = LintContext {
             text: Some(&unit.text),
-            evidence_exists: Some(self.unit_paths(&unit.id).evidence.is_file()),
+            // Only the accept stage asks; a stat per unit is a cost `list` need not pay.
+            evidence_exists: (stage == Stage::Accept)
+                .then(|| self.unit_paths(&unit.id).evidence.is_file()),
             folder: Some(&unit.id),
             same_number: &same_number,
         };
@@ -325,6 +318,31 @@ impl Repo {
         }
         store::append(&path, entry.as_bytes(), 0o644).map_err(|e| store_refusal(step, e))?;
         Ok(path)
+    }
+}
+
+/// Unit ids by their number, built once so that finding a unit's namesakes is not a scan of every
+/// id per unit.
+#[derive(Debug, Default)]
+pub struct Numbers(HashMap<u64, Vec<String>>);
+
+impl Numbers {
+    pub fn new(ids: &[String]) -> Numbers {
+        let mut map: HashMap<u64, Vec<String>> = HashMap::new();
+        for id in ids {
+            if let Some(n) = leading_number(id) {
+                map.entry(n).or_default().push(id.clone());
+            }
+        }
+        Numbers(map)
+    }
+
+    /// The other units that use `id`'s number.
+    pub fn others(&self, id: &str) -> Vec<String> {
+        leading_number(id)
+            .and_then(|n| self.0.get(&n))
+            .map(|ids| ids.iter().filter(|o| *o != id).cloned().collect())
+            .unwrap_or_default()
     }
 }
 

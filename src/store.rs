@@ -115,7 +115,9 @@ pub fn append(path: &Path, bytes: &[u8], new_mode: u32) -> Result<(), StoreError
 /// Read a whole file, refusing one larger than `limit` bytes without reading it all.
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io("read", path, e))?;
-    let mut bytes = Vec::new();
+    // Sized from the file's length: a small file is read in one call and holds no spare memory.
+    let hint = file.metadata().map_or(0, |m| m.len().min(limit));
+    let mut bytes = Vec::with_capacity(hint as usize + 1);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| StoreError::io("read", path, e))?;

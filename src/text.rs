@@ -45,6 +45,14 @@ pub fn js_trim_start(s: &str) -> &str {
     s.trim_start_matches(is_js_space)
 }
 
+/// `heading.toLowerCase() === name` for a lower-case ASCII `name` without a `k`. No non-ASCII
+/// character lower-cases to an ASCII letter other than `k` (U+212A KELVIN SIGN), so for such names
+/// an ASCII case-insensitive comparison gives exactly JavaScript's answer, without allocating.
+pub fn js_lower_eq(heading: &str, name: &str) -> bool {
+    debug_assert!(!name.contains('k') && name.bytes().all(|b| !b.is_ascii_uppercase()));
+    heading.eq_ignore_ascii_case(name)
+}
+
 /// CRLF and lone CR become LF, as every reader of a unit sees the text.
 pub fn to_lf(text: &str) -> Cow<'_, str> {
     if !text.contains('\r') {

@@ -12,6 +12,9 @@ use serde_json::Value;
 /// What a verb produced: the JSON form, the text form, and the exit code.
 pub struct Output {
     pub json: Value,
+    /// The JSON form already serialised, when building a `Value` would cost more than it is worth
+    /// (`list` over many units). Printed instead of `json` when present.
+    pub json_text: Option<String>,
     pub text: String,
     pub exit: Exit,
 }
@@ -20,6 +23,7 @@ impl Output {
     pub fn new(json: Value, text: impl Into<String>) -> Output {
         Output {
             json,
+            json_text: None,
             text: text.into(),
             exit: Exit::Ok,
         }

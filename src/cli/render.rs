@@ -9,7 +9,14 @@ use std::io::Write;
 pub fn output(out: &Output, json: bool) -> i32 {
     let mut stdout = std::io::stdout().lock();
     let written = if json {
-        writeln!(stdout, "{}", out.json)
+        // One buffered write: a list of a thousand units is one line of some hundred kilobytes.
+        let mut buf = std::io::BufWriter::with_capacity(1 << 16, &mut stdout);
+        match &out.json_text {
+            Some(text) => buf.write_all(text.as_bytes()),
+            None => serde_json::to_writer(&mut buf, &out.json).map_err(std::io::Error::from),
+        }
+        .and_then(|()| buf.write_all(b"\n"))
+        .and_then(|()| buf.flush())
     } else if out.text.is_empty() {
         Ok(())
     } else {

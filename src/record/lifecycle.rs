@@ -5,7 +5,7 @@ use super::{editable, metric_tags, move_status, record_metric, refuse_if_closed,
 use crate::config;
 use crate::git;
 use crate::refusal::Refusal;
-use crate::repo::{Repo, UnitFile};
+use crate::repo::{Numbers, Repo, UnitFile};
 use crate::unit::frontmatter::apply;
 use crate::unit::kinds::effective_autonomy;
 use crate::unit::{Actor, Edit, Risk, Stage, Status};
@@ -61,8 +61,8 @@ fn read_open_unit(repo: &Repo, id: &str, step: &str) -> Result<(UnitFile, Status
 /// `done -> accepted`, by a person, when lint at stage accept is clean.
 pub fn accept(repo: &Repo, id: &str, step: &str) -> Result<Moved, Refusal> {
     let (unit, _) = read_open_unit(repo, id, step)?;
-    let all = repo.unit_ids(step)?;
-    let report = repo.lint_unit(&unit, Stage::Accept, &all);
+    let numbers = Numbers::new(&repo.unit_ids(step)?);
+    let report = repo.lint_unit(&unit, Stage::Accept, &numbers);
     let at = crate::clock::now_iso();
     let by = git::person(&repo.root);
     let remedy = format!("only a done unit is accepted; `iced status {id}` shows where it stands");

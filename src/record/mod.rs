@@ -12,7 +12,7 @@ pub use lifecycle::{
     abandon, accept, decision, hold, reject, set_autonomy, unhold, use_unit, AutonomySet,
     DecisionLogged, HoldChanged, Moved,
 };
-pub use show::{children_of, list_units, unit_status, ListEntry, UnitView};
+pub use show::{children_of, list_units, unit_status, ListEntry, UnitSummary, UnitView};
 pub use signoff::{approve, declined, prepare_approval, Approval, Approved};
 
 use crate::refusal::Refusal;

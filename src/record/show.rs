@@ -2,62 +2,134 @@
 
 use crate::config::Config;
 use crate::refusal::Refusal;
-use crate::repo::{Repo, UnitFile};
+use crate::repo::{read_text, Numbers, Repo, UnitFile};
 use crate::unit::kinds::effective_autonomy;
-use crate::unit::{LintReport, Risk, Scalar, Stage};
-use serde_json::{Map, Value};
+use crate::unit::{frontmatter, Frontmatter, LintReport, Risk, Scalar, Stage};
+use serde::ser::{Serialize, SerializeMap};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-/// One unit as `list` and `status` show it: every frontmatter field plus what iced derives.
+/// The unit object of `list` and `status`: every frontmatter field plus what iced derives. Small
+/// on purpose: `list` keeps one per unit, not the units' whole text.
 #[derive(Debug, Clone)]
-pub struct UnitView {
-    pub unit: UnitFile,
+pub struct UnitSummary {
+    pub id: String,
+    pub frontmatter: Frontmatter,
+    pub title: Option<String>,
     pub effective_autonomy: i64,
     pub active: bool,
     pub children: Vec<String>,
+    pub lint_errors: usize,
+    pub lint_warnings: usize,
+}
+
+/// One unit as `status` shows it: the summary, the whole unit and its lint report.
+#[derive(Debug, Clone)]
+pub struct UnitView {
+    pub summary: UnitSummary,
+    pub unit: UnitFile,
     pub lint: LintReport,
 }
 
 impl UnitView {
-    pub fn title(&self) -> Option<&str> {
-        self.unit.parsed.title.as_deref()
+    pub fn to_json(&self) -> Value {
+        self.summary.to_json()
+    }
+}
+
+impl UnitSummary {
+    fn new(unit: &UnitFile, lint: &LintReport, config: &Config, active: Option<&str>) -> Self {
+        let fm = &unit.parsed.frontmatter;
+        UnitSummary {
+            id: unit.id.clone(),
+            frontmatter: fm.clone(),
+            title: unit.parsed.title.clone(),
+            effective_autonomy: effective_autonomy(
+                fm.get("autonomy").and_then(Scalar::as_int),
+                fm.str("risk").and_then(|r| Risk::from_str(r).ok()),
+                config.autonomy,
+                config.max_autonomy,
+            ),
+            active: active == Some(unit.id.as_str()),
+            children: Vec::new(),
+            lint_errors: lint.errors.len(),
+            lint_warnings: lint.warnings.len(),
+        }
     }
 
     pub fn to_json(&self) -> Value {
-        let mut out: Map<String, Value> = self.unit.parsed.frontmatter.to_json();
-        let fm = &self.unit.parsed.frontmatter;
-        out.insert("id".into(), self.unit.id.clone().into());
-        out.insert("title".into(), self.title().map_or(Value::Null, Into::into));
-        for key in ["type", "status"] {
-            out.insert(key.into(), fm.get(key).map_or(Value::Null, Scalar::to_json));
+        serde_json::to_value(self).expect("a unit summary serialises")
+    }
+
+    /// The keys iced derives, in the order they follow the frontmatter, with their values.
+    fn derived(&self) -> [(&'static str, Value); 9] {
+        let field = |key: &str| {
+            self.frontmatter
+                .get(key)
+                .map_or(Value::Null, Scalar::to_json)
+        };
+        [
+            ("id", self.id.clone().into()),
+            ("title", self.title.clone().map_or(Value::Null, Into::into)),
+            ("type", field("type")),
+            ("status", field("status")),
+            ("path", format!("intent/{}/iced.md", self.id).into()),
+            ("effective_autonomy", self.effective_autonomy.into()),
+            ("active", self.active.into()),
+            ("children", self.children.clone().into()),
+            (
+                "lint",
+                serde_json::json!({"errors": self.lint_errors, "warnings": self.lint_warnings}),
+            ),
+        ]
+    }
+}
+
+/// Every frontmatter field in file order (a derived key that is also a field takes the field's
+/// place), then the derived keys. Written straight to the serializer: `list` prints a thousand.
+impl Serialize for UnitSummary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let derived = self.derived();
+        let mut map = serializer.serialize_map(None)?;
+        let mut done = [false; 9];
+        for (key, value) in self.frontmatter.iter() {
+            match derived.iter().position(|(k, _)| *k == key) {
+                Some(at) => {
+                    map.serialize_entry(key, &derived[at].1)?;
+                    done[at] = true;
+                }
+                None => map.serialize_entry(key, value)?,
+            }
         }
-        out.insert(
-            "path".into(),
-            format!("intent/{}/iced.md", self.unit.id).into(),
-        );
-        out.insert("effective_autonomy".into(), self.effective_autonomy.into());
-        out.insert("active".into(), self.active.into());
-        out.insert("children".into(), self.children.clone().into());
-        out.insert(
-            "lint".into(),
-            serde_json::json!({"errors": self.lint.errors.len(), "warnings": self.lint.warnings.len()}),
-        );
-        Value::Object(out)
+        for ((key, value), done) in derived.iter().zip(done) {
+            if !done {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
     }
 }
 
 /// One row of `list`: a unit, or the refusal its file earned.
 #[derive(Debug, Clone)]
 pub enum ListEntry {
-    Unit(Box<UnitView>),
+    Unit(Box<UnitSummary>),
     Unreadable { id: String, refusal: Refusal },
 }
 
 impl ListEntry {
+    /// The entry as one line of JSON.
+    pub fn to_json_string(&self) -> String {
+        match self {
+            ListEntry::Unit(unit) => serde_json::to_string(unit).expect("a unit serialises"),
+            unreadable => unreadable.to_json().to_string(),
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         match self {
-            ListEntry::Unit(view) => view.to_json(),
+            ListEntry::Unit(unit) => unit.to_json(),
             ListEntry::Unreadable { id, refusal } => serde_json::json!({
                 "id": id,
                 "path": format!("intent/{id}/iced.md"),
@@ -67,42 +139,19 @@ impl ListEntry {
     }
 }
 
-/// Children of every unit, from the `parent` fields.
-pub fn children_of(units: &[&UnitFile]) -> BTreeMap<String, Vec<String>> {
+/// Children of every unit, from the `parent` fields of (id, frontmatter) pairs.
+pub fn children_of<'a>(
+    units: impl Iterator<Item = (&'a str, &'a Frontmatter)>,
+) -> BTreeMap<String, Vec<String>> {
     let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for u in units {
-        if let Some(parent) = u.parsed.frontmatter.get("parent").filter(|p| !p.is_blank()) {
+    for (id, fm) in units {
+        if let Some(parent) = fm.get("parent").filter(|p| !p.is_blank()) {
             map.entry(parent.to_string())
                 .or_default()
-                .push(u.id.clone());
+                .push(id.to_owned());
         }
     }
     map
-}
-
-fn view(
-    repo: &Repo,
-    unit: UnitFile,
-    config: &Config,
-    active: Option<&str>,
-    children: &BTreeMap<String, Vec<String>>,
-    all: &[String],
-) -> UnitView {
-    let fm = &unit.parsed.frontmatter;
-    let effective = effective_autonomy(
-        fm.get("autonomy").and_then(Scalar::as_int),
-        fm.str("risk").and_then(|r| Risk::from_str(r).ok()),
-        config.autonomy,
-        config.max_autonomy,
-    );
-    let lint = repo.lint_unit(&unit, Stage::Validate, all);
-    UnitView {
-        effective_autonomy: effective,
-        active: active == Some(unit.id.as_str()),
-        children: children.get(&unit.id).cloned().unwrap_or_default(),
-        lint,
-        unit,
-    }
 }
 
 /// Every unit, by id; an unreadable file is listed with its refusal instead of failing the list.
@@ -110,26 +159,30 @@ pub fn list_units(repo: &Repo, step: &str) -> Result<Vec<ListEntry>, Refusal> {
     let config = repo.config(step)?;
     let ids = repo.unit_ids(step)?;
     let active = repo.active();
-    let read: Vec<(String, Result<UnitFile, Refusal>)> = ids
-        .iter()
-        .map(|id| (id.clone(), repo.read_unit(id, step)))
-        .collect();
-    let units: Vec<&UnitFile> = read.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
-    let children = children_of(&units);
-    Ok(read
-        .into_iter()
-        .map(|(id, entry)| match entry {
-            Ok(unit) => ListEntry::Unit(Box::new(view(
-                repo,
-                unit,
-                &config,
-                active.as_deref(),
-                &children,
-                &ids,
-            ))),
-            Err(refusal) => ListEntry::Unreadable { id, refusal },
-        })
-        .collect())
+    let numbers = Numbers::new(&ids);
+    // Reading, parsing and linting a unit needs nothing from the others: spread it over the
+    // cores, and keep only the summary (the unit's text is freed on the worker that read it).
+    let mut entries: Vec<ListEntry> = crate::par::map(&ids, |id| match repo.read_unit(id, step) {
+        Ok(unit) => {
+            let lint = repo.lint_unit(&unit, Stage::Validate, &numbers);
+            let summary = UnitSummary::new(&unit, &lint, &config, active.as_deref());
+            ListEntry::Unit(Box::new(summary))
+        }
+        Err(refusal) => ListEntry::Unreadable {
+            id: id.clone(),
+            refusal,
+        },
+    });
+    let mut children = children_of(entries.iter().filter_map(|e| match e {
+        ListEntry::Unit(u) => Some((u.id.as_str(), &u.frontmatter)),
+        ListEntry::Unreadable { .. } => None,
+    }));
+    for entry in &mut entries {
+        if let ListEntry::Unit(u) = entry {
+            u.children = children.remove(&u.id).unwrap_or_default();
+        }
+    }
+    Ok(entries)
 }
 
 /// One unit; without a reference, the active one.
@@ -149,19 +202,22 @@ pub fn unit_status(repo: &Repo, reference: Option<&str>, step: &str) -> Result<U
     };
     let ids = repo.unit_ids(step)?;
     let unit = repo.read_unit(&id, step)?;
-    let units: Vec<UnitFile> = ids
+    // Children need only each unit's `parent`: read frontmatter, not whole units.
+    let parents: Vec<(String, Frontmatter)> = ids
         .iter()
         .filter(|other| **other != id)
-        .filter_map(|other| repo.read_unit(other, step).ok())
+        .filter_map(|other| {
+            let text = read_text(&repo.unit_paths(other).iced).ok()?;
+            Some((other.clone(), frontmatter::parse(&text).data))
+        })
         .collect();
-    let refs: Vec<&UnitFile> = units.iter().collect();
-    let children = children_of(&refs);
-    Ok(view(
-        repo,
+    let mut children = children_of(parents.iter().map(|(id, fm)| (id.as_str(), fm)));
+    let lint = repo.lint_unit(&unit, Stage::Validate, &Numbers::new(&ids));
+    let mut summary = UnitSummary::new(&unit, &lint, &config, active.as_deref());
+    summary.children = children.remove(&id).unwrap_or_default();
+    Ok(UnitView {
+        summary,
         unit,
-        &config,
-        active.as_deref(),
-        &children,
-        &ids,
-    ))
+        lint,
+    })
 }

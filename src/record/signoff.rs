@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::git;
 use crate::metrics;
 use crate::refusal::Refusal;
-use crate::repo::{store_refusal, Repo, UnitFile};
+use crate::repo::{store_refusal, Numbers, Repo, UnitFile};
 use crate::unit::kinds::effective_autonomy;
 use crate::unit::{contract_hash, Actor, Edit, Risk, Scalar, Stage, Status};
 use serde::Serialize;
@@ -56,8 +56,8 @@ pub fn prepare_approval(repo: &Repo, id: &str, step: &str) -> Result<Approval, R
         ));
     }
     editable(&unit, step)?;
-    let all = repo.unit_ids(step)?;
-    let report = repo.lint_unit(&unit, Stage::Signoff, &all);
+    let numbers = Numbers::new(&repo.unit_ids(step)?);
+    let report = repo.lint_unit(&unit, Stage::Signoff, &numbers);
     if !report.is_clean() {
         let n = report.errors.len();
         return Err(Refusal::new(

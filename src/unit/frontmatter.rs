@@ -6,6 +6,7 @@
 
 use crate::text::{is_js_space, js_dot_matches_all, js_trim, to_lf};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
 
 /// A frontmatter value. Nesting and lists do not exist in this format.
@@ -321,6 +322,14 @@ fn has_marker_before_space(s: &str) -> bool {
     s.chars()
         .zip(s.chars().skip(1))
         .any(|(a, b)| (a == ':' || a == '#') && is_js_space(b))
+}
+
+/// The body of a unit's text (LF), found without typing the frontmatter's values.
+pub fn body(text: &str) -> Cow<'_, str> {
+    match to_lf(text) {
+        Cow::Borrowed(t) => Cow::Borrowed(split(t).map_or(t, |parts| parts.body)),
+        Cow::Owned(t) => Cow::Owned(split(&t).map_or(t.as_str(), |parts| parts.body).to_owned()),
+    }
 }
 
 /// Read the frontmatter of a unit's text.

@@ -6,32 +6,53 @@
 
 use super::frontmatter;
 use crate::text::{
-    blank_comments, is_js_line_terminator, is_js_space, js_dot_matches_all, js_trim_end,
+    blank_comments, is_js_line_terminator, is_js_space, js_dot_matches_all, js_lower_eq,
+    js_trim_end,
 };
 use sha2::{Digest, Sha256};
 
-/// `^##\s+(.+?)\s*$` on a raw line (and the line does not start with `###`): the heading text,
-/// lower-cased. Only whether it matches and whether it names `intent` or `expectations` matter.
-fn h2_key(line: &str) -> Option<String> {
-    if line.starts_with("###") {
-        return None;
-    }
-    let rest = line.strip_prefix("##")?;
+/// What a raw line is to the hash: the start of the Intent or Expectations section, of another
+/// `##` section, or neither.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    Intent,
+    Expectations,
+    OtherSection,
+    Text,
+}
+
+/// `^##\s+(.+?)\s*$` on a raw line that does not start with `###`, and which section the lower-cased
+/// heading names.
+fn classify(line: &str) -> Line {
+    let Some(rest) = line.strip_prefix("##").filter(|_| !line.starts_with("###")) else {
+        return Line::Text;
+    };
     let text = rest.trim_start_matches(is_js_space);
     let run = &rest[..rest.len() - text.len()];
     if run.is_empty() {
-        return None;
+        return Line::Text;
     }
     let name = js_trim_end(text);
-    if !name.is_empty() {
-        return js_dot_matches_all(name).then(|| name.to_lowercase());
+    if name.is_empty() {
+        // Only whitespace after `##`: the lazy group still takes one whitespace character that
+        // `.` can match, provided `\s+` keeps at least one before it. Such a heading names no
+        // section iced knows, but it does end the one before it.
+        return if run.chars().skip(1).any(|c| !is_js_line_terminator(c)) {
+            Line::OtherSection
+        } else {
+            Line::Text
+        };
     }
-    // Only whitespace after `##`: the lazy group still takes one whitespace character that `.`
-    // can match, provided `\s+` keeps at least one before it.
-    run.chars()
-        .skip(1)
-        .find(|&c| !is_js_line_terminator(c))
-        .map(|c| c.to_lowercase().collect())
+    if !js_dot_matches_all(name) {
+        return Line::Text;
+    }
+    if js_lower_eq(name, "intent") {
+        Line::Intent
+    } else if js_lower_eq(name, "expectations") {
+        Line::Expectations
+    } else {
+        Line::OtherSection
+    }
 }
 
 /// Lines of the section, trailing whitespace stripped, empty lines dropped, joined with `\n`.
@@ -52,7 +73,7 @@ fn normalise(lines: &[&str]) -> String {
 
 /// The exact bytes the contract hash is taken over.
 pub fn contract_material(text: &str) -> String {
-    let body = frontmatter::parse(text).body;
+    let body = frontmatter::body(text);
     let body = blank_comments(&body);
     let mut intent: Vec<&str> = Vec::new();
     let mut expectations: Vec<&str> = Vec::new();
@@ -65,24 +86,21 @@ pub fn contract_material(text: &str) -> String {
     }
     let mut current = In::Nothing;
     for line in body.split('\n') {
-        if let Some(key) = h2_key(line) {
-            current = match key.as_str() {
-                "intent" => {
-                    intent.clear();
-                    In::Intent
-                }
-                "expectations" => {
-                    expectations.clear();
-                    In::Expectations
-                }
-                _ => In::Other,
-            };
-            continue;
-        }
-        match current {
-            In::Intent => intent.push(line),
-            In::Expectations => expectations.push(line),
-            In::Nothing | In::Other => {}
+        match classify(line) {
+            Line::Intent => {
+                intent.clear();
+                current = In::Intent;
+            }
+            Line::Expectations => {
+                expectations.clear();
+                current = In::Expectations;
+            }
+            Line::OtherSection => current = In::Other,
+            Line::Text => match current {
+                In::Intent => intent.push(line),
+                In::Expectations => expectations.push(line),
+                In::Nothing | In::Other => {}
+            },
         }
     }
     format!(
@@ -142,10 +160,13 @@ mod tests {
 
     #[test]
     fn double_space_heading_ends_a_section_single_space_does_not() {
-        assert_eq!(h2_key("## "), None);
-        assert_eq!(h2_key("##  ").as_deref(), Some(" "));
-        assert_eq!(h2_key("##Intent"), None);
-        assert_eq!(h2_key("### Goal"), None);
-        assert_eq!(h2_key("##\tIntent \t").as_deref(), Some("intent"));
+        assert_eq!(classify("## "), Line::Text);
+        assert_eq!(classify("##  "), Line::OtherSection);
+        assert_eq!(classify("##\u{2028}\u{2028}"), Line::Text);
+        assert_eq!(classify("##Intent"), Line::Text);
+        assert_eq!(classify("### Goal"), Line::Text);
+        assert_eq!(classify("##\tINTENT \t"), Line::Intent);
+        assert_eq!(classify("## expectations"), Line::Expectations);
+        assert_eq!(classify("## \u{130}ntent"), Line::OtherSection);
     }
 }

@@ -7,7 +7,9 @@
 //! the text and ignored here.
 
 use super::frontmatter::{self, Frontmatter, FrontmatterProblem};
-use crate::text::{blank_comments, is_js_space, js_dot_matches_all, js_trim, js_trim_end};
+use crate::text::{
+    blank_comments, is_js_space, js_dot_matches_all, js_lower_eq, js_trim, js_trim_end,
+};
 use serde::Serialize;
 
 /// One `- [ID] text` item.
@@ -105,18 +107,19 @@ enum Target {
 /// The canonical `##` section a heading names, if any (`intent`, `context`, `expectations`,
 /// `open questions`).
 pub fn canonical_h2(heading: &str) -> Option<&'static str> {
-    match js_trim(heading).to_lowercase().as_str() {
-        "intent" => Some("intent"),
-        "context" => Some("context"),
-        "expectations" => Some("expectations"),
-        "open questions" => Some("open questions"),
-        _ => None,
-    }
+    let heading = js_trim(heading);
+    ["intent", "context", "expectations", "open questions"]
+        .into_iter()
+        .find(|name| js_lower_eq(heading, name))
 }
 
 /// `^#{level}\s+(.+)$` on a line whose trailing whitespace is already gone: the heading text.
 pub(crate) fn heading(line: &str, level: usize) -> Option<&str> {
-    let rest = line.strip_prefix(&"#".repeat(level)[..])?;
+    let hashes = line.as_bytes().get(..level)?;
+    if !hashes.iter().all(|&b| b == b'#') {
+        return None;
+    }
+    let rest = &line[level..];
     let text = rest.trim_start_matches(is_js_space);
     if text.len() == rest.len() || text.is_empty() || !js_dot_matches_all(text) {
         return None;
@@ -256,8 +259,8 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         .filter(|v| !v.is_null())
         .map(|v| v.to_string());
     let mut parsed = ParsedUnit {
-        frontmatter: fm.data.clone(),
-        frontmatter_problem: fm.problem.clone(),
+        frontmatter: fm.data,
+        frontmatter_problem: fm.problem,
         title: title_from_fm,
         goal: String::new(),
         goal_line: None,
@@ -320,13 +323,16 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         }
         if let Some(text) = heading(line, 3) {
             h3 = if h2 == Some(H2::Intent) {
-                match js_trim(text).to_lowercase().as_str() {
-                    "goal" => Some(H3::Goal),
-                    "constraints" => Some(H3::Constraints),
-                    "failure conditions" => Some(H3::Failures),
-                    "scope" => Some(H3::Scope),
-                    _ => None,
-                }
+                let text = js_trim(text);
+                [
+                    ("goal", H3::Goal),
+                    ("constraints", H3::Constraints),
+                    ("failure conditions", H3::Failures),
+                    ("scope", H3::Scope),
+                ]
+                .into_iter()
+                .find(|(name, _)| js_lower_eq(text, name))
+                .map(|(_, h3)| h3)
             } else {
                 None
             };

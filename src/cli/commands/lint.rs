@@ -2,6 +2,7 @@ use super::repo;
 use crate::cli::render::issue_line;
 use crate::cli::Output;
 use crate::refusal::{Exit, Refusal};
+use crate::repo::Numbers;
 use crate::unit::Stage;
 
 fn parse_stage(s: &str) -> Result<Stage, String> {
@@ -23,8 +24,8 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let repo = repo(step)?;
     let id = repo.resolve(&args.id, step)?;
     let unit = repo.read_unit(&id, step)?;
-    let all = repo.unit_ids(step)?;
-    let report = repo.lint_unit(&unit, args.stage, &all);
+    let numbers = Numbers::new(&repo.unit_ids(step)?);
+    let report = repo.lint_unit(&unit, args.stage, &numbers);
     let mut text = String::new();
     for issue in report.errors.iter().chain(&report.warnings) {
         let severity = if report.errors.contains(issue) {

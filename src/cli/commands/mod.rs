@@ -18,7 +18,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Init(args) => init::run(args),
         Command::New(args) => new::run_new(args),
         Command::Child(args) => new::run_child(args),
-        Command::List => list::run(),
+        Command::List => list::run(json),
         Command::Status(args) => status::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Approve(args) => approve::run(args, json),

@@ -26,8 +26,12 @@ pub fn summary(view: &UnitView) -> String {
     let mut out = vec![format!(
         "{}: {}{}",
         view.unit.id,
-        view.title().unwrap_or("(untitled)"),
-        if view.active { "  (active)" } else { "" }
+        view.summary.title.as_deref().unwrap_or("(untitled)"),
+        if view.summary.active {
+            "  (active)"
+        } else {
+            ""
+        }
     )];
     out.push(format!(
         "  {} / {}, risk {}, autonomy {} (effective {} {}), status {}",
@@ -35,8 +39,8 @@ pub fn summary(view: &UnitView) -> String {
         field("tier"),
         field("risk"),
         field("autonomy"),
-        view.effective_autonomy,
-        autonomy_name(view.effective_autonomy),
+        view.summary.effective_autonomy,
+        autonomy_name(view.summary.effective_autonomy),
         field("status")
     ));
     if let Some(reason) = held_reason(&view.unit) {
@@ -45,8 +49,8 @@ pub fn summary(view: &UnitView) -> String {
     if let Some(parent) = fm.get("parent").filter(|v| !v.is_blank()) {
         out.push(format!("  parent: {parent}"));
     }
-    if !view.children.is_empty() {
-        out.push(format!("  children: {}", view.children.join(", ")));
+    if !view.summary.children.is_empty() {
+        out.push(format!("  children: {}", view.summary.children.join(", ")));
     }
     out.extend(contract_lines(view));
     if !view.lint.errors.is_empty() || !view.lint.warnings.is_empty() {
