@@ -5,6 +5,8 @@
 use crate::env::{unit_file, TestEnv, GOOD_BODY, NOW};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 /// SPEC section 7, written out independently of iced: the lines of a `##` section, trailing
 /// whitespace stripped, empty lines dropped. (GOOD_BODY holds no HTML comments.)
@@ -893,4 +895,85 @@ fn list_shows_an_unreadable_unit_with_its_error() {
         .as_str()
         .is_some_and(|r| !r.is_empty()));
     assert!(rows[1].get("status").is_none(), "{}", rows[1]);
+}
+
+/// Run `iced approve <id>` on a real terminal (a pty made by util-linux `script`), typing `answer`.
+/// None when `script` is not installed.
+fn approve_on_a_terminal(env: &TestEnv, id: &str, answer: &str) -> Option<crate::env::Run> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed, so no pty to ask on");
+        return None;
+    }
+    let iced = env!("CARGO_BIN_EXE_iced");
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-q",
+        "-e",
+        "-c",
+        &format!("'{iced}' approve {id}"),
+        "/dev/null",
+    ])
+    .current_dir(env.root())
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("HOME", env.root())
+    .env("GIT_CONFIG_NOSYSTEM", "1")
+    .env("ICED_NOW", NOW)
+    .env("TERM", "dumb")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("script starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Some(crate::env::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+#[test]
+fn approve_on_a_terminal_shows_the_contract_and_asks() {
+    let env = TestEnv::initialized();
+    let id = env.good_unit("session timeout");
+    let before = env.read(&format!("intent/{id}/iced.md"));
+
+    let Some(run) = approve_on_a_terminal(&env, &id, "n\n") else {
+        return;
+    };
+    assert_eq!(run.code, 0, "{run:?}");
+    // The person saw the contract before the question (the pty merges stderr into stdout).
+    assert!(
+        run.stdout.contains("Goal: Signed-in people stay signed in"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("[E1] Activity extends the session."),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("Approve"), "{run:?}");
+    assert!(run.stdout.contains("Not approved"), "{run:?}");
+    assert_eq!(
+        env.read(&format!("intent/{id}/iced.md")),
+        before,
+        "declining changes nothing"
+    );
+    let events = env.read(".iced/metrics.jsonl");
+    let last: serde_json::Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (last["event"].as_str(), last["result"].as_str()),
+        (Some("signoff"), Some("changes"))
+    );
+
+    let run = approve_on_a_terminal(&env, &id, "y\n").unwrap();
+    assert_eq!(run.code, 0, "{run:?}");
+    let status = env.iced_json(&["status", &id]).ok().json();
+    assert_eq!(status["status"], "approved");
+    assert_eq!(status["approved_by"], "Test Person");
 }
