@@ -55,3 +55,59 @@ pub fn person(dir: &Path) -> String {
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
         .unwrap_or_else(|| "human".to_owned())
 }
+
+/// Run git; stdout (trimmed at the end) or the reason it failed (its stderr).
+pub fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = command(dir)
+        .args(args)
+        .output()
+        .map_err(|e| format!("git could not be started: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            err.trim().lines().last().unwrap_or("no message")
+        ))
+    }
+}
+
+/// The branch HEAD is on (`main`), or None when detached.
+pub fn current_branch(dir: &Path) -> Option<String> {
+    output(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+}
+
+pub fn branch_exists(dir: &Path, branch: &str) -> bool {
+    command(dir)
+        .args([
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The worktree that has `branch` checked out, if any.
+pub fn worktree_of_branch(dir: &Path, branch: &str) -> Option<PathBuf> {
+    let list = output(dir, &["worktree", "list", "--porcelain"])?;
+    let mut path: Option<&str> = None;
+    for line in list.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            path = Some(p);
+        } else if line == format!("branch refs/heads/{branch}") {
+            return path.map(PathBuf::from);
+        }
+    }
+    None
+}
+
+/// Does `path` hold no change against HEAD and no untracked file (ignored files aside)?
+pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
+    let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--"];
+    args.extend(paths);
+    run(dir, &args).map(|out| out.is_empty())
+}

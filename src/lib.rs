@@ -4,9 +4,11 @@
 //! command line; `repo`, `record`, `init` and `metrics` apply it to a repository; `store` owns how
 //! bytes reach the disk; `cli` alone prints.
 
+pub mod activity;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod failpoint;
 pub mod git;
 pub mod init;
 pub mod metrics;
@@ -14,6 +16,7 @@ pub mod par;
 pub mod record;
 pub mod refusal;
 pub mod repo;
+pub mod run;
 pub mod store;
 pub mod templates;
 pub mod text;

@@ -20,6 +20,19 @@ pub struct Output {
 }
 
 impl Output {
+    /// An output that only sets the exit code (the hidden supervisor prints nothing).
+    pub fn exit_only(code: i32) -> Output {
+        let mut out = Output::new(Value::Null, "");
+        out.exit = match code {
+            0 => Exit::Ok,
+            2 => Exit::Usage,
+            3 => Exit::Refused,
+            4 => Exit::NeedsPerson,
+            _ => Exit::Internal,
+        };
+        out
+    }
+
     pub fn new(json: Value, text: impl Into<String>) -> Output {
         Output {
             json,
@@ -94,6 +107,21 @@ pub enum Command {
     /// Set a unit's autonomy (0 Assist, 1 Gated, 2 Trusted, 3 Autonomous), or without an id the config default; refuses a closed unit.
     #[command(verbatim_doc_comment)]
     Autonomy(commands::lifecycle::AutonomyArgs),
+    /// Build an approved unit: admits it, creates the run and drives it step by step to delivered, blocked, handed back or waiting on the host; refuses a unit that is not approved, is held, has an open question, lint errors, a changed contract or another run's claim.
+    Build(commands::build::BuildArgs),
+    /// The loop's step interface for a driving host, cron or a supervisor (machinery).
+    Implement {
+        #[command(subcommand)]
+        command: commands::build::ImplementCommand,
+    },
+    /// Inspect and steer runs: list, show, pause, resume, abandon.
+    Run {
+        #[command(subcommand)]
+        command: commands::build::RunCommand,
+    },
+    /// Supervise one activity (internal: launched by the loop itself).
+    #[command(name = "__supervise", hide = true)]
+    Supervise { dir: std::path::PathBuf },
     /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl: writes nothing, and refuses a metrics file it cannot read.
     #[command(verbatim_doc_comment)]
     Stats,
@@ -128,13 +156,21 @@ fn usage_error(e: clap::Error, json: bool) -> i32 {
         let _ = e.print();
         return Exit::Usage.code();
     }
+    // clap's message: the reason, possibly over several lines, then a blank line and usage.
     let text = e.render().to_string();
     let reason = text
         .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("bad arguments")
-        .trim_start_matches("error: ")
-        .to_owned();
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let reason = reason.trim_start_matches("error: ").to_owned();
+    let reason = if reason.is_empty() {
+        "bad arguments".to_owned()
+    } else {
+        reason
+    };
     let refusal = Refusal::new(
         "usage",
         "usage",

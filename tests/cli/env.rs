@@ -9,7 +9,10 @@ use std::process::{Command, Output, Stdio};
 pub const NOW: &str = "2026-09-30T11:00:00Z";
 
 pub struct TestEnv {
-    dir: tempfile::TempDir,
+    /// Holds everything the test makes; the repository is `repo/` inside it, so what iced puts
+    /// beside the repository (lane worktrees) is removed with it too.
+    _dir: tempfile::TempDir,
+    root: PathBuf,
 }
 
 /// What one run of `iced` printed and how it exited.
@@ -72,22 +75,24 @@ fn git(dir: &Path, args: &[&str]) {
 impl TestEnv {
     /// An empty git repository with one commit and a configured user.
     pub fn new() -> TestEnv {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        git(dir.path(), &["init", "-q", "-b", "main"]);
-        git(dir.path(), &["config", "user.name", "Test Person"]);
-        git(dir.path(), &["config", "user.email", "person@example.test"]);
-        git(dir.path(), &["config", "commit.gpgsign", "false"]);
-        std::fs::write(dir.path().join("README.md"), "test repo\n").unwrap();
-        git(dir.path(), &["add", "."]);
-        git(dir.path(), &["commit", "-q", "-m", "init"]);
-        TestEnv { dir }
+        let env = TestEnv::without_git();
+        let root = env.root();
+        git(root, &["init", "-q", "-b", "main"]);
+        git(root, &["config", "user.name", "Test Person"]);
+        git(root, &["config", "user.email", "person@example.test"]);
+        git(root, &["config", "commit.gpgsign", "false"]);
+        std::fs::write(root.join("README.md"), "test repo\n").unwrap();
+        git(root, &["add", "."]);
+        git(root, &["commit", "-q", "-m", "init"]);
+        env
     }
 
     /// A plain temporary directory: no git repository, nothing initialized.
     pub fn without_git() -> TestEnv {
-        TestEnv {
-            dir: tempfile::tempdir().expect("a temporary directory"),
-        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        TestEnv { _dir: dir, root }
     }
 
     /// A repository where `iced init` has run.
@@ -98,7 +103,7 @@ impl TestEnv {
     }
 
     pub fn root(&self) -> &Path {
-        self.dir.path()
+        &self.root
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {

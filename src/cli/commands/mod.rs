@@ -1,6 +1,7 @@
 //! One module per verb (or per family of small verbs): its arguments and the function that runs it.
 
 pub mod approve;
+pub mod build;
 pub mod init;
 pub mod lifecycle;
 pub mod lint;
@@ -31,6 +32,10 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Decision(args) => lifecycle::decision(args),
         Command::Autonomy(args) => lifecycle::autonomy(args),
         Command::Stats => stats::run(),
+        Command::Build(args) => build::build(args, json),
+        Command::Implement { command } => build::implement(command),
+        Command::Run { command } => build::run_verb(command),
+        Command::Supervise { dir } => Ok(crate::cli::Output::exit_only(build::supervise(dir))),
     }
 }
 

@@ -1,0 +1,246 @@
+//! Activities (SPEC 21.4): an agent run or a definition-of-done command, run by a detached
+//! supervisor (`iced __supervise <dir>`) so that it outlives the invocation that launched it.
+//!
+//! An activity lives in one directory, which is its whole interface: `spec.json` (what to run,
+//! written by [`launch`]), `supervisor.json` (who runs it), `stdout.txt`, `stderr.txt` and
+//! `outcome.json` (how it ended, written last), and `supervisor.log`. Any later invocation can
+//! [`observe`] or [`stop`] it from the directory alone.
+//!
+//! This module runs a command and reports how it ended; it never decides whether a launch is
+//! current (the [`Gate`] does, under the run's lock) and never reads the run state.
+
+mod procinfo;
+mod spec;
+mod supervise;
+mod tail;
+#[cfg(test)]
+mod tests;
+
+pub use procinfo::pid_start_time;
+pub use spec::{ActivitySpec, Outcome, StreamSummary, SupervisorRecord};
+pub use supervise::supervise;
+pub use tail::{MAX_BYTES, MAX_LINES};
+
+use crate::store::{self, StoreError};
+use serde::{de::DeserializeOwned, Serialize};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The hidden subcommand that runs [`supervise`]: `iced __supervise <dir>`.
+pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
+
+/// The names of the files in an activity directory.
+pub mod files {
+    pub const SPEC: &str = "spec.json";
+    pub const SUPERVISOR: &str = "supervisor.json";
+    pub const OUTCOME: &str = "outcome.json";
+    pub const CHILD: &str = "child.json";
+    pub const STDOUT: &str = "stdout.txt";
+    pub const STDERR: &str = "stderr.txt";
+    pub const LOG: &str = "supervisor.log";
+}
+
+/// Upper bounds on what is read back; every file here is written by iced and far smaller.
+const SPEC_LIMIT: u64 = 4 * 1024 * 1024;
+const RECORD_LIMIT: u64 = 64 * 1024;
+
+/// Asked by the supervisor before it starts the child: is this launch still current? The
+/// implementation takes the state lock, checks the step record still holds `nonce`, records `pid`
+/// and `pid_start` there, and answers. `Ok(false)` or `Err` => the supervisor exits without
+/// starting the child.
+pub trait Gate {
+    fn register(
+        &self,
+        gate: &serde_json::Value,
+        nonce: &str,
+        pid: u32,
+        pid_start: u64,
+    ) -> Result<bool, String>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActivityError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("create directory `{path}`: {source}")]
+    CreateDir { path: PathBuf, source: io::Error },
+    #[error("encode `{path}`: {source}")]
+    Encode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("`{path}` is not valid: {source}")]
+    Decode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("start the supervisor `{exe}` for `{dir}`: {source}")]
+    Launch {
+        exe: PathBuf,
+        dir: PathBuf,
+        source: io::Error,
+    },
+    #[error("signal the supervisor (pid {pid}) of `{dir}`: {source}")]
+    Signal {
+        dir: PathBuf,
+        pid: u32,
+        source: nix::errno::Errno,
+    },
+}
+
+/// What the directory says about an activity right now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observation {
+    /// No `supervisor.json` yet: the supervisor has not started, or not got that far.
+    NotRegistered,
+    /// The supervisor named in `supervisor.json` still runs (same pid, same start time).
+    Running { pid: u32, pid_start: u64 },
+    /// `outcome.json` is present and parses.
+    Finished(Outcome),
+    /// `supervisor.json` names a process that no longer runs, and there is no outcome: the
+    /// supervisor crashed, was killed, or was told by the gate that its launch had moved on.
+    Gone,
+}
+
+/// Write `spec.json` (atomic, 0600; `dir` is created 0700 if missing) and start
+/// `exe __supervise <dir>` detached: a new session, stdin, stdout and stderr on `/dev/null`.
+/// Returns the supervisor's pid at once. Files a previous launch left in `dir` (supervisor record,
+/// tails, outcome) are removed first, so what `observe` finds there belongs to this launch.
+pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<u32, ActivityError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| ActivityError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+    // The outcome first: from here on, no stale result can be taken for this launch's.
+    for stale in [
+        files::OUTCOME,
+        files::SUPERVISOR,
+        files::STDOUT,
+        files::STDERR,
+        files::CHILD,
+    ] {
+        store::remove_if_present(&dir.join(stale))?;
+    }
+    write_json(&dir.join(files::SPEC), spec)?;
+
+    let mut command = Command::new(exe);
+    command
+        .arg(SUPERVISE_SUBCOMMAND)
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and nothing allocates between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            // A session of its own: no terminal's hangup or Ctrl-C reaches it, and it outlives
+            // the caller's process group.
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|source| ActivityError::Launch {
+        exe: exe.to_owned(),
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let pid = child.id();
+    // A long-lived caller must not collect zombies; a short-lived one exits and the supervisor is
+    // reparented. If no thread can be started, the zombie is the lesser harm.
+    let _ = std::thread::Builder::new()
+        .name("activity-reap".into())
+        .spawn(move || child.wait());
+    Ok(pid)
+}
+
+/// What the activity in `dir` is doing. See [`Observation`].
+pub fn observe(dir: &Path) -> Observation {
+    if let Some(outcome) = read_outcome(dir) {
+        return Observation::Finished(outcome);
+    }
+    let Ok(record) = read_json::<SupervisorRecord>(&dir.join(files::SUPERVISOR), RECORD_LIMIT)
+    else {
+        return Observation::NotRegistered;
+    };
+    if procinfo::is_running(record.pid, record.pid_start) {
+        return Observation::Running {
+            pid: record.pid,
+            pid_start: record.pid_start,
+        };
+    }
+    // It may have written its outcome and exited between the first look and now.
+    match read_outcome(dir) {
+        Some(outcome) => Observation::Finished(outcome),
+        None => Observation::Gone,
+    }
+}
+
+/// Ask a running supervisor to stop its child: SIGTERM to the supervisor, which then runs the same
+/// SIGINT, SIGTERM, SIGKILL sequence as on a timeout and still writes its outcome (`stopped`).
+/// Nothing to do when it is not running.
+pub fn stop(dir: &Path) -> Result<(), ActivityError> {
+    let Observation::Running { pid, .. } = observe(dir) else {
+        return Ok(());
+    };
+    match nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    ) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+        Err(source) => Err(ActivityError::Signal {
+            dir: dir.to_owned(),
+            pid,
+            source,
+        }),
+    }
+}
+
+/// After a supervisor was killed outright (no outcome), kill what is left of its child's process
+/// group: the parent-death signal reaches only the child itself, not the child's own children.
+/// Nothing to do when the group is empty.
+pub fn kill_orphans(dir: &Path) {
+    let Ok(child) = read_json::<spec::ChildRecord>(&dir.join(files::CHILD), RECORD_LIMIT) else {
+        return;
+    };
+    if procinfo::group_has_live_member(child.pid) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(-(child.pid as i32)),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// `outcome.json`, if it is there and parses.
+pub fn read_outcome(dir: &Path) -> Option<Outcome> {
+    read_json(&dir.join(files::OUTCOME), RECORD_LIMIT).ok()
+}
+
+fn read_spec(dir: &Path) -> Result<ActivitySpec, ActivityError> {
+    read_json(&dir.join(files::SPEC), SPEC_LIMIT)
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<T, ActivityError> {
+    let bytes = store::read_limited(path, limit)?;
+    serde_json::from_slice(&bytes).map_err(|source| ActivityError::Decode {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Pretty JSON with a final newline, atomically, 0600: these files can name commands and hold
+/// environment values.
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), ActivityError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| ActivityError::Encode {
+        path: path.to_owned(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    Ok(store::write_atomic(path, &bytes, 0o600)?)
+}

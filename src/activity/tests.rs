@@ -1,0 +1,476 @@
+//! The supervisor run in-process on the test thread (which therefore outlives the child, as
+//! PR_SET_PDEATHSIG requires), with a gate that answers as told.
+
+use super::procinfo::group_has_live_member;
+use super::supervise::supervise_with;
+use super::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Answer(Result<bool, String>);
+
+impl Gate for Answer {
+    fn register(
+        &self,
+        gate: &serde_json::Value,
+        nonce: &str,
+        pid: u32,
+        pid_start: u64,
+    ) -> Result<bool, String> {
+        assert_eq!(gate, &serde_json::json!({"lane": "a", "attempt": 1}));
+        assert_eq!(nonce, "n-1");
+        assert_eq!(pid, std::process::id());
+        assert_eq!(pid_start_time(pid), Some(pid_start));
+        self.0.clone()
+    }
+}
+
+const YES: Answer = Answer(Ok(true));
+
+fn spec_for(cwd: &Path, argv: &[&str], timeout_ms: u64, grace_ms: u64) -> ActivitySpec {
+    let env = BTreeMap::from([(
+        "PATH".to_owned(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+    )]);
+    ActivitySpec {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: cwd.to_owned(),
+        env,
+        timeout_ms,
+        grace_ms,
+        nonce: "n-1".into(),
+        gate: serde_json::json!({"lane": "a", "attempt": 1}),
+    }
+}
+
+fn sh(cwd: &Path, script: &str, timeout_ms: u64, grace_ms: u64) -> ActivitySpec {
+    spec_for(cwd, &["sh", "-c", script], timeout_ms, grace_ms)
+}
+
+/// Write the spec and supervise it to the end; returns the exit code and the outcome.
+fn run(dir: &Path, spec: &ActivitySpec, gate: &dyn Gate) -> (i32, Option<Outcome>) {
+    write_json(&dir.join(files::SPEC), spec).unwrap();
+    let code = supervise_with(dir, gate, &AtomicBool::new(false));
+    (code, read_outcome(dir))
+}
+
+fn finished(spec: &ActivitySpec, dir: &Path) -> Outcome {
+    let (code, outcome) = run(dir, spec, &YES);
+    assert_eq!(
+        code,
+        0,
+        "log: {:?}",
+        fs::read_to_string(dir.join(files::LOG))
+    );
+    outcome.expect("outcome.json")
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < give_up, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn exit_code_and_output_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = sh(
+        d,
+        "echo out; echo err >&2; printf partial >&2; exit 3",
+        10_000,
+        200,
+    );
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.nonce, "n-1");
+    assert_eq!((outcome.exit_code, outcome.signal), (Some(3), None));
+    assert!(!outcome.timed_out && !outcome.stopped && outcome.spawn_error.is_none());
+    assert_eq!(
+        outcome.stdout,
+        StreamSummary {
+            bytes: 4,
+            lines: 1,
+            truncated: false
+        }
+    );
+    assert_eq!(
+        outcome.stderr,
+        StreamSummary {
+            bytes: 11,
+            lines: 2,
+            truncated: false
+        }
+    );
+    assert_eq!(fs::read(d.join(files::STDOUT)).unwrap(), b"out\n");
+    assert_eq!(fs::read(d.join(files::STDERR)).unwrap(), b"err\npartial");
+    for f in [
+        files::STDOUT,
+        files::STDERR,
+        files::OUTCOME,
+        files::SUPERVISOR,
+    ] {
+        assert_eq!(mode(&d.join(f)), 0o600, "{f}");
+    }
+    let record: SupervisorRecord =
+        serde_json::from_slice(&fs::read(d.join(files::SUPERVISOR)).unwrap()).unwrap();
+    assert_eq!(record.pid, std::process::id());
+    assert_eq!(record.nonce, "n-1");
+}
+
+#[test]
+fn the_environment_is_exactly_the_specs_and_cwd_is_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let work = d.join("work");
+    fs::create_dir(&work).unwrap();
+    let mut spec = sh(&work, "env | sort; pwd", 10_000, 200);
+    spec.env.insert("ICED_TEST_VALUE".into(), "x y".into());
+    finished(&spec, d);
+    let out = fs::read_to_string(d.join(files::STDOUT)).unwrap();
+    assert!(out.contains("ICED_TEST_VALUE=x y\n"), "{out}");
+    assert!(
+        !out.contains("CARGO"),
+        "the test's own environment leaked: {out}"
+    );
+    assert!(out.ends_with(&format!("{}\n", work.display())), "{out}");
+}
+
+#[test]
+fn a_child_killed_by_a_signal_has_no_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = finished(&sh(dir.path(), "kill -TERM $$", 10_000, 200), dir.path());
+    assert_eq!((outcome.exit_code, outcome.signal), (None, Some(15)));
+    assert!(!outcome.timed_out);
+}
+
+#[test]
+fn a_missing_program_is_a_spawn_error_with_an_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = spec_for(d, &["iced-test-no-such-program", "x"], 10_000, 200);
+    let outcome = finished(&spec, d);
+    assert_eq!((outcome.exit_code, outcome.signal), (None, None));
+    let error = outcome.spawn_error.expect("spawn_error");
+    assert!(error.contains("iced-test-no-such-program"), "{error}");
+    assert_eq!(fs::read(d.join(files::STDOUT)).unwrap(), b"");
+    assert_eq!(outcome.stdout, StreamSummary::default());
+
+    let outcome = finished(&spec_for(d, &[], 10_000, 200), d);
+    assert!(outcome.spawn_error.is_some());
+}
+
+/// Runs `script` past a 300 ms timeout (grace 200 ms); the script writes its pid, which is its
+/// process group, to `pgid`. Returns the outcome and that group.
+fn time_out(script: &str) -> (Outcome, u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = sh(d, &format!("echo $$ > pgid; {script}"), 300, 200);
+    let started = Instant::now();
+    let outcome = finished(&spec, d);
+    let elapsed = started.elapsed();
+    assert!(outcome.timed_out && !outcome.stopped, "{outcome:?}");
+    assert!(outcome.duration_ms >= 300, "{outcome:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    let pgid: u32 = fs::read_to_string(d.join("pgid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Nothing of the group is left running: not the shell, not the background sleep.
+    assert!(!group_has_live_member(pgid), "group {pgid} survived");
+    (outcome, pgid)
+}
+
+#[test]
+fn a_timeout_ends_the_group_even_when_sigint_is_ignored() {
+    let (outcome, _) = time_out(r#"trap "" INT; sleep 100 & sleep 100"#);
+    assert_eq!(outcome.signal, Some(15), "{outcome:?}");
+}
+
+#[test]
+fn a_timeout_escalates_to_sigkill() {
+    let (outcome, _) = time_out(r#"trap "" INT TERM; sleep 100 & sleep 100"#);
+    assert_eq!(outcome.signal, Some(9), "{outcome:?}");
+    assert!(outcome.duration_ms >= 700, "{outcome:?}");
+}
+
+#[test]
+fn a_child_that_exits_takes_its_background_jobs_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The background job holds stdout open; without the group kill the supervisor would wait for
+    // it (and its pipe) for 100 seconds.
+    let spec = sh(
+        d,
+        r#"echo $$ > pgid; trap "" INT; sleep 100 & exit 0"#,
+        10_000,
+        200,
+    );
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.exit_code, Some(0));
+    assert!(outcome.duration_ms < 3_000, "{outcome:?}");
+    let pgid: u32 = fs::read_to_string(d.join("pgid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!group_has_live_member(pgid));
+}
+
+#[test]
+fn huge_output_is_counted_exactly_and_only_its_tail_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = sh(
+        d,
+        r#"head -c 209715200 /dev/zero; printf '\nfirst\nsecond\nlast'"#,
+        30_000,
+        200,
+    );
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.exit_code, Some(0));
+    assert_eq!(
+        outcome.stdout,
+        StreamSummary {
+            bytes: 209_715_200 + 18,
+            lines: 4,
+            truncated: true
+        }
+    );
+    let kept = fs::read(d.join(files::STDOUT)).unwrap();
+    assert_eq!(kept.len(), MAX_BYTES);
+    assert!(kept.ends_with(b"\0\nfirst\nsecond\nlast"));
+}
+
+#[test]
+fn many_lines_keep_the_last_two_thousand() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let outcome = finished(&sh(d, "seq 0 2999; seq 1 5 >&2", 10_000, 200), d);
+    assert_eq!(
+        outcome.stdout,
+        StreamSummary {
+            bytes: (0..3000).map(|i: u32| i.to_string().len() as u64 + 1).sum(),
+            lines: 3000,
+            truncated: true
+        }
+    );
+    let kept = fs::read_to_string(d.join(files::STDOUT)).unwrap();
+    let lines: Vec<&str> = kept.lines().collect();
+    assert_eq!(lines.len(), MAX_LINES);
+    assert_eq!((lines[0], lines[MAX_LINES - 1]), ("1000", "2999"));
+    assert_eq!(outcome.stderr.lines, 5);
+    assert!(!outcome.stderr.truncated);
+}
+
+#[test]
+fn a_gate_that_declines_starts_nothing() {
+    for answer in [Ok(false), Err("state locked".to_owned())] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let spec = sh(d, "touch started", 10_000, 200);
+        let (code, outcome) = run(d, &spec, &Answer(answer));
+        assert_eq!(code, 0);
+        assert!(outcome.is_none());
+        for f in [files::OUTCOME, files::STDOUT, files::STDERR] {
+            assert!(!d.join(f).exists(), "{f}");
+        }
+        assert!(d.join(files::SUPERVISOR).exists());
+        assert!(d.join(files::LOG).exists());
+        // Give a wrongly started child time to show itself.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!d.join("started").exists());
+    }
+}
+
+#[test]
+fn observe_follows_an_activity_from_launch_to_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    assert_eq!(observe(&d), Observation::NotRegistered);
+    let spec = sh(
+        &d,
+        "while [ ! -e go ]; do sleep 0.01; done; exit 7",
+        10_000,
+        200,
+    );
+    write_json(&d.join(files::SPEC), &spec).unwrap();
+    let supervisor = {
+        let d = d.clone();
+        std::thread::spawn(move || supervise_with(&d, &YES, &AtomicBool::new(false)))
+    };
+    assert_eq!(observe(&d), Observation::NotRegistered);
+    wait_until("running", || {
+        matches!(observe(&d), Observation::Running { .. })
+    });
+    let Observation::Running { pid, pid_start } = observe(&d) else {
+        unreachable!()
+    };
+    assert_eq!(pid, std::process::id());
+    assert_eq!(Some(pid_start), pid_start_time(pid));
+    fs::write(d.join("go"), "").unwrap();
+    assert_eq!(supervisor.join().unwrap(), 0);
+    match observe(&d) {
+        Observation::Finished(outcome) => assert_eq!(outcome.exit_code, Some(7)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn observe_sees_a_supervisor_that_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let me = std::process::id();
+    let gone = [
+        // Above the kernel's maximum pid: never running.
+        (4_194_305, 1),
+        // A running pid with another start time: the pid was reused.
+        (me, pid_start_time(me).unwrap() + 1),
+    ];
+    for (pid, pid_start) in gone {
+        let record = SupervisorRecord {
+            pid,
+            pid_start,
+            nonce: "n-1".into(),
+        };
+        write_json(&d.join(files::SUPERVISOR), &record).unwrap();
+        assert_eq!(observe(d), Observation::Gone);
+        stop(d).unwrap();
+    }
+}
+
+#[test]
+fn a_stop_request_runs_the_stop_sequence_and_still_writes_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let spec = sh(&d, "sleep 100", 10_000, 200);
+    write_json(&d.join(files::SPEC), &spec).unwrap();
+    let flag = Arc::new(AtomicBool::new(false));
+    let supervisor = {
+        let (d, flag) = (d.clone(), Arc::clone(&flag));
+        std::thread::spawn(move || supervise_with(&d, &YES, &flag))
+    };
+    wait_until("running", || {
+        matches!(observe(&d), Observation::Running { .. })
+    });
+    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(supervisor.join().unwrap(), 0);
+    let outcome = read_outcome(&d).unwrap();
+    assert!(outcome.stopped && !outcome.timed_out, "{outcome:?}");
+    assert_eq!(outcome.signal, Some(2), "{outcome:?}");
+    assert!(outcome.duration_ms < 5_000);
+}
+
+/// Through the real signal path: `stop()` sends SIGTERM to the pid in `supervisor.json`, which
+/// here is the test process itself. `supervise()` has installed its handler by then (before it
+/// wrote the record), so the signal only sets the stop flag; the other tests use flags of their own.
+#[test]
+fn stop_signals_the_supervisor() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let spec = sh(&d, "sleep 100", 10_000, 200);
+    write_json(&d.join(files::SPEC), &spec).unwrap();
+    let supervisor = {
+        let d = d.clone();
+        std::thread::spawn(move || supervise(&d, &YES))
+    };
+    wait_until("running", || {
+        matches!(observe(&d), Observation::Running { .. })
+    });
+    stop(&d).unwrap();
+    assert_eq!(supervisor.join().unwrap(), 0);
+    let outcome = read_outcome(&d).unwrap();
+    assert!(outcome.stopped, "{outcome:?}");
+    stop(&d).unwrap();
+}
+
+#[test]
+fn launch_starts_a_detached_supervisor_and_reaps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("fake-iced");
+    // The fake supervisor reports its arguments, session, pid and stdin, then exits.
+    let script = r#"#!/bin/sh
+d="$2"
+{ echo "$1 $2"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; } > "$d/report.tmp"
+mv "$d/report.tmp" "$d/report"
+"#;
+    fs::write(&exe, script).unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let act = dir.path().join("runs").join("act");
+    let spec = sh(dir.path(), "true", 1_000, 100);
+
+    // Writing the script and executing it races with other tests forking (the write descriptor
+    // is briefly inherited until their exec): ETXTBSY, so retry.
+    let pid = {
+        let give_up = Instant::now() + Duration::from_secs(5);
+        loop {
+            match launch(&exe, &act, &spec) {
+                Ok(pid) => break pid,
+                Err(ActivityError::Launch { source, .. })
+                    if source.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32)
+                        && Instant::now() < give_up =>
+                {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    assert_eq!(mode(&act), 0o700);
+    assert_eq!(mode(&act.join(files::SPEC)), 0o600);
+    let written: ActivitySpec =
+        serde_json::from_slice(&fs::read(act.join(files::SPEC)).unwrap()).unwrap();
+    assert_eq!(written.argv, spec.argv);
+    assert_eq!(written.gate, spec.gate);
+
+    wait_until("the report", || act.join("report").exists());
+    let report = fs::read_to_string(act.join("report")).unwrap();
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines[0], format!("__supervise {}", act.display()));
+    assert_eq!(lines[1], pid.to_string(), "a session leader: sid == pid");
+    assert_eq!(lines[2], pid.to_string());
+    assert_eq!(lines[3], "/dev/null");
+    // Reaped by the background thread: not even a zombie is left.
+    wait_until("the supervisor to be reaped", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    });
+}
+
+#[test]
+fn launch_clears_what_an_earlier_launch_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let act = dir.path().join("act");
+    fs::create_dir(&act).unwrap();
+    for f in [
+        files::OUTCOME,
+        files::SUPERVISOR,
+        files::STDOUT,
+        files::STDERR,
+    ] {
+        fs::write(act.join(f), "old").unwrap();
+    }
+    let spec = sh(dir.path(), "true", 1_000, 100);
+    // A program that cannot start: launch fails after preparing the directory.
+    let err = launch(&dir.path().join("no-such-iced"), &act, &spec).unwrap_err();
+    assert!(matches!(err, ActivityError::Launch { .. }), "{err}");
+    assert!(err.to_string().contains("no-such-iced"));
+    for f in [
+        files::OUTCOME,
+        files::SUPERVISOR,
+        files::STDOUT,
+        files::STDERR,
+    ] {
+        assert!(!act.join(f).exists(), "{f}");
+    }
+    assert!(act.join(files::SPEC).exists());
+}

@@ -1,0 +1,302 @@
+//! `build`, `implement step|receipt`, `run ...` and the hidden supervisor: the loop's verbs.
+
+use super::repo;
+use crate::cli::Output;
+use crate::refusal::Refusal;
+use crate::run::engine::{self, exit_for, pick_run, Ctx, StepReport};
+use crate::run::state::{RunPaths, State};
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// The unit (id, number or unique part of an id).
+    pub id: String,
+    /// Name this session in the unit's claim (default: $ICED_SESSION).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Return once the current activity is launched instead of driving the run to its end.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+#[derive(clap::Subcommand)]
+pub enum ImplementCommand {
+    /// Do one step of the live run and say what the caller does next: writes the run state; refuses when several runs are live and none is named.
+    Step(RunSelect),
+    /// Hand in the implementer's report for the current attempt: records it and starts the receipt checks; refuses a report at another path, for a superseded attempt, or one carrying a verdict or an unknown field.
+    Receipt(ReceiptArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RunSelect {
+    /// The run, when several are live.
+    #[arg(long)]
+    pub run: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct ReceiptArgs {
+    /// The report file: the `receipt_path` that `implement step` named.
+    pub path: PathBuf,
+    /// The run, when several are live.
+    #[arg(long)]
+    pub run: Option<String>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum RunCommand {
+    /// List the runs in the state file with their status and stage: writes nothing.
+    List,
+    /// Show one run: lanes, stages, every step record with its key, status and outcome; writes nothing.
+    Show(RunId),
+    /// Pause a run: nothing new is launched until it is resumed; refuses a run that has ended.
+    Pause(RunId),
+    /// Resume a paused or blocked run (a blocked lane starts a fresh attempt); refuses a run that has ended.
+    Resume(RunId),
+    /// End a run: releases its claim and stops its activities, keeps its worktree and branch; refuses a run that has ended.
+    Abandon(RunId),
+}
+
+#[derive(clap::Args)]
+pub struct RunId {
+    /// The run id (or a unique part of it).
+    pub run: String,
+}
+
+fn report_text(r: &StepReport) -> String {
+    let mut out = match (&r.run, &r.lane) {
+        (Some(run), Some(lane)) => format!(
+            "{run} {lane}: {} (stage {}, attempt {})",
+            r.action,
+            r.stage.as_deref().unwrap_or("?"),
+            r.attempt.unwrap_or(0)
+        ),
+        _ => r.action.to_owned(),
+    };
+    for (label, value) in [
+        ("brief", &r.brief),
+        ("worktree", &r.worktree),
+        ("receipt_path", &r.receipt_path),
+        ("receipt_key", &r.receipt_key),
+    ] {
+        if let Some(v) = value {
+            out.push_str(&format!("\n  {label}: {v}"));
+        }
+    }
+    out.push_str(&format!("\nnext: {}", r.next));
+    out
+}
+
+fn output(report: &StepReport) -> Output {
+    let mut out = Output::new(
+        serde_json::to_value(report).expect("serialises"),
+        report_text(report),
+    );
+    out.exit = exit_for(report);
+    out
+}
+
+pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
+    let step = "build";
+    let repo = repo(step)?;
+    let ctx = Ctx::new(&repo, step)?;
+    let session = args
+        .session
+        .or_else(|| std::env::var("ICED_SESSION").ok())
+        .filter(|s| !s.is_empty());
+    let (run_id, resumed) = engine::admit(&ctx, &args.id, session.as_deref())?;
+    let live = std::io::stderr().is_terminal() && !json;
+    let say = |line: &str| {
+        if json {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{}", crate::text::for_terminal(line));
+    };
+    say(&format!(
+        "{} run {run_id}",
+        if resumed { "resuming" } else { "started" }
+    ));
+    let mut last_line = String::new();
+    loop {
+        let report = engine::step(&ctx, &run_id)?;
+        if json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&report).expect("serialises")
+            );
+        } else {
+            let line = format!(
+                "  {} {:<9} attempt {}: {}",
+                report.lane.as_deref().unwrap_or(""),
+                report.stage.as_deref().unwrap_or(""),
+                report.attempt.unwrap_or(0),
+                report.action
+            );
+            // One line per change, not one per poll.
+            if line != last_line {
+                if live && report.action == "waiting" {
+                    say(&format!(
+                        "{line} ({})",
+                        report.next.trim_end_matches("; call again later")
+                    ));
+                } else {
+                    say(&line);
+                }
+                last_line = line;
+            }
+        }
+        if report.is_final() || (args.no_wait && report.action == "waiting") {
+            let state = State::load(&RunPaths::new(&repo.root), step)?;
+            let status = state
+                .runs
+                .get(&run_id)
+                .map(|r| r.status.as_str())
+                .unwrap_or("unknown");
+            let mut out = output(&report);
+            out.json = json!({"run": run_id, "status": status, "action": report.action});
+            if report.action == "start_agent" {
+                out.text = format!("{}\n\nThis run is host-driven: hand the brief to a fresh agent, then `iced implement receipt <receipt_path>` and `iced implement step` until it is delivered.", report_text(&report));
+            }
+            return Ok(out);
+        }
+        if report.action == "waiting" {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
+    match command {
+        ImplementCommand::Step(select) => {
+            let step = "implement step";
+            let repo = repo(step)?;
+            let ctx = Ctx::new(&repo, step)?;
+            match pick_run(&ctx, select.run.as_deref())? {
+                None => Ok(output(&StepReport::nothing())),
+                Some(run) => Ok(output(&engine::step(&ctx, &run)?)),
+            }
+        }
+        ImplementCommand::Receipt(args) => {
+            let step = "implement receipt";
+            let repo = repo(step)?;
+            let ctx = Ctx::new(&repo, step)?;
+            let run = pick_run(&ctx, args.run.as_deref())?.ok_or_else(|| {
+                Refusal::new(
+                    step,
+                    "no-live-run",
+                    "no live run is waiting for a receipt",
+                    "start one with `iced build <id>`",
+                )
+            })?;
+            Ok(output(&engine::submit_receipt(&ctx, &run, &args.path)?))
+        }
+    }
+}
+
+fn run_summary(run: &crate::run::state::Run) -> Value {
+    let lane = &run.lanes[0];
+    json!({"id": run.id, "unit": run.unit, "status": run.status.as_str(), "driver": run.driver,
+           "stage": lane.stage.as_str(), "attempt": lane.attempt, "created_at": run.created_at,
+           "updated_at": run.updated_at, "reason": lane.reason})
+}
+
+pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
+    let step = "run";
+    let repo = repo(step)?;
+    let ctx = Ctx::new(&repo, step)?;
+    let state = State::load(&ctx.paths, step)?;
+    let find = |r: &str| pick_run(&ctx, Some(r)).map(|id| id.expect("a named run"));
+    match command {
+        RunCommand::List => {
+            let runs: Vec<Value> = state.runs.values().map(run_summary).collect();
+            let text = if runs.is_empty() {
+                "No runs. Start one with `iced build <id>`.".to_owned()
+            } else {
+                runs.iter()
+                    .map(|r| {
+                        format!(
+                            "{}  {:<10} {:<9} attempt {}  {}",
+                            r["id"].as_str().unwrap_or(""),
+                            r["status"].as_str().unwrap_or(""),
+                            r["stage"].as_str().unwrap_or(""),
+                            r["attempt"],
+                            r["unit"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Output::new(Value::Array(runs), text))
+        }
+        RunCommand::Show(id) => {
+            let run_id = find(&id.run)?;
+            let run = state.runs.get(&run_id).expect("found");
+            let json = serde_json::to_value(run).expect("serialises");
+            let mut text = format!("{}\n", run_summary(run));
+            for lane in &run.lanes {
+                text.push_str(&format!(
+                    "lane {} stage {} attempt {} branch {}\n",
+                    lane.id,
+                    lane.stage.as_str(),
+                    lane.attempt,
+                    lane.branch.as_deref().unwrap_or("")
+                ));
+                if let Some(reason) = &lane.reason {
+                    text.push_str(&format!("  reason: {reason}\n"));
+                }
+                for r in &lane.steps {
+                    text.push_str(&format!(
+                        "  ({}, {}, {}) {:?} {}\n",
+                        lane.id,
+                        r.step,
+                        r.attempt,
+                        r.status,
+                        r.outcome
+                            .as_ref()
+                            .map(|o| o.to_string())
+                            .unwrap_or_default()
+                            .chars()
+                            .take(160)
+                            .collect::<String>()
+                    ));
+                }
+            }
+            Ok(Output::new(json, text))
+        }
+        RunCommand::Pause(id) => {
+            let run = engine::set_paused(&ctx, &find(&id.run)?, true)?;
+            Ok(Output::new(
+                run_summary(&run),
+                format!("Paused {}.", run.id),
+            ))
+        }
+        RunCommand::Resume(id) => {
+            let run = engine::set_paused(&ctx, &find(&id.run)?, false)?;
+            Ok(Output::new(
+                run_summary(&run),
+                format!(
+                    "Resumed {}: `iced implement step` or `iced build {}` drives it on.",
+                    run.id, run.unit
+                ),
+            ))
+        }
+        RunCommand::Abandon(id) => {
+            let run = engine::abandon(&ctx, &find(&id.run)?)?;
+            Ok(Output::new(
+                run_summary(&run),
+                format!("Abandoned {}; its worktree and branch are kept.", run.id),
+            ))
+        }
+    }
+}
+
+/// The hidden supervisor: `iced __supervise <dir>`.
+pub fn supervise(dir: PathBuf) -> i32 {
+    crate::activity::supervise(&dir, &engine::RunGate)
+}

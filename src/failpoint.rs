@@ -1,0 +1,45 @@
+//! Failpoints: named places between a side effect and its record where the crash suite kills the
+//! process. Compiled only with the `failpoints` feature (tests turn it on; release builds never
+//! have it). `ICED_FAILPOINT=<name>` kills the process with SIGKILL the first time it reaches
+//! `<name>`; `<name>:<n>` on the n-th time.
+
+#[cfg(feature = "failpoints")]
+pub fn hit(name: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static HITS: AtomicU32 = AtomicU32::new(0);
+    let Ok(wanted) = std::env::var("ICED_FAILPOINT") else {
+        return;
+    };
+    let (wanted, nth) = match wanted.split_once(':') {
+        Some((n, k)) => (n.to_owned(), k.parse().unwrap_or(1)),
+        None => (wanted, 1),
+    };
+    if wanted != name {
+        return;
+    }
+    if HITS.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+        // SIGKILL cannot be caught; this line is never reached.
+        std::process::abort();
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn hit(_name: &str) {}
+
+/// Every failpoint, for the crash suite to walk.
+pub const ALL: &[&str] = &[
+    "admit-after-claim",
+    "admit-after-state",
+    "brief-after-write",
+    "worktree-after-add",
+    "launch-after-record",
+    "launch-after-spawn",
+    "observe-before-record",
+    "receipt-after-record",
+    "dod-after-launch",
+    "deliver-after-commit",
+    "deliver-after-record",
+    "end-before-release",
+];

@@ -1,0 +1,166 @@
+//! The brief: the one file an implementer is handed. Rendered from the unit, its ancestors' rules,
+//! the team's knowledge files, the definition of done and where the report goes. Deterministic: the
+//! same state renders the same bytes, so its sha256 names exactly what an agent was told.
+
+use super::settings::Settings;
+use crate::repo::{read_text, Repo};
+use crate::unit::parse_unit;
+use std::fmt::Write;
+use std::path::Path;
+
+/// Knowledge files larger than this are cited by path, not copied in.
+const KNOWLEDGE_LIMIT: u64 = 64 * 1024;
+
+pub struct BriefInput<'a> {
+    pub repo: &'a Repo,
+    pub settings: &'a Settings,
+    pub unit: &'a str,
+    pub unit_text: &'a str,
+    pub run: &'a str,
+    pub lane: &'a str,
+    pub attempt: u32,
+    pub base_commit: &'a str,
+    pub branch: &'a str,
+    pub worktree: &'a Path,
+    pub receipt_path: &'a Path,
+    /// What the previous attempt's receipt lacked, for a retry.
+    pub previous_gaps: Option<&'a str>,
+}
+
+/// Constraints and failure conditions of every ancestor, nearest first (cycle-safe).
+fn ancestor_rules(repo: &Repo, unit_text: &str) -> String {
+    let mut out = String::new();
+    let mut seen: Vec<String> = Vec::new();
+    let mut parent = parse_unit(unit_text)
+        .frontmatter
+        .get("parent")
+        .filter(|p| !p.is_blank())
+        .map(|p| p.to_string());
+    while let Some(id) = parent.take() {
+        if seen.contains(&id) {
+            break;
+        }
+        seen.push(id.clone());
+        let Ok(text) = read_text(&repo.unit_paths(&id).iced) else {
+            let _ = writeln!(out, "- `{id}`: (not readable in this repository)");
+            break;
+        };
+        let p = parse_unit(&text);
+        for item in p.constraints.iter().chain(&p.failures) {
+            let _ = writeln!(out, "- {id}:{} {}", item.id, item.text);
+        }
+        parent = p
+            .frontmatter
+            .get("parent")
+            .filter(|v| !v.is_blank())
+            .map(|v| v.to_string());
+    }
+    out
+}
+
+fn knowledge(repo: &Repo, settings: &Settings) -> String {
+    let mut out = String::new();
+    for entry in &settings.knowledge {
+        let path = if Path::new(entry).is_absolute() {
+            Path::new(entry).to_owned()
+        } else {
+            repo.root.join(entry)
+        };
+        match crate::store::read_limited(&path, KNOWLEDGE_LIMIT) {
+            Ok(bytes) => {
+                let _ = writeln!(
+                    out,
+                    "### {entry}\n\n{}\n",
+                    String::from_utf8_lossy(&bytes).trim_end()
+                );
+            }
+            Err(_) => {
+                let _ = writeln!(out, "### {entry}\n\n(not readable here, or over 64 KiB: read it yourself if you can)\n");
+            }
+        }
+    }
+    out
+}
+
+pub fn render(input: &BriefInput<'_>) -> String {
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "# Brief: implement {} (attempt {})\n",
+        input.unit, input.attempt
+    );
+    let _ = writeln!(
+        b,
+        "You are the implementer of one ICED unit, in a fresh session. Work only in the worktree \
+below, on its branch; commit your work there. Nobody will answer questions: when the contract \
+cannot be met as written, hand the lane back (see the report) instead of guessing.\n"
+    );
+    let _ = writeln!(
+        b,
+        "- Run: `{}`, lane `{}`, attempt {}",
+        input.run, input.lane, input.attempt
+    );
+    let _ = writeln!(b, "- Worktree: `{}`", input.worktree.display());
+    let _ = writeln!(
+        b,
+        "- Branch: `{}` (based on `{}`)",
+        input.branch, input.base_commit
+    );
+    let _ = writeln!(
+        b,
+        "- Report: write it to `{}`\n",
+        input.receipt_path.display()
+    );
+
+    if let Some(gaps) = input.previous_gaps {
+        let _ = writeln!(
+            b,
+            "## What the previous attempt's receipt lacked\n\n{gaps}\n"
+        );
+    }
+
+    let _ = writeln!(b, "## The unit (intent/{}/iced.md)\n", input.unit);
+    let _ = writeln!(b, "Intent and Expectations are a signed-off contract: do not edit them, nor the frontmatter.\n");
+    let _ = writeln!(b, "````markdown\n{}\n````\n", input.unit_text.trim_end());
+
+    let rules = ancestor_rules(input.repo, input.unit_text);
+    if !rules.is_empty() {
+        let _ = writeln!(b, "## Rules inherited from ancestor units\n\nEvery one of these applies to this unit too.\n\n{rules}");
+    }
+    let know = knowledge(input.repo, input.settings);
+    if !know.is_empty() {
+        let _ = writeln!(b, "## Conventions and standards\n\n{know}");
+    }
+
+    let _ = writeln!(b, "## Definition of done\n");
+    if input.settings.dod.is_empty() {
+        let _ = writeln!(b, "No commands are configured. The loop still checks that your commits are on the branch, the worktree is clean, and the report is valid.\n");
+    } else {
+        let _ = writeln!(b, "The loop runs these itself, in the worktree, after you finish; each must exit as expected:\n");
+        for sequence in &input.settings.dod {
+            let shown: Vec<String> = sequence
+                .iter()
+                .map(|c| format!("`{}`", c.display()))
+                .collect();
+            let _ = writeln!(b, "- {}", shown.join(", then "));
+        }
+        b.push('\n');
+    }
+    let _ = writeln!(
+        b,
+        "## Finishing\n\n\
+1. Commit everything on `{branch}`; leave no uncommitted or untracked file in the worktree.\n\
+2. Write the report, one JSON object, to `{report}`:\n\n\
+```json\n\
+{{\"summary\": \"what you did, in a few sentences\",\n \
+\"evidence\": [{{\"expectation\": \"E1\", \"kind\": \"test\", \"ref\": \"the test or command that shows it\", \"note\": \"optional\"}}]}}\n\
+```\n\n\
+Give evidence for every expectation. Only `summary`, `evidence`, `handback` and `dispositions` are \
+allowed; a report with a verdict, finding ids, token counts or any other key is refused.\n\
+To hand the lane back instead (the contract cannot be met as written), write \
+`{{\"summary\": \"...\", \"evidence\": [], \"handback\": {{\"reason\": \"why\"}}}}`.\n",
+        branch = input.branch,
+        report = input.receipt_path.display()
+    );
+    b
+}

@@ -1,0 +1,245 @@
+//! What comes next for a run: a pure function of the state. No file, clock or process is read
+//! here; everything non-deterministic was recorded into the state before `decide` is asked. That is
+//! what makes replay safe: the same state always gives the same decision.
+
+use super::state::{Driver, Lane, Run, RunStatus, Stage, StepStatus};
+
+/// The settings `decide` needs, as plain data.
+#[derive(Debug, Clone)]
+pub struct DecideView {
+    pub driver: Driver,
+    /// How many commands each definition-of-done entry (a sequence) has.
+    pub dod_shape: Vec<usize>,
+    pub dod_parallel: bool,
+    pub max_attempts: u32,
+    pub max_crash_retries: u32,
+    pub independent: bool,
+    pub paused: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// The run has ended (delivered, handed back, abandoned) or is blocked: report it.
+    Ended,
+    Paused,
+    Wait {
+        lane: String,
+        why: String,
+    },
+    RenderBrief {
+        lane: String,
+    },
+    AddWorktree {
+        lane: String,
+    },
+    LaunchImplementer {
+        lane: String,
+    },
+    HandToHost {
+        lane: String,
+    },
+    CheckReceipt {
+        lane: String,
+    },
+    LaunchDod {
+        lane: String,
+        slots: Vec<(usize, usize)>,
+    },
+    RelaunchDod {
+        lane: String,
+        key: String,
+    },
+    FinishReceipt {
+        lane: String,
+    },
+    Retry {
+        lane: String,
+        reason: String,
+        crashed: bool,
+    },
+    Block {
+        lane: String,
+        reason: String,
+    },
+    Deliver {
+        lane: String,
+    },
+    /// Every lane is delivered: end the run.
+    Finish,
+}
+
+/// Whether a finished definition-of-done record passed, as its outcome says. `passed` is decided
+/// by the loop when it records the outcome; here only its exit code is compared.
+fn dod_passed(lane: &Lane, key: &str, expected: &[i32]) -> Option<bool> {
+    let record = lane.record(key)?;
+    match record.status {
+        StepStatus::Done => {
+            let code = record.outcome.as_ref()?.get("exit_code")?.as_i64();
+            Some(code.is_some_and(|c| expected.iter().any(|e| i64::from(*e) == c)))
+        }
+        _ => None,
+    }
+}
+
+pub fn decide(run: &Run, view: &DecideView) -> Next {
+    decide_with(run, view, &|_, _| vec![0])
+}
+
+/// `decide`, with the expected exit codes of definition-of-done command `(i, j)`.
+pub fn decide_with(
+    run: &Run,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+) -> Next {
+    if run.status.is_ended() || run.status == RunStatus::Blocked {
+        return Next::Ended;
+    }
+    if view.paused {
+        return Next::Paused;
+    }
+    let Some(lane) = run.lanes.iter().find(|l| !l.stage.is_final()) else {
+        return if run.lanes.iter().all(|l| l.stage == Stage::Delivered) {
+            Next::Finish
+        } else {
+            Next::Ended
+        };
+    };
+    let id = lane.id.clone();
+    let crash_budget_left = lane.crashes < view.max_crash_retries;
+    match lane.stage {
+        Stage::Brief => Next::RenderBrief { lane: id },
+        Stage::Worktree => match lane.steps.iter().find(|r| r.step == "worktree") {
+            Some(r) if in_hand(r) => Next::Wait {
+                lane: id,
+                why: "another call is making the worktree".into(),
+            },
+            Some(r) if r.status == StepStatus::Failed => Next::Block {
+                lane: id,
+                reason: "the worktree could not be made".into(),
+            },
+            _ => Next::AddWorktree { lane: id },
+        },
+        Stage::Implement => match (view.driver, lane.record("implement")) {
+            (Driver::Host, None) | (Driver::Host, Some(_)) if !lane.is_done("implement") => {
+                Next::HandToHost { lane: id }
+            }
+            (Driver::Process, None) => Next::LaunchImplementer { lane: id },
+            (_, Some(r)) if r.status == StepStatus::Started => Next::Wait {
+                lane: id,
+                why: "the implementer is running".into(),
+            },
+            (_, Some(r)) if r.status == StepStatus::Failed => {
+                if crash_budget_left {
+                    Next::Retry {
+                        lane: id,
+                        reason: format!("attempt {} crashed", lane.attempt),
+                        crashed: true,
+                    }
+                } else {
+                    Next::Block {
+                        lane: id,
+                        reason: format!(
+                            "the implementer crashed and the crash budget ({}) is spent",
+                            view.max_crash_retries
+                        ),
+                    }
+                }
+            }
+            _ => Next::CheckReceipt { lane: id },
+        },
+        Stage::Receipt => receipt(lane, view, expected, crash_budget_left),
+        Stage::Deliver => match lane.record("deliver") {
+            Some(r) if in_hand(r) => Next::Wait {
+                lane: id,
+                why: "another call is delivering".into(),
+            },
+            Some(r) if r.status == StepStatus::Failed => Next::Block {
+                lane: id,
+                reason: "delivering failed".into(),
+            },
+            _ => Next::Deliver { lane: id },
+        },
+        Stage::Delivered | Stage::Blocked | Stage::Handback => Next::Ended,
+    }
+}
+
+/// A synchronous step some call has started and is still doing. The engine clears the owner of a
+/// record whose process died (while observing, before `decide`), so such a record is redone.
+fn in_hand(record: &super::state::StepRecord) -> bool {
+    record.status == StepStatus::Started && record.pid.is_some()
+}
+
+fn receipt(
+    lane: &Lane,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+    crash_budget_left: bool,
+) -> Next {
+    let id = lane.id.clone();
+    let Some(record) = lane.record("receipt") else {
+        return Next::CheckReceipt { lane: id };
+    };
+    let Some(checks) = record.outcome.as_ref() else {
+        return if in_hand(record) {
+            Next::Wait {
+                lane: id,
+                why: "another call is checking the receipt".into(),
+            }
+        } else {
+            Next::CheckReceipt { lane: id }
+        };
+    };
+    if checks.get("handback").is_some_and(|h| !h.is_null()) {
+        return Next::FinishReceipt { lane: id };
+    }
+    let mut launch = Vec::new();
+    let mut running = false;
+    for (i, &len) in view.dod_shape.iter().enumerate() {
+        // Sequential definition of done: an entry starts only when every earlier one finished.
+        if !view.dod_parallel && (!launch.is_empty() || running) {
+            break;
+        }
+        for j in 0..len {
+            let key = format!("dod-{i}-{j}");
+            match lane.record(&key) {
+                None => {
+                    launch.push((i, j));
+                    break;
+                }
+                Some(r) if r.status == StepStatus::Started => {
+                    running = true;
+                    break;
+                }
+                Some(r) if r.status == StepStatus::Failed => {
+                    return if crash_budget_left {
+                        Next::RelaunchDod { lane: id, key }
+                    } else {
+                        Next::Block {
+                            lane: id,
+                            reason: format!("`{key}` crashed and the crash budget is spent"),
+                        }
+                    };
+                }
+                Some(_) => {
+                    if dod_passed(lane, &key, &expected(i, j)) != Some(true) {
+                        // A sequence stops at its first failure.
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if !launch.is_empty() {
+        Next::LaunchDod {
+            lane: id,
+            slots: launch,
+        }
+    } else if running {
+        Next::Wait {
+            lane: id,
+            why: "the definition-of-done commands are running".into(),
+        }
+    } else {
+        Next::FinishReceipt { lane: id }
+    }
+}

@@ -1,0 +1,1683 @@
+//! The loop: admit a unit, then one step per call. Every call takes the lock, reads the state,
+//! records what finished activities reported, asks `decide` (pure) what comes next, and does that
+//! one thing: either quickly under the lock, or by recording `started`, unlocking, acting, and
+//! recording the outcome under the lock again after checking it is still current.
+//!
+//! The lock is never held while an agent, a command or git runs.
+
+use super::claims::{self, Claim};
+use super::decide::{decide_with, DecideView, Next};
+use super::events::emit;
+use super::lock::{transact, StateLock};
+use super::report;
+use super::settings::{find_program, Settings};
+use super::state::{
+    ensure_dir, Base, Driver, Lane, Run, RunPaths, RunStatus, Stage, State, StepRecord, StepStatus,
+};
+use crate::activity::{self, ActivitySpec, Observation};
+use crate::config::Config;
+use crate::refusal::{io_error, Exit, Refusal};
+use crate::repo::Repo;
+use crate::unit::{Stage as LintStage, Status};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Everything a call of the loop needs.
+pub struct Ctx<'a> {
+    pub repo: &'a Repo,
+    pub paths: RunPaths,
+    pub config: Config,
+    pub settings: Settings,
+    /// The iced binary, for launching supervisors.
+    pub exe: PathBuf,
+    /// The verb, named in refusals.
+    pub step: &'static str,
+}
+
+/// What one call did, and what the caller does next. `implement step --json` prints this.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepReport {
+    pub run: Option<String>,
+    pub lane: Option<String>,
+    pub stage: Option<String>,
+    pub attempt: Option<u32>,
+    pub action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_key: Option<String>,
+    pub next: String,
+}
+
+impl StepReport {
+    fn for_lane(run: &Run, lane: &Lane, action: &'static str, next: impl Into<String>) -> Self {
+        StepReport {
+            run: Some(run.id.clone()),
+            lane: Some(lane.id.clone()),
+            stage: Some(lane.stage.as_str().to_owned()),
+            attempt: Some(lane.attempt),
+            action,
+            role: None,
+            read_only: None,
+            brief: None,
+            worktree: None,
+            receipt_path: None,
+            receipt_key: None,
+            next: next.into(),
+        }
+    }
+
+    pub fn nothing() -> Self {
+        StepReport {
+            run: None,
+            lane: None,
+            stage: None,
+            attempt: None,
+            action: "nothing",
+            role: None,
+            read_only: None,
+            brief: None,
+            worktree: None,
+            receipt_path: None,
+            receipt_key: None,
+            next: "no live run: start one with `iced build <id>`".into(),
+        }
+    }
+
+    /// Whether the caller should stop driving (nothing more happens without someone else).
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self.action,
+            "delivered" | "blocked" | "handback" | "nothing" | "paused" | "start_agent"
+        )
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn new_nonce() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn me() -> (u32, Option<u64>) {
+    let pid = std::process::id();
+    (pid, activity::pid_start_time(pid))
+}
+
+/// Is the invocation that recorded `started` on this record still running?
+fn owner_alive(record: &StepRecord) -> bool {
+    match (record.pid, record.pid_start) {
+        (Some(pid), Some(start)) => activity::pid_start_time(pid) == Some(start),
+        _ => false,
+    }
+}
+
+fn started(step: &str, attempt: u32, inputs: Option<String>, nonce: Option<String>) -> StepRecord {
+    let (pid, pid_start) = me();
+    StepRecord {
+        step: step.to_owned(),
+        attempt,
+        status: StepStatus::Started,
+        started_at: crate::clock::now_iso(),
+        ended_at: None,
+        inputs,
+        nonce,
+        pid: Some(pid),
+        pid_start,
+        outcome: None,
+    }
+}
+
+fn finish(record: &mut StepRecord, status: StepStatus, outcome: Value) {
+    record.status = status;
+    record.ended_at = Some(crate::clock::now_iso());
+    record.outcome = Some(outcome);
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(repo: &'a Repo, step: &'static str) -> Result<Ctx<'a>, Refusal> {
+        let config = repo.config(step)?;
+        let settings = Settings::from_config(&config, step)?;
+        let exe = std::env::current_exe()
+            .map_err(|e| io_error(step, format!("cannot find the iced binary: {e}")))?;
+        Ok(Ctx {
+            repo,
+            paths: RunPaths::new(&repo.root),
+            config,
+            settings,
+            exe,
+            step,
+        })
+    }
+
+    fn transact<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Refusal>) -> Result<T, Refusal> {
+        transact(&self.paths, self.step, self.settings.lock_wait, f)
+    }
+
+    fn refuse(
+        &self,
+        code: &'static str,
+        reason: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Refusal {
+        Refusal::new(self.step, code, reason, remedy)
+    }
+
+    fn lane_dir(&self, run: &str, lane: &str) -> PathBuf {
+        self.paths.lane_dir(run, lane)
+    }
+
+    pub fn receipt_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {
+        self.lane_dir(run, lane)
+            .join(format!("report-{attempt}.json"))
+    }
+
+    fn brief_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {
+        self.lane_dir(run, lane).join(format!("brief-{attempt}.md"))
+    }
+
+    fn activity_dir(&self, run: &str, lane: &str, step: &str, attempt: u32) -> PathBuf {
+        self.lane_dir(run, lane)
+            .join("activities")
+            .join(format!("{step}-{attempt}"))
+    }
+
+    fn worktree_path(&self, lane: &str) -> PathBuf {
+        match &self.settings.worktree_dir {
+            Some(dir) if dir.is_absolute() => dir.join(lane),
+            Some(dir) => self.repo.root.join(dir).join(lane),
+            None => {
+                let name = self
+                    .repo
+                    .root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "repo".into());
+                self.repo
+                    .root
+                    .parent()
+                    .unwrap_or(&self.repo.root)
+                    .join(format!("{name}.iced-worktrees"))
+                    .join(lane)
+            }
+        }
+    }
+
+    fn driver(&self) -> Driver {
+        if self.settings.implementer.is_some() {
+            Driver::Process
+        } else {
+            Driver::Host
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Admit
+// ------------------------------------------------------------------------------------------------
+
+/// Check that a unit may be built and create its run, or find the live run to resume. Every check
+/// runs before anything is written; each failure is its own refusal.
+pub fn admit(
+    ctx: &Ctx<'_>,
+    reference: &str,
+    session: Option<&str>,
+) -> Result<(String, bool), Refusal> {
+    let step = ctx.step;
+    let repo = ctx.repo;
+    let id = repo.resolve(reference, step)?;
+    let Some(head) = crate::git::head(&repo.root) else {
+        return Err(ctx.refuse(
+            "not-a-git-repo",
+            format!("`{}` is not a git work tree with a commit at HEAD", repo.root.display()),
+            "the loop works on branches and worktrees: `git init`, commit the repository, then build again",
+        ));
+    };
+    let state = State::load(&ctx.paths, step)?;
+    if let Some(run) = state.live_run_of(&id) {
+        return Ok((run.id.clone(), true));
+    }
+    let unit = repo.read_unit(&id, step)?;
+    let status = unit
+        .parsed
+        .frontmatter
+        .str("status")
+        .and_then(|s| Status::from_str(s).ok());
+    if status != Some(Status::Approved) {
+        return Err(ctx.refuse(
+            "unit-not-approved",
+            format!(
+                "`{id}` is {}; only an approved unit is built",
+                status.map_or("without a valid status".to_owned(), |s| s.to_string())
+            ),
+            match status {
+                Some(Status::Draft) | Some(Status::Blocked) => {
+                    format!("sign it off first: `iced approve {id}`")
+                }
+                _ => format!("`iced status {id}` shows where it stands"),
+            },
+        ));
+    }
+    crate::record::refuse_if_held(&unit, step)?;
+    if let Some(q) = unit.parsed.open_questions().next() {
+        return Err(ctx.refuse(
+            "open-questions",
+            format!("`{id}` has an open question: [{}] {}", q.id, q.text),
+            format!(
+                "answer it in the unit (`- [{}] ... -> A: <answer>`), approve again, then build",
+                q.id
+            ),
+        ));
+    }
+    let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
+    let signoff = repo.lint_unit(&unit, LintStage::Signoff, &numbers);
+    if !signoff.is_clean() {
+        return Err(ctx
+            .refuse(
+                "lint-errors",
+                format!(
+                    "`{id}` has {} lint error(s) at stage signoff",
+                    signoff.errors.len()
+                ),
+                format!("`iced lint {id} --stage signoff` lists them; fix them and approve again"),
+            )
+            .detail("lint", serde_json::to_value(&signoff).expect("serialises")));
+    }
+    let validate = repo.lint_unit(&unit, LintStage::Validate, &numbers);
+    if validate.errors.iter().any(|e| e.code == "contract-changed") {
+        return Err(ctx.refuse(
+            "contract-changed",
+            format!("`{id}`: Intent or Expectations changed after approval"),
+            format!("restore the approved text (`git diff intent/{id}/iced.md`), or approve the new contract: set status back to draft by `iced abandon` and a new unit, or edit and re-approve"),
+        ));
+    }
+    let rel = format!("intent/{id}");
+    match crate::git::is_clean(&repo.root, &[&rel]) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(ctx.refuse(
+                "unit-uncommitted",
+                format!("`{rel}/` has changes that are not committed; the lane's worktree starts from HEAD and would not see them"),
+                format!("commit the approved unit: `git add {rel} && git commit -m \"approve {id}\"`, then build again"),
+            ))
+        }
+        Err(e) => return Err(io_error(step, e)),
+    }
+    if let Some(claim) = claims::read(&ctx.paths, &id) {
+        let holder_live = state
+            .runs
+            .get(&claim.run)
+            .is_some_and(|r| !r.status.is_ended());
+        let same_session = session.is_some() && claim.session.as_deref() == session;
+        if holder_live || !same_session {
+            return Err(ctx.refuse(
+                "unit-claimed",
+                format!(
+                    "`{id}` is claimed by run `{}` (session {}, host {}, pid {}, since {})",
+                    claim.run,
+                    claim.session.as_deref().unwrap_or("none"),
+                    claim.host,
+                    claim.pid,
+                    claim.at
+                ),
+                if holder_live {
+                    format!("step that run instead (`iced implement step --run {}`), or end it: `iced run abandon {}`", claim.run, claim.run)
+                } else {
+                    format!("the claim names no live run here; if nobody else is building `{id}`, remove `.iced/run/claims/{id}.json` and build again")
+                },
+            ));
+        }
+    }
+    if let Some(runner) = &ctx.settings.implementer {
+        let program = &runner.argv[0];
+        if find_program(program, std::env::var_os("PATH").as_deref()).is_none() {
+            return Err(ctx.refuse(
+                "runner-missing",
+                format!(
+                    "runner `{}` starts `{program}`, which is not an executable file or on PATH",
+                    runner.name
+                ),
+                "install it, or point `runners` in `.iced/config.json` at the right program",
+            ));
+        }
+    }
+
+    // Every check passed: now, and only now, write.
+    let run_id = format!(
+        "run-{}-{}",
+        crate::clock::now().format("%Y%m%dT%H%M%S"),
+        &new_nonce()[..6]
+    );
+    let branch_base = crate::git::current_branch(&repo.root);
+    let (pid, _) = me();
+    let now = crate::clock::now_iso();
+    let run = Run {
+        id: run_id.clone(),
+        unit: id.clone(),
+        status: RunStatus::Running,
+        driver: ctx.driver(),
+        session: session.map(str::to_owned),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+        base: Base {
+            commit: head,
+            branch: branch_base,
+        },
+        next_eligible_at: None,
+        lanes: vec![Lane {
+            id: id.clone(),
+            unit: id.clone(),
+            stage: Stage::Brief,
+            attempt: 1,
+            crashes: 0,
+            worktree: None,
+            branch: Some(format!("iced/{id}/{id}")),
+            reason: None,
+            steps: Vec::new(),
+        }],
+    };
+    ensure_dir(&ctx.paths.dir, step)?;
+    let _ = crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600);
+    let created = ctx.transact(|state| {
+        // Re-check under the lock: another `build` may have won the race.
+        if let Some(existing) = state.live_run_of(&id) {
+            return Ok(Err(existing.id.clone()));
+        }
+        if let Some(claim) = claims::read(&ctx.paths, &id) {
+            if state
+                .runs
+                .get(&claim.run)
+                .is_some_and(|r| !r.status.is_ended())
+            {
+                return Ok(Err(claim.run));
+            }
+        }
+        claims::write(
+            &ctx.paths,
+            &id,
+            &Claim {
+                run: run_id.clone(),
+                session: session.map(str::to_owned),
+                host: claims::host_name(),
+                pid,
+                at: now.clone(),
+            },
+            step,
+        )?;
+        crate::failpoint::hit("admit-after-claim");
+        state.runs.insert(run_id.clone(), run);
+        Ok(Ok(()))
+    })?;
+    match created {
+        Ok(()) => {
+            crate::failpoint::hit("admit-after-state");
+            emit(
+                &ctx.paths,
+                &run_id,
+                "run_start",
+                json!({"unit": id, "driver": ctx.driver(), "session": session}),
+            );
+            Ok((run_id, false))
+        }
+        Err(existing) => Ok((existing, true)),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Choosing a run
+// ------------------------------------------------------------------------------------------------
+
+/// The run a call is about: the one named, or the only live one.
+pub fn pick_run(ctx: &Ctx<'_>, run: Option<&str>) -> Result<Option<String>, Refusal> {
+    let state = State::load(&ctx.paths, ctx.step)?;
+    if let Some(r) = run {
+        if state.runs.contains_key(r) {
+            return Ok(Some(r.to_owned()));
+        }
+        let hits: Vec<&String> = state.runs.keys().filter(|k| k.contains(r)).collect();
+        return match hits.as_slice() {
+            [one] => Ok(Some((*one).clone())),
+            [] => Err(ctx.refuse(
+                "run-not-found",
+                format!("no run `{r}`"),
+                "`iced run list` shows the runs",
+            )),
+            _ => Err(ctx.refuse(
+                "run-ambiguous",
+                format!("`{r}` matches several runs"),
+                "name the run by its full id (`iced run list`)",
+            )),
+        };
+    }
+    let live: Vec<&Run> = state
+        .runs
+        .values()
+        .filter(|r| !r.status.is_ended())
+        .collect();
+    match live.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one.id.clone())),
+        many => Err(ctx.refuse(
+            "run-ambiguous",
+            format!(
+                "{} runs are live: {}",
+                many.len(),
+                many.iter()
+                    .map(|r| r.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "name one with `--run <id>`",
+        )),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// One step
+// ------------------------------------------------------------------------------------------------
+
+/// The view `decide` needs of the settings: plain data, so `decide` stays pure.
+fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
+    DecideView {
+        driver: run.driver,
+        dod_shape: ctx.settings.dod.iter().map(Vec::len).collect(),
+        dod_parallel: ctx.settings.dod_parallel,
+        max_attempts: ctx.settings.max_attempts,
+        max_crash_retries: ctx.settings.max_crash_retries,
+        independent: ctx.settings.independent,
+        paused: run.status == RunStatus::Paused,
+    }
+}
+
+/// Do one step of `run_id`.
+pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
+    // Phase 1, under the lock: record what finished activities say, then decide.
+    let (next, snapshot) = ctx.transact(|state| {
+        let run = state.runs.get_mut(run_id).ok_or_else(|| {
+            ctx.refuse(
+                "run-not-found",
+                format!("no run `{run_id}`"),
+                "`iced run list` shows the runs",
+            )
+        })?;
+        observe(ctx, run)?;
+        check_inputs(ctx, run)?;
+        let view = decide_view(ctx, run);
+        let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
+        let next = decide_with(run, &view, &expected);
+        // Quick decisions are applied here, under the same lock.
+        let applied = apply_quick(ctx, run, &next)?;
+        run.updated_at = crate::clock::now_iso();
+        Ok((applied, run.clone()))
+    })?;
+    // Phase 2: act outside the lock, when the decision has a side effect.
+    act(ctx, &snapshot, next)
+}
+
+/// What phase 1 left for phase 2.
+enum Pending {
+    /// Nothing left to do; report this.
+    Report(StepReport),
+    AddWorktree {
+        lane: String,
+    },
+    LaunchImplementer {
+        lane: String,
+        nonce: String,
+    },
+    CheckReceipt {
+        lane: String,
+    },
+    LaunchDod {
+        lane: String,
+        keys: Vec<(String, usize, usize, String)>,
+    },
+    Deliver {
+        lane: String,
+    },
+}
+
+/// Record the outcomes of finished activities of the run's lanes. A supervisor that is gone
+/// without an outcome, or a launch whose launcher died before its supervisor registered, is a
+/// crash. An outcome whose nonce is not the record's is superseded and ignored.
+fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
+    let run_id = run.id.clone();
+    for lane in &mut run.lanes {
+        let attempt = lane.attempt;
+        let lane_id = lane.id.clone();
+        for record in lane
+            .steps
+            .iter_mut()
+            .filter(|r| r.status == StepStatus::Started)
+        {
+            let is_activity = record.step == "implement" && run.driver == Driver::Process
+                || record.step.starts_with("dod-");
+            if !is_activity {
+                // A synchronous step whose call died: clear its owner, so `decide` redoes it.
+                if record.pid.is_some() && !owner_alive(record) {
+                    record.pid = None;
+                    record.pid_start = None;
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        "owner_gone",
+                        json!({"lane": lane_id, "step": record.step, "attempt": record.attempt}),
+                    );
+                }
+                continue;
+            }
+            if record.attempt != attempt {
+                continue;
+            }
+            let Some(nonce) = record.nonce.clone() else {
+                continue;
+            };
+            let dir = ctx.activity_dir(&run_id, &lane_id, &record.step, attempt);
+            match activity::observe(&dir) {
+                Observation::Finished(outcome) if outcome.nonce == nonce => {
+                    crate::failpoint::hit("observe-before-record");
+                    let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
+                    finish(record, StepStatus::Done, summary);
+                    let event = if record.step == "implement" {
+                        "agent_end"
+                    } else {
+                        "step_done"
+                    };
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        event,
+                        json!({"lane": lane_id, "step": record.step, "attempt": attempt, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}),
+                    );
+                }
+                Observation::Finished(outcome) => {
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        "superseded",
+                        json!({"lane": lane_id, "step": record.step, "attempt": attempt, "nonce": outcome.nonce}),
+                    );
+                }
+                Observation::Running { .. } => {}
+                Observation::NotRegistered if owner_alive(record) => {}
+                Observation::NotRegistered | Observation::Gone => {
+                    // Whatever the dead supervisor's child left running must not go on working
+                    // in the worktree while the next attempt starts.
+                    activity::kill_orphans(&dir);
+                    finish(record, StepStatus::Failed, json!({"crashed": true}));
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        "step_failed",
+                        json!({"lane": lane_id, "step": record.step, "attempt": attempt, "outcome": "crashed"}),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A re-entry whose inputs changed is refused: the brief of the current attempt must still render
+/// to the bytes the agent was (or will be) given.
+fn check_inputs(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
+    for lane in &run.lanes {
+        if lane.stage.is_final() {
+            continue;
+        }
+        let Some(record) = lane
+            .record("brief")
+            .filter(|r| r.status == StepStatus::Done)
+        else {
+            continue;
+        };
+        let Some(worktree) = lane
+            .worktree
+            .as_deref()
+            .map(PathBuf::from)
+            .or_else(|| Some(ctx.worktree_path(&lane.id)))
+        else {
+            continue;
+        };
+        let text = render_brief(ctx, run, lane, &worktree)?;
+        let now = sha256_hex(text.as_bytes());
+        if record.inputs.as_deref() != Some(now.as_str()) {
+            return Err(ctx.refuse(
+                "inputs-changed",
+                format!("the brief of `{}` attempt {} no longer renders as it did (the unit, an ancestor, a knowledge file or the definition of done changed under the live run)", lane.id, lane.attempt),
+                format!("restore what changed (`git diff` in the repository), or end the run (`iced run abandon {}`) and build again", run.id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn render_brief(ctx: &Ctx<'_>, run: &Run, lane: &Lane, worktree: &Path) -> Result<String, Refusal> {
+    let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+        .map_err(|e| e.refusal(ctx.step))?;
+    let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+    let branch = lane.branch.clone().unwrap_or_default();
+    let gaps = if lane.attempt > 1 {
+        lane.reason.clone()
+    } else {
+        None
+    };
+    Ok(super::brief::render(&super::brief::BriefInput {
+        repo: ctx.repo,
+        settings: &ctx.settings,
+        unit: &lane.unit,
+        unit_text: &unit_text,
+        run: &run.id,
+        lane: &lane.id,
+        attempt: lane.attempt,
+        base_commit: &run.base.commit,
+        branch: &branch,
+        worktree,
+        receipt_path: &receipt,
+        previous_gaps: gaps.as_deref(),
+    }))
+}
+
+/// Start a new attempt of a lane: the current attempt's records move to the run's history.
+fn new_attempt(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &mut Lane,
+    reason: String,
+    crashed: bool,
+) -> Result<(), Refusal> {
+    let attempt = lane.attempt;
+    let (old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane
+        .steps
+        .drain(..)
+        .partition(|r| r.attempt == attempt && r.step != "worktree");
+    lane.steps = keep;
+    archive(ctx, run_id, &lane.id, &old)?;
+    lane.attempt += 1;
+    if crashed {
+        lane.crashes += 1;
+    }
+    lane.reason = Some(reason);
+    lane.stage = Stage::Brief;
+    Ok(())
+}
+
+fn archive(ctx: &Ctx<'_>, run_id: &str, lane: &str, records: &[StepRecord]) -> Result<(), Refusal> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    ensure_dir(&ctx.paths.run_dir(run_id), ctx.step)?;
+    let mut text = String::new();
+    for r in records {
+        let mut v = serde_json::to_value(r).expect("a record serialises");
+        v["lane"] = lane.into();
+        text.push_str(&v.to_string());
+        text.push('\n');
+    }
+    crate::store::append(&ctx.paths.history(run_id), text.as_bytes(), 0o600)
+        .map_err(|e| crate::repo::store_refusal(ctx.step, e))
+}
+
+fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusal> {
+    run.status = status;
+    crate::failpoint::hit("end-before-release");
+    claims::release(&ctx.paths, &run.unit, &run.id, ctx.step)?;
+    emit(
+        &ctx.paths,
+        &run.id,
+        "run_end",
+        json!({"status": status.as_str()}),
+    );
+    Ok(())
+}
+
+/// Apply a decision that needs no side effect outside the state (or only a small file of the
+/// loop's own), and turn the rest into work for phase 2.
+fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Refusal> {
+    let run_id = run.id.clone();
+    let report = |run: &Run, lane_id: &str, action: &'static str, next: String| {
+        let lane = run.lane(lane_id).expect("the lane exists");
+        Pending::Report(StepReport::for_lane(run, lane, action, next))
+    };
+    Ok(match next {
+        Next::Ended => Pending::Report(ended_report(run)),
+        Next::Paused => {
+            let lane = &run.lanes[0];
+            Pending::Report(StepReport::for_lane(
+                run,
+                lane,
+                "paused",
+                format!("run `{run_id}` is paused: `iced run resume {run_id}` lets it go on"),
+            ))
+        }
+        Next::Wait { lane, why } => {
+            report(run, lane, "waiting", format!("{why}; call again later"))
+        }
+        Next::RenderBrief { lane } => {
+            let worktree = run
+                .lane(lane)
+                .and_then(|l| l.worktree.clone())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| ctx.worktree_path(lane));
+            let l = run.lane(lane).expect("lane");
+            let text = render_brief(ctx, run, l, &worktree)?;
+            let path = ctx.brief_path(&run_id, lane, l.attempt);
+            ensure_dir(&ctx.lane_dir(&run_id, lane), ctx.step)?;
+            crate::store::write_atomic(&path, text.as_bytes(), 0o600)
+                .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+            crate::failpoint::hit("brief-after-write");
+            let sha = sha256_hex(text.as_bytes());
+            let l = run.lane_mut(lane).expect("lane");
+            let mut record = started("brief", l.attempt, Some(sha.clone()), None);
+            finish(
+                &mut record,
+                StepStatus::Done,
+                json!({"path": path, "sha256": sha}),
+            );
+            l.steps
+                .retain(|r| !(r.step == "brief" && r.attempt == record.attempt));
+            l.steps.push(record);
+            l.stage = if l.worktree.is_some() {
+                Stage::Implement
+            } else {
+                Stage::Worktree
+            };
+            emit(
+                &ctx.paths,
+                &run_id,
+                "step_done",
+                json!({"lane": lane, "step": "brief", "attempt": l.attempt}),
+            );
+            report(
+                run,
+                lane,
+                "advanced",
+                "the brief is written; call again".into(),
+            )
+        }
+        Next::AddWorktree { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let record = started("worktree", l.attempt, Some(run_id.clone()), None);
+            l.steps.retain(|r| r.step != "worktree");
+            l.steps.push(record);
+            Pending::AddWorktree { lane: lane.clone() }
+        }
+        Next::LaunchImplementer { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let brief_sha = l
+                .outcome("brief")
+                .and_then(|o| o["sha256"].as_str())
+                .map(str::to_owned);
+            let nonce = new_nonce();
+            let record = started("implement", l.attempt, brief_sha, Some(nonce.clone()));
+            l.steps
+                .retain(|r| !(r.step == "implement" && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::LaunchImplementer {
+                lane: lane.clone(),
+                nonce,
+            }
+        }
+        Next::HandToHost { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            if l.record("implement").is_none() {
+                let brief_sha = l
+                    .outcome("brief")
+                    .and_then(|o| o["sha256"].as_str())
+                    .map(str::to_owned);
+                let mut record = started("implement", l.attempt, brief_sha, Some(new_nonce()));
+                // A host's agent is not ours to watch: the record has no owner process.
+                record.pid = None;
+                record.pid_start = None;
+                l.steps.push(record);
+                emit(
+                    &ctx.paths,
+                    &run_id,
+                    "step_start",
+                    json!({"lane": lane, "step": "implement", "attempt": l.attempt, "driver": "host"}),
+                );
+            }
+            Pending::Report(start_agent_report(ctx, run, lane))
+        }
+        Next::CheckReceipt { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            l.stage = Stage::Receipt;
+            let record = started("receipt", l.attempt, None, None);
+            l.steps
+                .retain(|r| !(r.step == "receipt" && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::CheckReceipt { lane: lane.clone() }
+        }
+        Next::LaunchDod { lane, slots } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let mut keys = Vec::new();
+            for &(i, j) in slots {
+                let key = format!("dod-{i}-{j}");
+                let nonce = new_nonce();
+                let record = started(&key, l.attempt, None, Some(nonce.clone()));
+                l.steps
+                    .retain(|r| !(r.step == key && r.attempt == record.attempt));
+                l.steps.push(record);
+                keys.push((key, i, j, nonce));
+            }
+            Pending::LaunchDod {
+                lane: lane.clone(),
+                keys,
+            }
+        }
+        Next::FinishReceipt { lane } => {
+            finish_receipt(ctx, run, lane)?;
+            let l = run.lane(lane).expect("lane");
+            let action = match l.stage {
+                Stage::Blocked => "blocked",
+                Stage::Handback => "handback",
+                _ => "advanced",
+            };
+            let next = match l.stage {
+                Stage::Deliver => "the receipt verified; call again to deliver".to_owned(),
+                Stage::Brief => format!(
+                    "the receipt did not verify; attempt {} starts: call again",
+                    l.attempt
+                ),
+                _ => l.reason.clone().unwrap_or_default(),
+            };
+            if run.lanes.iter().all(|l| l.stage.is_final()) {
+                let status = if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
+                    RunStatus::Handback
+                } else {
+                    RunStatus::Blocked
+                };
+                if status == RunStatus::Handback {
+                    end_run(ctx, run, status)?;
+                } else {
+                    run.status = status;
+                    emit(&ctx.paths, &run_id, "run_blocked", json!({"reason": next}));
+                }
+            }
+            report(run, lane, action, next)
+        }
+        Next::Retry {
+            lane,
+            reason,
+            crashed,
+        } => {
+            let l = run.lane_mut(lane).expect("lane");
+            new_attempt(ctx, &run_id, l, reason.clone(), *crashed)?;
+            report(
+                run,
+                lane,
+                "advanced",
+                format!(
+                    "attempt {} starts ({reason}); call again",
+                    run.lane(lane).expect("lane").attempt
+                ),
+            )
+        }
+        Next::RelaunchDod { lane, key } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let attempt = l.attempt;
+            let old: Vec<StepRecord> = l
+                .steps
+                .iter()
+                .filter(|r| r.step == *key && r.attempt == attempt)
+                .cloned()
+                .collect();
+            l.steps
+                .retain(|r| !(r.step == *key && r.attempt == attempt));
+            l.crashes += 1;
+            archive(ctx, &run_id, lane, &old)?;
+            report(
+                run,
+                lane,
+                "advanced",
+                format!("`{key}` crashed; it runs again: call again"),
+            )
+        }
+        Next::Block { lane, reason } => {
+            let l = run.lane_mut(lane).expect("lane");
+            l.stage = Stage::Blocked;
+            l.reason = Some(reason.clone());
+            run.status = RunStatus::Blocked;
+            emit(
+                &ctx.paths,
+                &run_id,
+                "run_blocked",
+                json!({"lane": lane, "reason": reason}),
+            );
+            report(
+                run,
+                lane,
+                "blocked",
+                format!("{reason}; fix it, then `iced run resume {run_id}`"),
+            )
+        }
+        Next::Deliver { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let record = started("deliver", l.attempt, None, None);
+            l.steps
+                .retain(|r| !(r.step == "deliver" && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::Deliver { lane: lane.clone() }
+        }
+        Next::Finish => {
+            end_run(ctx, run, RunStatus::Delivered)?;
+            Pending::Report(ended_report(run))
+        }
+    })
+}
+
+fn ended_report(run: &Run) -> StepReport {
+    let lane = &run.lanes[0];
+    let (action, next) = match run.status {
+        RunStatus::Delivered => (
+            "delivered",
+            format!(
+                "delivered on branch `{}`",
+                lane.branch.clone().unwrap_or_default()
+            ),
+        ),
+        RunStatus::Handback => (
+            "handback",
+            format!("handed back: {}", lane.reason.clone().unwrap_or_default()),
+        ),
+        RunStatus::Abandoned => ("nothing", "the run was abandoned".to_owned()),
+        RunStatus::Blocked => (
+            "blocked",
+            format!(
+                "{}; fix it, then `iced run resume {}`",
+                lane.reason.clone().unwrap_or_default(),
+                run.id
+            ),
+        ),
+        RunStatus::Paused | RunStatus::Running => ("nothing", String::new()),
+    };
+    StepReport::for_lane(run, lane, action, next)
+}
+
+fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> StepReport {
+    let lane = run.lane(lane_id).expect("lane");
+    let key = lane.record("implement").and_then(|r| r.nonce.clone());
+    let receipt = ctx.receipt_path(&run.id, lane_id, lane.attempt);
+    let mut report = StepReport::for_lane(
+        run,
+        lane,
+        "start_agent",
+        "start a fresh implementer in `worktree` with `brief`; it writes its report to `receipt_path`; then run `iced implement receipt <receipt_path>`",
+    );
+    report.role = Some("implementer");
+    report.read_only = Some(false);
+    report.brief = Some(
+        ctx.brief_path(&run.id, lane_id, lane.attempt)
+            .display()
+            .to_string(),
+    );
+    report.worktree = lane.worktree.clone();
+    report.receipt_path = Some(receipt.display().to_string());
+    report.receipt_key = key;
+    report
+}
+
+/// Phase 2: the side effect, outside the lock; then record its outcome if still current.
+fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Refusal> {
+    match pending {
+        Pending::Report(report) => Ok(report),
+        Pending::AddWorktree { lane } => {
+            let branch = snapshot
+                .lane(&lane)
+                .and_then(|l| l.branch.clone())
+                .expect("a lane has a branch");
+            let path = ctx.worktree_path(&lane);
+            let result = add_worktree(ctx, &path, &branch, &snapshot.base.commit);
+            crate::failpoint::hit("worktree-after-add");
+            record_after(
+                ctx,
+                &snapshot.id,
+                &lane,
+                "worktree",
+                |l, record| match &result {
+                    Ok(()) => {
+                        finish(
+                            record,
+                            StepStatus::Done,
+                            json!({"path": path, "branch": branch}),
+                        );
+                        l.worktree = Some(path.display().to_string());
+                        l.stage = Stage::Implement;
+                        Ok(("advanced", "the worktree is ready; call again".to_owned()))
+                    }
+                    Err(e) => {
+                        finish(record, StepStatus::Failed, json!({"error": e}));
+                        l.stage = Stage::Blocked;
+                        l.reason = Some(format!("worktree: {e}"));
+                        Ok(("blocked", format!("the worktree could not be made: {e}")))
+                    }
+                },
+            )
+        }
+        Pending::LaunchImplementer { lane, nonce } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let runner = ctx
+                .settings
+                .implementer
+                .as_ref()
+                .expect("the process driver has a runner");
+            let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
+            let receipt = ctx.receipt_path(&snapshot.id, &lane, l.attempt);
+            let brief = ctx.brief_path(&snapshot.id, &lane, l.attempt);
+            let model = ctx.settings.implementer_model.clone().unwrap_or_default();
+            let values: Vec<(&str, String)> = vec![
+                ("prompt_file", brief.display().to_string()),
+                ("output_file", receipt.display().to_string()),
+                ("worktree", worktree.display().to_string()),
+                ("role", "implementer".into()),
+                ("model", model.clone()),
+                ("run", snapshot.id.clone()),
+                ("lane", lane.clone()),
+                ("attempt", l.attempt.to_string()),
+            ];
+            let argv: Vec<String> = runner
+                .argv
+                .iter()
+                .map(|a| {
+                    let mut s = a.clone();
+                    for (k, v) in &values {
+                        s = s.replace(&format!("{{{k}}}"), v);
+                    }
+                    s
+                })
+                .collect();
+            let mut env = base_env();
+            for (k, v) in &values {
+                env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
+            }
+            env.insert("ICED_RECEIPT_KEY".into(), nonce.clone());
+            let dir = ctx.activity_dir(&snapshot.id, &lane, "implement", l.attempt);
+            let spec = ActivitySpec {
+                argv,
+                cwd: worktree,
+                env,
+                timeout_ms: runner.timeout.as_millis() as u64,
+                grace_ms: ctx.settings.kill_grace.as_millis() as u64,
+                nonce: nonce.clone(),
+                gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
+            };
+            crate::failpoint::hit("launch-after-record");
+            launch(ctx, &dir, &spec)?;
+            crate::failpoint::hit("launch-after-spawn");
+            emit(
+                &ctx.paths,
+                &snapshot.id,
+                "agent_start",
+                json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
+            );
+            Ok(StepReport::for_lane(
+                snapshot,
+                l,
+                "waiting",
+                "the implementer is running; call again later",
+            ))
+        }
+        Pending::LaunchDod { lane, keys } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
+            for (key, i, j, nonce) in keys {
+                let command = &ctx.settings.dod[i][j];
+                let cwd = match &command.cwd {
+                    Some(c) => worktree.join(c),
+                    None => worktree.clone(),
+                };
+                let dir = ctx.activity_dir(&snapshot.id, &lane, &key, l.attempt);
+                let spec = ActivitySpec {
+                    argv: command.argv.clone(),
+                    cwd,
+                    env: base_env(),
+                    timeout_ms: command.timeout.as_millis() as u64,
+                    grace_ms: ctx.settings.kill_grace.as_millis() as u64,
+                    nonce,
+                    gate: gate_value(ctx, &snapshot.id, &lane, &key, l.attempt),
+                };
+                launch(ctx, &dir, &spec)?;
+                crate::failpoint::hit("dod-after-launch");
+                emit(
+                    &ctx.paths,
+                    &snapshot.id,
+                    "step_start",
+                    json!({"lane": lane, "step": key, "attempt": l.attempt, "command": command.display()}),
+                );
+            }
+            Ok(StepReport::for_lane(
+                snapshot,
+                l,
+                "waiting",
+                "the definition-of-done commands are running; call again later",
+            ))
+        }
+        Pending::CheckReceipt { lane } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let checks = receipt_checks(ctx, snapshot, l);
+            record_after(ctx, &snapshot.id, &lane, "receipt", |_, record| {
+                record.outcome = Some(checks.clone());
+                crate::failpoint::hit("receipt-after-record");
+                Ok((
+                    "advanced",
+                    "the receipt's own checks are recorded; call again".to_owned(),
+                ))
+            })
+        }
+        Pending::Deliver { lane } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let result = super::deliver::deliver(ctx, snapshot, l);
+            crate::failpoint::hit("deliver-after-commit");
+            let out = record_after(
+                ctx,
+                &snapshot.id,
+                &lane,
+                "deliver",
+                |l, record| match &result {
+                    Ok(commit) => {
+                        finish(record, StepStatus::Done, json!({"commit": commit}));
+                        l.stage = Stage::Delivered;
+                        Ok((
+                            "advanced",
+                            "delivered on the lane branch; call again to finish".to_owned(),
+                        ))
+                    }
+                    Err(e) => {
+                        finish(record, StepStatus::Failed, json!({"error": e}));
+                        l.stage = Stage::Blocked;
+                        l.reason = Some(format!("deliver: {e}"));
+                        Ok(("blocked", format!("delivering failed: {e}")))
+                    }
+                },
+            )?;
+            crate::failpoint::hit("deliver-after-record");
+            Ok(out)
+        }
+    }
+}
+
+/// The environment a child of the loop gets: a few of iced's own variables, nothing that points
+/// git or a tool somewhere else.
+fn base_env() -> BTreeMap<String, String> {
+    ["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"]
+        .into_iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+        .collect()
+}
+
+fn gate_value(ctx: &Ctx<'_>, run: &str, lane: &str, step: &str, attempt: u32) -> Value {
+    json!({"root": ctx.repo.root, "run": run, "lane": lane, "step": step, "attempt": attempt})
+}
+
+fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
+    ensure_dir(dir, ctx.step)?;
+    activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.step, e))?;
+    // Wait (briefly, without the lock) for the supervisor to say it is there, so that a caller
+    // right behind us does not take a slow start for a crash.
+    for _ in 0..250 {
+        if !matches!(activity::observe(dir), Observation::NotRegistered) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Re-take the lock and record the outcome of a step done outside it, if its record is still the
+/// one we started (same attempt, still `started`, owned by us). Otherwise the work is superseded.
+fn record_after(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane_id: &str,
+    step: &str,
+    f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(&'static str, String), Refusal>,
+) -> Result<StepReport, Refusal> {
+    let (mine, _) = me();
+    ctx.transact(|state| {
+        let run = state.runs.get_mut(run_id).ok_or_else(|| {
+            ctx.refuse(
+                "run-not-found",
+                format!("run `{run_id}` is gone"),
+                "`iced run list`",
+            )
+        })?;
+        let lane = run.lane_mut(lane_id).expect("lane");
+        let attempt = lane.attempt;
+        let Some(index) = lane.steps.iter().position(|r| {
+            r.step == step
+                && r.attempt == attempt
+                && r.status == StepStatus::Started
+                && r.pid == Some(mine)
+        }) else {
+            emit(
+                &ctx.paths,
+                run_id,
+                "superseded",
+                json!({"lane": lane_id, "step": step, "attempt": attempt}),
+            );
+            let lane = run.lane(lane_id).expect("lane");
+            return Ok(StepReport::for_lane(
+                run,
+                lane,
+                "waiting",
+                format!("`{step}` moved on while this call worked; call again"),
+            ));
+        };
+        let mut record = lane.steps.remove(index);
+        let (action, next) = f(lane, &mut record)?;
+        lane.steps.insert(index, record);
+        if lane.stage == Stage::Blocked {
+            run.status = RunStatus::Blocked;
+        }
+        let lane = run.lane(lane_id).expect("lane");
+        Ok(StepReport::for_lane(run, lane, action, next))
+    })
+}
+
+fn add_worktree(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<(), String> {
+    let root = &ctx.repo.root;
+    // Adopt what a crashed call (or a person) already made.
+    if let Some(existing) = crate::git::worktree_of_branch(root, branch) {
+        if existing == path || existing.canonicalize().ok() == path.canonicalize().ok() {
+            return Ok(());
+        }
+        return Err(format!(
+            "branch `{branch}` is checked out at `{}`, not at `{}`",
+            existing.display(),
+            path.display()
+        ));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
+    }
+    let path_s = path.display().to_string();
+    if crate::git::branch_exists(root, branch) {
+        crate::git::run(root, &["worktree", "add", &path_s, branch]).map(|_| ())
+    } else {
+        crate::git::run(root, &["worktree", "add", "-b", branch, &path_s, base]).map(|_| ())
+    }
+}
+
+/// The receipt's own checks (no command run but git's): commits ahead of the base on the lane
+/// branch, a clean worktree, and the report. Recorded as the receipt record's partial outcome.
+fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
+    let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
+    let branch = lane.branch.clone().unwrap_or_default();
+    let mut missing: Vec<String> = Vec::new();
+    let on_branch = crate::git::current_branch(&worktree);
+    if on_branch.as_deref() != Some(branch.as_str()) {
+        missing.push(format!(
+            "the worktree is on `{}`, not on the lane branch `{branch}`",
+            on_branch.unwrap_or_else(|| "a detached HEAD".into())
+        ));
+    }
+    let ahead = crate::git::run(
+        &worktree,
+        &[
+            "rev-list",
+            "--count",
+            &format!("{}..{branch}", run.base.commit),
+        ],
+    )
+    .ok()
+    .and_then(|n| n.trim().parse::<u64>().ok())
+    .unwrap_or(0);
+    if ahead == 0 {
+        missing.push(format!(
+            "no commit on `{branch}` ahead of the base {}",
+            &run.base.commit[..run.base.commit.len().min(12)]
+        ));
+    }
+    match crate::git::is_clean(&worktree, &[]) {
+        Ok(true) => {}
+        Ok(false) => missing.push("the worktree has uncommitted or untracked changes".into()),
+        Err(e) => missing.push(format!("the worktree's status could not be read: {e}")),
+    }
+    let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+    let mut handback = None;
+    let mut evidence = Value::Null;
+    let mut summary = Value::Null;
+    match report::read(&receipt) {
+        Ok(r) => {
+            if let Some(h) = &r.handback {
+                handback = Some(h.reason.clone());
+            }
+            // Every expectation needs the implementer's evidence; each must name a real one.
+            if let Ok(text) = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced) {
+                let parsed = crate::unit::parse_unit(&text);
+                for e in &parsed.expectations {
+                    if !r.evidence.iter().any(|x| x.expectation == e.id) && r.handback.is_none() {
+                        missing.push(format!("the report gives no evidence for {}", e.id));
+                    }
+                }
+                for x in &r.evidence {
+                    if !parsed.expectations.iter().any(|e| e.id == x.expectation) {
+                        missing.push(format!(
+                            "the report's evidence names {}, which the unit does not have",
+                            x.expectation
+                        ));
+                    }
+                }
+            }
+            evidence = serde_json::to_value(&r.evidence).expect("serialises");
+            summary = r.summary.clone().into();
+        }
+        Err(p) => missing.push(format!("{}: {}", p.code, p.message)),
+    }
+    json!({"missing": missing, "ahead": ahead, "handback": handback, "summary": summary, "evidence": evidence})
+}
+
+/// All commands and checks are in: the receipt verifies or names every gap at once.
+fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Refusal> {
+    let run_id = run.id.clone();
+    let max_attempts = ctx.settings.max_attempts;
+    let independent = ctx.settings.independent;
+    let lane = run.lane_mut(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let checks = lane
+        .record("receipt")
+        .and_then(|r| r.outcome.clone())
+        .unwrap_or(Value::Null);
+    let mut missing: Vec<String> = checks["missing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let mut commands = Vec::new();
+    for (i, sequence) in ctx.settings.dod.iter().enumerate() {
+        for (j, command) in sequence.iter().enumerate() {
+            let key = format!("dod-{i}-{j}");
+            match lane.record(&key) {
+                Some(r) if r.status == StepStatus::Done => {
+                    let o = r.outcome.clone().unwrap_or(Value::Null);
+                    let code = o["exit_code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                    let passed = code.is_some_and(|c| command.expected_exit_codes.contains(&c));
+                    if !passed {
+                        missing.push(format!(
+                            "`{}` {}",
+                            command.display(),
+                            if o["timed_out"].as_bool() == Some(true) {
+                                "timed out".to_owned()
+                            } else {
+                                match code {
+                                    Some(c) => format!(
+                                        "exited {c}, expected {:?}",
+                                        command.expected_exit_codes
+                                    ),
+                                    None => "was killed by a signal or could not start".to_owned(),
+                                }
+                            }
+                        ));
+                    }
+                    commands.push(json!({"command": command.display(), "argv": command.argv, "expected_exit_codes": command.expected_exit_codes, "exit_code": code, "passed": passed, "timed_out": o["timed_out"], "duration_ms": o["duration_ms"], "stdout": o["stdout"], "stderr": o["stderr"], "spawn_error": o["spawn_error"]}));
+                }
+                _ => {
+                    commands.push(json!({"command": command.display(), "argv": command.argv, "passed": false, "skipped": true}));
+                }
+            }
+        }
+    }
+    let handback = checks["handback"].as_str().map(str::to_owned);
+    let verified = missing.is_empty() && handback.is_none();
+    let record = lane
+        .record_mut("receipt")
+        .expect("the receipt record exists");
+    finish(
+        record,
+        if verified {
+            StepStatus::Done
+        } else {
+            StepStatus::Failed
+        },
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "summary": checks["summary"], "evidence": checks["evidence"], "handback": handback}),
+    );
+    emit(
+        &ctx.paths,
+        &run_id,
+        if verified { "step_done" } else { "step_failed" },
+        json!({"lane": lane_id, "step": "receipt", "attempt": attempt, "missing": missing.len()}),
+    );
+    if let Some(reason) = handback {
+        lane.stage = Stage::Handback;
+        lane.reason = Some(reason);
+    } else if verified {
+        if independent {
+            lane.stage = Stage::Blocked;
+            lane.reason = Some("validation-unavailable: the receipt verified, but independent validators are not built into this iced yet; set `verify.independent: false` in .iced/config.json to deliver on the loop's own checks, then `iced run resume`".into());
+        } else {
+            lane.stage = Stage::Deliver;
+            lane.reason = None;
+        }
+    } else {
+        let gaps = missing
+            .iter()
+            .map(|m| format!("- {m}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if attempt >= max_attempts {
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(format!(
+                "attempt {attempt} of {max_attempts} did not verify:\n{gaps}"
+            ));
+        } else {
+            new_attempt(ctx, &run_id, lane, gaps, false)?;
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
+// The host's receipt
+// ------------------------------------------------------------------------------------------------
+
+/// `implement receipt <path>`: the host hands in its agent's report for the current attempt.
+pub fn submit_receipt(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
+    let given = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    ctx.transact(|state| {
+        let run = state.runs.get_mut(run_id).ok_or_else(|| ctx.refuse("no-live-run", format!("no run `{run_id}`"), "`iced run list`"))?;
+        if run.status.is_ended() {
+            return Err(ctx.refuse("run-ended", format!("run `{run_id}` has ended ({})", run.status.as_str()), "nothing more to hand in"));
+        }
+        let run_snapshot = run.clone();
+        let lane = run.lanes.iter_mut().find(|l| l.stage == Stage::Implement).ok_or_else(|| {
+            ctx.refuse("receipt-superseded", format!("run `{run_id}` is not waiting for a receipt"), "`iced implement step` says what the run needs now")
+        })?;
+        let expected = ctx.receipt_path(&run_snapshot.id, &lane.id, lane.attempt);
+        let expected_c = expected.canonicalize().unwrap_or_else(|_| expected.clone());
+        if given != expected_c {
+            // A report for an earlier attempt of this lane is superseded, anything else is a wrong path.
+            let earlier = (1..lane.attempt).any(|a| {
+                let p = ctx.receipt_path(&run_snapshot.id, &lane.id, a);
+                p.canonicalize().unwrap_or(p) == given
+            });
+            return Err(if earlier {
+                ctx.refuse("receipt-superseded", format!("`{}` is the report of an earlier attempt; attempt {} is current", path.display(), lane.attempt), format!("have the agent write to `{}`", expected.display()))
+            } else {
+                ctx.refuse("receipt-path", format!("`{}` is not where this attempt's report goes", path.display()), format!("the report goes to `{}` (`iced implement step` names it)", expected.display()))
+            });
+        }
+        let record = lane.record("implement").cloned();
+        match record {
+            Some(r) if r.status == StepStatus::Started => {}
+            _ => return Err(ctx.refuse("receipt-superseded", "this attempt is not waiting for a receipt", "`iced implement step` says what the run needs now")),
+        }
+        // A malformed or forged report is refused now, so the host can have it fixed; nothing is
+        // recorded and the attempt keeps waiting.
+        if let Err(p) = report::read(&expected) {
+            let remedy = if p.code == "report-forged" {
+                "the report is the agent's claim; the verdict and finding ids are the loop's: remove the field and hand it in again"
+            } else {
+                "fix the report (spec/schema/report.schema.json), then hand it in again"
+            };
+            return Err(ctx.refuse(p.code, p.message, remedy));
+        }
+        let record = lane.record_mut("implement").expect("checked above");
+        finish(record, StepStatus::Done, json!({"receipt_path": expected}));
+        lane.stage = Stage::Receipt;
+        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "driver": "host"}));
+        let run = state.runs.get(run_id).expect("run");
+        let lane = &run.lanes[0];
+        Ok(StepReport::for_lane(run, lane, "advanced", "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// Run verbs
+// ------------------------------------------------------------------------------------------------
+
+pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refusal> {
+    ctx.transact(|state| {
+        let run = state.runs.get_mut(run_id).ok_or_else(|| {
+            ctx.refuse(
+                "run-not-found",
+                format!("no run `{run_id}`"),
+                "`iced run list`",
+            )
+        })?;
+        if run.status.is_ended() {
+            return Err(ctx.refuse(
+                "run-ended",
+                format!("run `{run_id}` has ended ({})", run.status.as_str()),
+                "nothing to pause or resume",
+            ));
+        }
+        if paused {
+            run.status = RunStatus::Paused;
+        } else if run.status == RunStatus::Paused {
+            run.status = RunStatus::Running;
+        } else if run.status == RunStatus::Blocked {
+            // Resuming a blocked run: a fresh attempt of every blocked lane, with a fresh budget.
+            let run_id = run.id.clone();
+            for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked) {
+                let reason = lane.reason.clone().unwrap_or_else(|| "resumed".into());
+                let had_worktree = lane.worktree.is_some();
+                new_attempt(
+                    ctx,
+                    &run_id,
+                    lane,
+                    format!("resumed after: {reason}"),
+                    false,
+                )?;
+                lane.crashes = 0;
+                if !had_worktree {
+                    lane.steps.retain(|r| r.step != "worktree");
+                }
+            }
+            run.status = RunStatus::Running;
+        }
+        emit(
+            &ctx.paths,
+            run_id,
+            if paused { "run_paused" } else { "run_resumed" },
+            json!({}),
+        );
+        Ok(run.clone())
+    })
+}
+
+pub fn abandon(ctx: &Ctx<'_>, run_id: &str) -> Result<Run, Refusal> {
+    let run = ctx.transact(|state| {
+        let run = state.runs.get_mut(run_id).ok_or_else(|| {
+            ctx.refuse(
+                "run-not-found",
+                format!("no run `{run_id}`"),
+                "`iced run list`",
+            )
+        })?;
+        if run.status.is_ended() {
+            return Err(ctx.refuse(
+                "run-ended",
+                format!("run `{run_id}` has already ended ({})", run.status.as_str()),
+                "nothing to abandon",
+            ));
+        }
+        end_run(ctx, run, RunStatus::Abandoned)?;
+        Ok(run.clone())
+    })?;
+    // Stop what still runs (outside the lock); their outcomes no longer matter.
+    for lane in &run.lanes {
+        for record in lane
+            .steps
+            .iter()
+            .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
+        {
+            let dir = ctx.activity_dir(&run.id, &lane.id, &record.step, record.attempt);
+            let _ = activity::stop(&dir);
+            activity::kill_orphans(&dir);
+        }
+    }
+    Ok(run)
+}
+
+/// The gate a supervisor asks before it starts its child: is this launch still current?
+pub struct RunGate;
+
+impl activity::Gate for RunGate {
+    fn register(
+        &self,
+        gate: &Value,
+        nonce: &str,
+        pid: u32,
+        pid_start: u64,
+    ) -> Result<bool, String> {
+        let root = gate["root"].as_str().ok_or("the gate names no root")?;
+        let run_id = gate["run"].as_str().ok_or("the gate names no run")?;
+        let lane_id = gate["lane"].as_str().ok_or("the gate names no lane")?;
+        let step = gate["step"].as_str().ok_or("the gate names no step")?;
+        let attempt = gate["attempt"]
+            .as_u64()
+            .ok_or("the gate names no attempt")? as u32;
+        let paths = RunPaths::new(Path::new(root));
+        let _lock = StateLock::acquire(&paths, "supervise", std::time::Duration::from_secs(60))
+            .map_err(|r| r.reason)?;
+        let mut state = State::load(&paths, "supervise").map_err(|r| r.reason)?;
+        let Some(run) = state.runs.get_mut(run_id) else {
+            return Ok(false);
+        };
+        if run.status.is_ended() {
+            return Ok(false);
+        }
+        let Some(lane) = run.lane_mut(lane_id) else {
+            return Ok(false);
+        };
+        if lane.attempt != attempt {
+            return Ok(false);
+        }
+        let Some(record) = lane.record_mut(step) else {
+            return Ok(false);
+        };
+        if record.status != StepStatus::Started || record.nonce.as_deref() != Some(nonce) {
+            return Ok(false);
+        }
+        record.pid = Some(pid);
+        record.pid_start = Some(pid_start);
+        state.save(&paths, "supervise").map_err(|r| r.reason)?;
+        Ok(true)
+    }
+}
+
+pub fn exit_for(report: &StepReport) -> Exit {
+    match report.action {
+        "blocked" | "handback" => Exit::NeedsPerson,
+        _ => Exit::Ok,
+    }
+}

@@ -1,0 +1,16 @@
+//! The build loop: a re-entrant orchestrator over `.iced/run/state.json`. Every call does one
+//! idempotency-keyed step and exits; `decide` is pure, side effects are keyed and recorded, and long
+//! work runs as detached activities (`crate::activity`).
+
+pub mod brief;
+pub mod claims;
+pub mod decide;
+pub mod deliver;
+pub mod engine;
+pub mod events;
+pub mod lock;
+pub mod report;
+pub mod settings;
+pub mod state;
+
+pub use engine::{Ctx, StepReport};

@@ -1,0 +1,209 @@
+//! The lane report an implementer writes: strict JSON, unknown keys refused, and no field that only
+//! the loop may write (a verdict, a finding's identity, token counts). The report is a claim about
+//! the work, never a judgement of it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+pub const REPORT_LIMIT: u64 = 1024 * 1024;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handback: Option<Handback>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dispositions: Vec<Disposition>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    pub expectation: String,
+    pub kind: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Handback {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Disposition {
+    pub finding_id: String,
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Fields only the loop writes. A report carrying one is forged, not merely malformed.
+const LOOP_ONLY: &[&str] = &[
+    "verdict",
+    "finding_id",
+    "findings",
+    "id",
+    "severity",
+    "expectations",
+    "failures",
+    "constraints",
+];
+const TOKEN_COUNTS: &[&str] = &[
+    "tokens",
+    "usage",
+    "cost",
+    "total_cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "modelUsage",
+];
+
+/// Why a report was refused: `code` is `report-invalid` or `report-forged`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportProblem {
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn problem(code: &'static str, message: impl Into<String>) -> ReportProblem {
+    ReportProblem {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Read and check the report at `path`.
+pub fn read(path: &Path) -> Result<Report, ReportProblem> {
+    let shown = path.display();
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(problem(
+                "report-invalid",
+                format!("`{shown}` is a symbolic link"),
+            ))
+        }
+        Ok(_) => {}
+        Err(_) => return Err(problem("report-invalid", format!("no report at `{shown}`"))),
+    }
+    let bytes = crate::store::read_limited(path, REPORT_LIMIT)
+        .map_err(|e| problem("report-invalid", e.to_string()))?;
+    parse(&bytes).map_err(|mut p| {
+        p.message = format!("`{shown}`: {}", p.message);
+        p
+    })
+}
+
+pub fn parse(bytes: &[u8]) -> Result<Report, ReportProblem> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| problem("report-invalid", format!("not JSON: {e}")))?;
+    let Value::Object(map) = &value else {
+        return Err(problem("report-invalid", "not a JSON object"));
+    };
+    for key in map.keys() {
+        if LOOP_ONLY.contains(&key.as_str()) {
+            return Err(problem(
+                "report-forged",
+                format!("carries `{key}`, which only the loop writes"),
+            ));
+        }
+        if TOKEN_COUNTS.contains(&key.as_str()) {
+            return Err(problem(
+                "report-forged",
+                format!(
+                    "carries `{key}`: token counts and cost come from the harness, not the report"
+                ),
+            ));
+        }
+    }
+    for (i, e) in map
+        .get("evidence")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(obj) = e.as_object() {
+            for key in obj.keys() {
+                if LOOP_ONLY.contains(&key.as_str()) || key == "result" || key == "verified" {
+                    return Err(problem(
+                        "report-forged",
+                        format!("evidence[{i}] carries `{key}`, which only the loop writes"),
+                    ));
+                }
+            }
+        }
+    }
+    let report: Report =
+        serde_json::from_value(value).map_err(|e| problem("report-invalid", e.to_string()))?;
+    if report.summary.trim().is_empty() {
+        return Err(problem("report-invalid", "`summary` is empty"));
+    }
+    for d in &report.dispositions {
+        if !matches!(d.action.as_str(), "applied" | "rejected") {
+            return Err(problem(
+                "report-invalid",
+                format!(
+                    "disposition of `{}`: action must be applied or rejected",
+                    d.finding_id
+                ),
+            ));
+        }
+    }
+    if let Some(h) = &report.handback {
+        if h.reason.trim().is_empty() {
+            return Err(problem("report-invalid", "`handback.reason` is empty"));
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_good_report_parses() {
+        let r = parse(br#"{"summary": "did it", "evidence": [{"expectation": "E1", "kind": "test", "ref": "t"}]}"#).unwrap();
+        assert_eq!(r.evidence[0].expectation, "E1");
+    }
+
+    #[test]
+    fn forged_and_unknown_fields_are_refused() {
+        let code = |s: &str| parse(s.as_bytes()).unwrap_err().code;
+        assert_eq!(
+            code(r#"{"summary": "x", "evidence": [], "verdict": "pass"}"#),
+            "report-forged"
+        );
+        assert_eq!(
+            code(r#"{"summary": "x", "evidence": [], "total_cost_usd": 1}"#),
+            "report-forged"
+        );
+        assert_eq!(
+            code(
+                r#"{"summary": "x", "evidence": [{"expectation": "E1", "kind": "t", "ref": "r", "result": "pass"}]}"#
+            ),
+            "report-forged"
+        );
+        assert_eq!(
+            code(r#"{"summary": "x", "evidence": [], "extra": 1}"#),
+            "report-invalid"
+        );
+        assert_eq!(code(r#"{"summary": "", "evidence": []}"#), "report-invalid");
+        assert_eq!(code(r#"{"evidence": []}"#), "report-invalid");
+        assert_eq!(code(r#"[1]"#), "report-invalid");
+        assert_eq!(
+            code(r#"{"summary": "x", "evidence": [], "handback": {"reason": " "}}"#),
+            "report-invalid"
+        );
+    }
+}

@@ -1,0 +1,394 @@
+//! The loop's part of `.iced/config.json`: runners, roles, the definition of done, and the knobs of
+//! the loop itself. Read from the merged config and checked once, so the loop never meets a
+//! half-valid setting halfway through a run.
+
+use crate::config::Config;
+use crate::refusal::Refusal;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One definition-of-done command: argv, never a shell string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DodCommand {
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub timeout: Duration,
+    pub expected_exit_codes: Vec<i32>,
+}
+
+impl DodCommand {
+    /// How a person reads it (shell-quoted; for reports only, never executed).
+    pub fn display(&self) -> String {
+        shlex::try_join(self.argv.iter().map(String::as_str))
+            .unwrap_or_else(|_| self.argv.join(" "))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Runner {
+    pub name: String,
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Each entry is a sequence: its commands run in order and stop at the first failure.
+    pub dod: Vec<Vec<DodCommand>>,
+    pub dod_parallel: bool,
+    pub max_attempts: u32,
+    pub independent: bool,
+    pub implementer: Option<Runner>,
+    pub implementer_model: Option<String>,
+    pub worktree_dir: Option<PathBuf>,
+    pub lock_wait: Duration,
+    pub kill_grace: Duration,
+    pub max_crash_retries: u32,
+    pub knowledge: Vec<String>,
+}
+
+fn invalid(step: &str, key: &str, expected: &str) -> Refusal {
+    Refusal::new(
+        step,
+        "config-invalid",
+        format!("`.iced/config.json`: `{key}` {expected}"),
+        "fix `.iced/config.json` (spec/SPEC.md section 20.1 shows the runner and role settings)",
+    )
+}
+
+fn strings(value: &Value) -> Option<Vec<String>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn seconds(value: Option<&Value>, default: u64) -> Option<Duration> {
+    match value {
+        None | Some(Value::Null) => Some(Duration::from_secs(default)),
+        Some(v) => v.as_f64().filter(|s| *s > 0.0).map(Duration::from_secs_f64),
+    }
+}
+
+fn dod_command(
+    value: &Value,
+    timeout: Duration,
+    step: &str,
+    key: &str,
+) -> Result<DodCommand, Refusal> {
+    match value {
+        Value::String(s) => {
+            let argv = shlex::split(s).filter(|a| !a.is_empty()).ok_or_else(|| {
+                invalid(
+                    step,
+                    key,
+                    "is not a command line iced can split into words (check its quotes)",
+                )
+            })?;
+            Ok(DodCommand {
+                argv,
+                cwd: None,
+                timeout,
+                expected_exit_codes: vec![0],
+            })
+        }
+        Value::Object(map) => {
+            for k in map.keys() {
+                if !matches!(
+                    k.as_str(),
+                    "argv" | "cwd" | "timeoutSec" | "expected_exit_codes"
+                ) {
+                    return Err(invalid(
+                        step,
+                        &format!("{key}.{k}"),
+                        "is not a command field (argv, cwd, timeoutSec, expected_exit_codes)",
+                    ));
+                }
+            }
+            let argv = map
+                .get("argv")
+                .and_then(strings)
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| {
+                    invalid(
+                        step,
+                        &format!("{key}.argv"),
+                        "must be a non-empty list of strings",
+                    )
+                })?;
+            let cwd = match map.get("cwd") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(c))
+                    if !Path::new(c).is_absolute() && !c.split('/').any(|p| p == "..") =>
+                {
+                    Some(c.clone())
+                }
+                Some(_) => {
+                    return Err(invalid(
+                        step,
+                        &format!("{key}.cwd"),
+                        "must be a path inside the worktree, relative, without `..`",
+                    ))
+                }
+            };
+            let timeout = seconds(map.get("timeoutSec"), timeout.as_secs()).ok_or_else(|| {
+                invalid(
+                    step,
+                    &format!("{key}.timeoutSec"),
+                    "must be a positive number",
+                )
+            })?;
+            let expected_exit_codes = match map.get("expected_exit_codes") {
+                None | Some(Value::Null) => vec![0],
+                Some(v) => v
+                    .as_array()
+                    .and_then(|l| {
+                        l.iter()
+                            .map(|c| c.as_i64().and_then(|c| i32::try_from(c).ok()))
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .filter(|l| !l.is_empty())
+                    .ok_or_else(|| {
+                        invalid(
+                            step,
+                            &format!("{key}.expected_exit_codes"),
+                            "must be a non-empty list of integers",
+                        )
+                    })?,
+            };
+            Ok(DodCommand {
+                argv,
+                cwd,
+                timeout,
+                expected_exit_codes,
+            })
+        }
+        _ => Err(invalid(
+            step,
+            key,
+            "must be a command string, a list (a sequence) or an object with argv",
+        )),
+    }
+}
+
+impl Settings {
+    pub fn from_config(config: &Config, step: &str) -> Result<Settings, Refusal> {
+        let raw = &config.raw;
+        let at = |p: &str| raw.pointer(p);
+        let timeout = seconds(at("/verify/timeoutSec"), 900).unwrap_or(Duration::from_secs(900));
+        let mut dod = Vec::new();
+        for (i, entry) in at("/verify/commands")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let key = format!("verify.commands[{i}]");
+            let sequence = match entry {
+                Value::Array(list) if !list.is_empty() => list
+                    .iter()
+                    .enumerate()
+                    .map(|(j, c)| dod_command(c, timeout, step, &format!("{key}[{j}]")))
+                    .collect::<Result<Vec<_>, _>>()?,
+                Value::Array(_) => return Err(invalid(step, &key, "is an empty sequence")),
+                single => vec![dod_command(single, timeout, step, &key)?],
+            };
+            dod.push(sequence);
+        }
+        let runners = at("/runners").cloned().unwrap_or(Value::Null);
+        if !(runners.is_null() || runners.is_object()) {
+            return Err(invalid(
+                step,
+                "runners",
+                "must be an object of named runners",
+            ));
+        }
+        let roles = at("/roles").cloned().unwrap_or(Value::Null);
+        if !(roles.is_null() || roles.is_object()) {
+            return Err(invalid(step, "roles", "must be an object"));
+        }
+        let role = |name: &str| roles.get(name).filter(|v| !v.is_null());
+        let (implementer, implementer_model) = match role("implementer") {
+            None => (None, None),
+            Some(r) => {
+                let runner_name = match r.get("runner") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(invalid(
+                            step,
+                            "roles.implementer.runner",
+                            "must be a runner name",
+                        ))
+                    }
+                };
+                let model = match r.get("model") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(invalid(
+                            step,
+                            "roles.implementer.model",
+                            "must be a string or null",
+                        ))
+                    }
+                };
+                let runner = match runner_name {
+                    None => None,
+                    Some(name) => {
+                        let def = runners.get(&name).ok_or_else(|| {
+                            invalid(
+                                step,
+                                "roles.implementer.runner",
+                                &format!("names `{name}`, which `runners` does not define"),
+                            )
+                        })?;
+                        let key = format!("runners.{name}");
+                        let kind = def.get("kind").and_then(Value::as_str).unwrap_or("command");
+                        if kind != "command" {
+                            return Err(invalid(
+                                step,
+                                &format!("{key}.kind"),
+                                &format!("is `{kind}`; this iced runs only `command` runners"),
+                            ));
+                        }
+                        let argv = def
+                            .get("argv")
+                            .and_then(strings)
+                            .filter(|a| !a.is_empty())
+                            .ok_or_else(|| {
+                                invalid(
+                                    step,
+                                    &format!("{key}.argv"),
+                                    "must be a non-empty list of strings",
+                                )
+                            })?;
+                        let t =
+                            seconds(def.get("timeoutSec"), timeout.as_secs()).ok_or_else(|| {
+                                invalid(
+                                    step,
+                                    &format!("{key}.timeoutSec"),
+                                    "must be a positive number",
+                                )
+                            })?;
+                        Some(Runner {
+                            name,
+                            argv,
+                            timeout: t,
+                        })
+                    }
+                };
+                (runner, model)
+            }
+        };
+        let worktree_dir = match at("/build/worktreeDir") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(PathBuf::from(s)),
+            Some(_) => return Err(invalid(step, "build.worktreeDir", "must be a path")),
+        };
+        let lock_wait = seconds(at("/run/lockWaitSec"), 10)
+            .ok_or_else(|| invalid(step, "run.lockWaitSec", "must be a positive number"))?;
+        let kill_grace = seconds(at("/run/killGraceSec"), 5)
+            .ok_or_else(|| invalid(step, "run.killGraceSec", "must be a positive number"))?;
+        let max_crash_retries = match at("/run/maxCrashRetries") {
+            None | Some(Value::Null) => 2,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    invalid(
+                        step,
+                        "run.maxCrashRetries",
+                        "must be a non-negative integer",
+                    )
+                })?,
+        };
+        Ok(Settings {
+            dod,
+            dod_parallel: at("/verify/parallel")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            max_attempts: u32::try_from(config.max_attempts).unwrap_or(3),
+            independent: at("/verify/independent")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            implementer,
+            implementer_model,
+            worktree_dir,
+            lock_wait,
+            kill_grace,
+            max_crash_retries,
+            knowledge: at("/memory/knowledge")
+                .and_then(strings)
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// Find a program as exec would: a path containing `/` must be an executable file; a bare name is
+/// looked up on `PATH`.
+pub fn find_program(program: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path_var?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn settings(v: Value) -> Result<Settings, Refusal> {
+        let config = Config::from_value(v, Path::new("c.json")).unwrap();
+        Settings::from_config(&config, "test")
+    }
+
+    #[test]
+    fn commands_are_argv_never_shell_strings() {
+        let s = settings(json!({"verify": {"commands": [
+            "cargo test -- --nocapture 'a b'",
+            ["make build", "make check"],
+            {"argv": ["sh", "-c", "exit 3"], "expected_exit_codes": [3], "timeoutSec": 5}
+        ]}}))
+        .unwrap();
+        assert_eq!(
+            s.dod[0][0].argv,
+            ["cargo", "test", "--", "--nocapture", "a b"]
+        );
+        assert_eq!(s.dod[1].len(), 2);
+        assert_eq!(s.dod[2][0].expected_exit_codes, [3]);
+        assert_eq!(s.dod[2][0].timeout, Duration::from_secs(5));
+        assert!(settings(json!({"verify": {"commands": ["echo 'unclosed"]}})).is_err());
+        assert!(settings(json!({"verify": {"commands": [{"argv": []}]}})).is_err());
+        assert!(
+            settings(json!({"verify": {"commands": [{"argv": ["x"], "cwd": "../out"}]}})).is_err()
+        );
+    }
+
+    #[test]
+    fn the_implementer_runner_is_resolved() {
+        let s = settings(json!({
+            "runners": {"fake": {"kind": "command", "argv": ["bash", "agent", "{output_file}"], "timeoutSec": 60}},
+            "roles": {"implementer": {"runner": "fake", "model": "m1"}}
+        })).unwrap();
+        let r = s.implementer.unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.timeout),
+            ("fake", Duration::from_secs(60))
+        );
+        assert_eq!(s.implementer_model.as_deref(), Some("m1"));
+        let e = settings(json!({"roles": {"implementer": {"runner": "nope"}}})).unwrap_err();
+        assert_eq!(e.code, "config-invalid");
+        assert!(settings(json!({})).unwrap().implementer.is_none());
+    }
+}

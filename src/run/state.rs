@@ -1,0 +1,383 @@
+//! `.iced/run/state.json`: every run not yet retired, its lanes, and the step records of each lane's
+//! current attempt. Reads are strict (unknown fields, a newer schema, an oversized or symlinked file
+//! are refused); writes are atomic and 0600. Older attempts' records live in the run's
+//! `history.jsonl`, so this file's size does not grow with a run's history.
+
+use crate::refusal::Refusal;
+use crate::store::{self, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const SCHEMA: u32 = 1;
+pub const STATE_LIMIT: u64 = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    pub schema: u32,
+    #[serde(default)]
+    pub runs: BTreeMap<String, Run>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Paused,
+    Blocked,
+    Delivered,
+    Handback,
+    Abandoned,
+}
+
+impl RunStatus {
+    /// A run that will take no more steps.
+    pub fn is_ended(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Delivered | RunStatus::Handback | RunStatus::Abandoned
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::Blocked => "blocked",
+            RunStatus::Delivered => "delivered",
+            RunStatus::Handback => "handback",
+            RunStatus::Abandoned => "abandoned",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    Host,
+    Process,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Base {
+    pub commit: String,
+    pub branch: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    pub id: String,
+    pub unit: String,
+    pub status: RunStatus,
+    pub driver: Driver,
+    pub session: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub base: Base,
+    pub next_eligible_at: Option<String>,
+    pub lanes: Vec<Lane>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Brief,
+    Worktree,
+    Implement,
+    Receipt,
+    Deliver,
+    Delivered,
+    Blocked,
+    Handback,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Brief => "brief",
+            Stage::Worktree => "worktree",
+            Stage::Implement => "implement",
+            Stage::Receipt => "receipt",
+            Stage::Deliver => "deliver",
+            Stage::Delivered => "delivered",
+            Stage::Blocked => "blocked",
+            Stage::Handback => "handback",
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, Stage::Delivered | Stage::Blocked | Stage::Handback)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Lane {
+    pub id: String,
+    pub unit: String,
+    pub stage: Stage,
+    /// The implementer attempt (1-based). A new attempt supersedes every record of the old one.
+    pub attempt: u32,
+    /// Crashed activities retried within this lane, across attempts.
+    pub crashes: u32,
+    pub worktree: Option<String>,
+    pub branch: Option<String>,
+    /// Why the lane is blocked or handed back, or what the last receipt lacked.
+    pub reason: Option<String>,
+    pub steps: Vec<StepRecord>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Started,
+    Done,
+    Failed,
+}
+
+/// One step of one attempt: the unit of idempotency, keyed `(lane, step, attempt)`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StepRecord {
+    pub step: String,
+    pub attempt: u32,
+    pub status: StepStatus,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    /// sha256 of what the step consumed; a re-entry with other inputs is refused.
+    pub inputs: Option<String>,
+    /// Names the launch of an activity (or a host's receipt key).
+    pub nonce: Option<String>,
+    pub pid: Option<u32>,
+    pub pid_start: Option<u64>,
+    pub outcome: Option<Value>,
+}
+
+impl Lane {
+    pub fn record(&self, step: &str) -> Option<&StepRecord> {
+        self.steps
+            .iter()
+            .find(|r| r.step == step && r.attempt == self.attempt)
+    }
+
+    pub fn record_mut(&mut self, step: &str) -> Option<&mut StepRecord> {
+        let attempt = self.attempt;
+        self.steps
+            .iter_mut()
+            .find(|r| r.step == step && r.attempt == attempt)
+    }
+
+    pub fn is_done(&self, step: &str) -> bool {
+        self.record(step)
+            .is_some_and(|r| r.status == StepStatus::Done)
+    }
+
+    pub fn outcome(&self, step: &str) -> Option<&Value> {
+        self.record(step)
+            .filter(|r| r.status == StepStatus::Done)
+            .and_then(|r| r.outcome.as_ref())
+    }
+}
+
+impl Run {
+    pub fn lane(&self, id: &str) -> Option<&Lane> {
+        self.lanes.iter().find(|l| l.id == id)
+    }
+
+    pub fn lane_mut(&mut self, id: &str) -> Option<&mut Lane> {
+        self.lanes.iter_mut().find(|l| l.id == id)
+    }
+}
+
+/// Where a repository's run files are.
+#[derive(Debug, Clone)]
+pub struct RunPaths {
+    pub dir: PathBuf,
+}
+
+impl RunPaths {
+    pub fn new(root: &Path) -> RunPaths {
+        RunPaths {
+            dir: root.join(".iced").join("run"),
+        }
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+    pub fn events(&self) -> PathBuf {
+        self.dir.join("events.jsonl")
+    }
+    pub fn claims(&self) -> PathBuf {
+        self.dir.join("claims")
+    }
+    pub fn claim(&self, unit: &str) -> PathBuf {
+        self.claims().join(format!("{unit}.json"))
+    }
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.dir.join(run)
+    }
+    pub fn lane_dir(&self, run: &str, lane: &str) -> PathBuf {
+        self.run_dir(run).join(lane)
+    }
+    pub fn history(&self, run: &str) -> PathBuf {
+        self.run_dir(run).join("history.jsonl")
+    }
+}
+
+/// Create a directory of the loop's (0700), refusing one that is a symlink.
+pub fn ensure_dir(dir: &Path, step: &str) -> Result<(), Refusal> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(crate::repo::store_refusal(
+                step,
+                StoreError::Symlink(dir.to_owned()),
+            ))
+        }
+        Ok(meta) if meta.is_dir() => {
+            if meta.permissions().mode() & 0o777 != 0o700 {
+                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| crate::refusal::io_error(step, format!("create `{}`: {e}", dir.display())))
+}
+
+fn invalid(step: &str, path: &Path, why: impl std::fmt::Display) -> Refusal {
+    Refusal::new(
+        step,
+        "state-invalid",
+        format!("`{}` {why}", path.display()),
+        "inspect it (`iced run list`); if it is damaged beyond use, move it aside: the runs it held are then forgotten, their worktrees and branches stay",
+    )
+}
+
+impl State {
+    /// Read the state file; a missing one is an empty state.
+    pub fn load(paths: &RunPaths, step: &str) -> Result<State, Refusal> {
+        let path = paths.state();
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(invalid(
+                    step,
+                    &path,
+                    "is a symbolic link; iced reads its state only from a regular file",
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(State {
+                    schema: SCHEMA,
+                    runs: BTreeMap::new(),
+                })
+            }
+            Err(e) => {
+                return Err(crate::refusal::io_error(
+                    step,
+                    format!("inspect `{}`: {e}", path.display()),
+                ))
+            }
+        }
+        let bytes = store::read_limited(&path, STATE_LIMIT).map_err(|e| match e {
+            StoreError::TooLarge { .. } => invalid(step, &path, "is over 4 MiB"),
+            e => crate::refusal::io_error(step, e),
+        })?;
+        State::parse(&bytes).map_err(|why| match why {
+            ParseError::Newer(n) => Refusal::new(
+                step,
+                "state-newer",
+                format!(
+                    "`{}` has schema {n}; this iced knows schema {SCHEMA}",
+                    path.display()
+                ),
+                "upgrade iced; the file is left as it is",
+            ),
+            ParseError::Invalid(why) => invalid(step, &path, format!("does not parse: {why}")),
+        })
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<State, ParseError> {
+        // The schema is checked before the strict parse, so that a newer file is named as newer
+        // rather than as a file with unknown fields.
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| ParseError::Invalid(e.to_string()))?;
+        match value.get("schema").and_then(Value::as_u64) {
+            Some(n) if n > u64::from(SCHEMA) => return Err(ParseError::Newer(n)),
+            Some(n) if n == u64::from(SCHEMA) => {}
+            _ => return Err(ParseError::Invalid("`schema` is missing or not 1".into())),
+        }
+        serde_json::from_value(value).map_err(|e| ParseError::Invalid(e.to_string()))
+    }
+
+    /// Write the state atomically (0600).
+    pub fn save(&self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
+        let mut text = serde_json::to_vec_pretty(self).expect("the state serialises");
+        text.push(b'\n');
+        store::write_atomic(&paths.state(), &text, 0o600).map_err(|e| match e {
+            StoreError::Symlink(p) => invalid(
+                step,
+                &p,
+                "is a symbolic link; iced writes its state only to a regular file",
+            ),
+            e => crate::refusal::io_error(step, e),
+        })
+    }
+
+    /// The live run of a unit, if any (not ended).
+    pub fn live_run_of(&self, unit: &str) -> Option<&Run> {
+        self.runs
+            .values()
+            .find(|r| r.unit == unit && !r.status.is_ended())
+    }
+}
+
+#[derive(Debug)]
+pub enum ParseError {
+    Newer(u64),
+    Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_and_newer_schemas_are_refused() {
+        assert!(matches!(
+            State::parse(br#"{"schema": 2, "runs": {}}"#),
+            Err(ParseError::Newer(2))
+        ));
+        assert!(matches!(
+            State::parse(br#"{"schema": 1, "runs": {}, "x": 1}"#),
+            Err(ParseError::Invalid(_))
+        ));
+        assert!(matches!(
+            State::parse(br#"{"schema": 1, "runs": {"#),
+            Err(ParseError::Invalid(_))
+        ));
+        assert!(matches!(
+            State::parse(br#"{"runs": {}}"#),
+            Err(ParseError::Invalid(_))
+        ));
+        assert_eq!(
+            State::parse(br#"{"schema": 1, "runs": {}}"#)
+                .unwrap()
+                .runs
+                .len(),
+            0
+        );
+    }
+}
