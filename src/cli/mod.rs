@@ -109,6 +109,8 @@ pub enum Command {
     Autonomy(commands::lifecycle::AutonomyArgs),
     /// Build an approved unit: admits it, creates the run and drives it step by step to delivered, blocked, handed back or waiting on the host; refuses a unit that is not approved, is held, has an open question, lint errors, a changed contract or another run's claim.
     Build(commands::build::BuildArgs),
+    /// Run a whole build of a real unit in a throwaway repository with the built-in scripted agent: writes only under the system temp dir (or --dir); refuses nothing but a broken machine.
+    Demo(commands::demo::Args),
     /// The loop's step interface for a driving host, cron or a supervisor (machinery).
     Implement {
         #[command(subcommand)]

@@ -15,6 +15,8 @@ use std::str::FromStr;
 #[derive(Debug, Clone)]
 pub struct UnitSummary {
     pub id: String,
+    /// The run building this unit, when the run state has one: its status overrides the file's.
+    pub run: Option<RunOverlay>,
     pub frontmatter: Frontmatter,
     pub title: Option<String>,
     pub effective_autonomy: i64,
@@ -52,6 +54,7 @@ impl UnitSummary {
                 config.max_autonomy,
             ),
             active: active == Some(unit.id.as_str()),
+            run: None,
             children: Vec::new(),
             lint_errors: lint.errors.len(),
             lint_warnings: lint.warnings.len(),
@@ -62,8 +65,19 @@ impl UnitSummary {
         serde_json::to_value(self).expect("a unit summary serialises")
     }
 
+    /// The status to show: the run's, while a run holds the unit; else the file's.
+    pub fn status(&self) -> Value {
+        match &self.run {
+            Some(run) => run.unit_status.into(),
+            None => self
+                .frontmatter
+                .get("status")
+                .map_or(Value::Null, Scalar::to_json),
+        }
+    }
+
     /// The keys iced derives, in the order they follow the frontmatter, with their values.
-    fn derived(&self) -> [(&'static str, Value); 9] {
+    fn derived(&self) -> [(&'static str, Value); 10] {
         let field = |key: &str| {
             self.frontmatter
                 .get(key)
@@ -73,7 +87,7 @@ impl UnitSummary {
             ("id", self.id.clone().into()),
             ("title", self.title.clone().map_or(Value::Null, Into::into)),
             ("type", field("type")),
-            ("status", field("status")),
+            ("status", self.status()),
             ("path", format!("intent/{}/iced.md", self.id).into()),
             ("effective_autonomy", self.effective_autonomy.into()),
             ("active", self.active.into()),
@@ -81,6 +95,12 @@ impl UnitSummary {
             (
                 "lint",
                 serde_json::json!({"errors": self.lint_errors, "warnings": self.lint_warnings}),
+            ),
+            (
+                "run",
+                self.run.as_ref().map_or(Value::Null, |r| {
+                    serde_json::json!({"id": r.id, "status": r.status, "stage": r.stage, "attempt": r.attempt, "file_status": field("status")})
+                }),
             ),
         ]
     }
@@ -92,7 +112,7 @@ impl Serialize for UnitSummary {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let derived = self.derived();
         let mut map = serializer.serialize_map(None)?;
-        let mut done = [false; 9];
+        let mut done = [false; 10];
         for (key, value) in self.frontmatter.iter() {
             match derived.iter().position(|(k, _)| *k == key) {
                 Some(at) => {
@@ -109,6 +129,50 @@ impl Serialize for UnitSummary {
         }
         map.end()
     }
+}
+
+/// What the run state says of a unit while a run holds it.
+#[derive(Debug, Clone)]
+pub struct RunOverlay {
+    pub id: String,
+    pub status: &'static str,
+    pub stage: &'static str,
+    pub attempt: u32,
+    /// The unit status the run implies: building, verifying, done or blocked.
+    pub unit_status: &'static str,
+}
+
+/// Runs that hold units, by unit. A state file that cannot be read gives no overlay here: `list`
+/// and `status` still show the files (the loop's own verbs refuse such a state and say why).
+pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
+    use crate::run::state::{RunPaths, RunStatus, Stage as LaneStage, State};
+    let Ok(state) = State::load(&RunPaths::new(&repo.root), "status") else {
+        return BTreeMap::new();
+    };
+    state
+        .runs
+        .values()
+        .filter(|r| r.status != RunStatus::Abandoned)
+        .filter_map(|r| {
+            let lane = r.lanes.first()?;
+            let unit_status = match lane.stage {
+                LaneStage::Brief | LaneStage::Worktree | LaneStage::Implement | LaneStage::Receipt => "building",
+                LaneStage::Deliver => "verifying",
+                LaneStage::Delivered => "done",
+                LaneStage::Blocked | LaneStage::Handback => "blocked",
+            };
+            Some((
+                r.unit.clone(),
+                RunOverlay {
+                    id: r.id.clone(),
+                    status: r.status.as_str(),
+                    stage: lane.stage.as_str(),
+                    attempt: lane.attempt,
+                    unit_status,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// One row of `list`: a unit, or the refusal its file earned.
@@ -173,6 +237,7 @@ pub fn list_units(repo: &Repo, step: &str) -> Result<Vec<ListEntry>, Refusal> {
             refusal,
         },
     });
+    let mut overlays = run_overlays(repo);
     let mut children = children_of(entries.iter().filter_map(|e| match e {
         ListEntry::Unit(u) => Some((u.id.as_str(), &u.frontmatter)),
         ListEntry::Unreadable { .. } => None,
@@ -180,6 +245,7 @@ pub fn list_units(repo: &Repo, step: &str) -> Result<Vec<ListEntry>, Refusal> {
     for entry in &mut entries {
         if let ListEntry::Unit(u) = entry {
             u.children = children.remove(&u.id).unwrap_or_default();
+            u.run = overlays.remove(&u.id);
         }
     }
     Ok(entries)
@@ -215,6 +281,7 @@ pub fn unit_status(repo: &Repo, reference: Option<&str>, step: &str) -> Result<U
     let lint = repo.lint_unit(&unit, Stage::Validate, &Numbers::new(&ids));
     let mut summary = UnitSummary::new(&unit, &lint, &config, active.as_deref());
     summary.children = children.remove(&id).unwrap_or_default();
+    summary.run = run_overlays(repo).remove(&id);
     Ok(UnitView {
         summary,
         unit,

@@ -32,7 +32,7 @@ pub fn run(json_only: bool) -> Result<Output, Refusal> {
                 let mut line = format!(
                     "{mark} {:<40} {:<9} {:<8} {:<2} risk:{:<6} a{}",
                     view.id,
-                    field("status"),
+                    view.status().as_str().map_or_else(|| field("status"), str::to_owned),
                     field("type"),
                     field("tier"),
                     field("risk"),
@@ -43,6 +43,9 @@ pub fn run(json_only: bool) -> Result<Output, Refusal> {
                 }
                 if fm.get("held").is_some_and(|h| !h.is_null()) {
                     line.push_str("  [held]");
+                }
+                if let Some(run) = &view.run {
+                    line.push_str(&format!("  [run {}: {}]", run.id, run.status));
                 }
                 if view.lint_errors > 0 {
                     line.push_str(&format!("  [{} lint errors]", view.lint_errors));

@@ -2,6 +2,7 @@
 
 pub mod approve;
 pub mod build;
+pub mod demo;
 pub mod init;
 pub mod lifecycle;
 pub mod lint;
@@ -33,6 +34,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Autonomy(args) => lifecycle::autonomy(args),
         Command::Stats => stats::run(),
         Command::Build(args) => build::build(args, json),
+        Command::Demo(args) => demo::run(args),
         Command::Implement { command } => build::implement(command),
         Command::Run { command } => build::run_verb(command),
         Command::Supervise { dir } => Ok(crate::cli::Output::exit_only(build::supervise(dir))),

@@ -41,8 +41,17 @@ pub fn summary(view: &UnitView) -> String {
         field("autonomy"),
         view.summary.effective_autonomy,
         autonomy_name(view.summary.effective_autonomy),
-        field("status")
+        match &view.summary.run {
+            Some(run) => format!("{} (the file says {})", run.unit_status, field("status")),
+            None => field("status"),
+        }
     ));
+    if let Some(run) = &view.summary.run {
+        out.push(format!(
+            "  run {}: {} (stage {}, attempt {})",
+            run.id, run.status, run.stage, run.attempt
+        ));
+    }
     if let Some(reason) = held_reason(&view.unit) {
         out.push(format!("  held: {reason}"));
     }

@@ -1,0 +1,142 @@
+//! `iced demo`: a whole run of a real unit through the loop, in a throwaway repository, with the
+//! built-in scripted agent (the same fake agent the tests use) standing in for a real harness.
+//! Every step is the real `iced` binary run as a person or a host would run it.
+
+use super::current_dir;
+use crate::cli::Output;
+use crate::refusal::{io_error, Refusal};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const AGENT: &str = include_str!("../../../fixtures/fake-agent");
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where to make the demo repository (default: a new directory under the system temp dir).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+const UNIT_BODY: &str = "
+# Greet people by name
+
+## Intent
+
+### Goal
+A person who gives their name is greeted by it; anyone else still gets the general greeting.
+
+### Constraints
+- [C1] The script keeps working with no argument.
+
+### Failure conditions
+- [F1] A named person is greeted as \"world\".
+
+### Scope
+- In: greet.sh
+- Out: translations
+
+## Context
+- [code] greet.sh always prints `Hello, world`.
+
+## Expectations
+- [E1] `sh greet.sh Ada` prints `Hello, Ada`. {verify: check | sh test.sh}
+- [E2] `sh greet.sh` still prints `Hello, world`. {verify: check | sh test.sh}
+
+## Open questions
+";
+
+fn step<'a>(log: &mut String, dir: &Path, exe: &Path, args: &[&'a str]) -> Result<String, Refusal> {
+    log.push_str(&format!("\n$ iced {}\n", args.join(" ")));
+    let out = Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| io_error("demo", format!("cannot run iced: {e}")))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    log.push_str(&text);
+    if !out.status.success() {
+        return Err(Refusal::new(
+            "demo",
+            "demo-failed",
+            format!("`iced {}` failed in the demo repository `{}`:\n{text}", args.join(" "), dir.display()),
+            "this is a bug in iced or a problem with this machine (git, bash); the demo repository is kept for a look",
+        ));
+    }
+    Ok(text)
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<(), Refusal> {
+    crate::git::run(dir, args).map(|_| ()).map_err(|e| io_error("demo", e))
+}
+
+pub fn run(args: Args) -> Result<Output, Refusal> {
+    let exe = std::env::current_exe().map_err(|e| io_error("demo", e))?;
+    let base = match args.dir {
+        Some(d) => d,
+        None => std::env::temp_dir().join(format!("iced-demo-{}", uuid::Uuid::new_v4().simple())),
+    };
+    let base = if base.is_absolute() { base } else { current_dir("demo")?.join(base) };
+    let repo = base.join("greeter");
+    std::fs::create_dir_all(&repo).map_err(|e| io_error("demo", format!("create `{}`: {e}", repo.display())))?;
+    let write = |name: &str, text: &str| {
+        std::fs::write(repo.join(name), text).map_err(|e| io_error("demo", format!("write {name}: {e}")))
+    };
+    write("greet.sh", "echo \"Hello, world\"\n")?;
+    write("test.sh", "[ \"$(sh greet.sh Ada)\" = \"Hello, Ada\" ] && [ \"$(sh greet.sh)\" = \"Hello, world\" ]\n")?;
+    let agent = base.join("scripted-agent");
+    std::fs::write(&agent, AGENT).map_err(|e| io_error("demo", e))?;
+    let script = base.join("agent-script.txt");
+    std::fs::write(&script, "commit greet.sh echo \"Hello, ${1:-world}\"\nreport-ok E1 E2\n").map_err(|e| io_error("demo", e))?;
+
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    git(&repo, &["config", "user.name", "Demo Person"])?;
+    git(&repo, &["config", "user.email", "demo@iced.invalid"])?;
+    git(&repo, &["add", "."])?;
+    git(&repo, &["commit", "-q", "-m", "greeter: always says hello to the world"])?;
+
+    let mut log = format!("A demo repository at `{}` with a script that greets the world.\n", repo.display());
+    step(&mut log, &repo, &exe, &["init"])?;
+    let created = step(&mut log, &repo, &exe, &["new", "bug: greet ignores the name it is given", "--json"])?;
+    let id = serde_json::from_str::<serde_json::Value>(created.trim())
+        .ok()
+        .and_then(|v| v["id"].as_str().map(str::to_owned))
+        .ok_or_else(|| io_error("demo", "`iced new` printed no id"))?;
+    // The person writes the contract (here: the demo writes it for them).
+    let unit = repo.join("intent").join(&id).join("iced.md");
+    let text = std::fs::read_to_string(&unit).map_err(|e| io_error("demo", e))?;
+    let end = text[3..].find("\n---\n").map(|i| i + 8).ok_or_else(|| io_error("demo", "the new unit has no frontmatter"))?;
+    std::fs::write(&unit, format!("{}{UNIT_BODY}", &text[..end])).map_err(|e| io_error("demo", e))?;
+    log.push_str(&format!("\n(the person writes the contract into intent/{id}/iced.md)\n"));
+    step(&mut log, &repo, &exe, &["lint", &id, "--stage", "signoff"])?;
+    step(&mut log, &repo, &exe, &["approve", &id, "--yes"])?;
+    // The loop's settings: the scripted agent as the implementer, the test as the definition of done.
+    let config_path = repo.join(".iced").join("config.json");
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| io_error("demo", e))?)
+        .map_err(|e| io_error("demo", e))?;
+    config["verify"]["commands"] = serde_json::json!(["sh test.sh"]);
+    config["verify"]["independent"] = false.into();
+    config["runners"] = serde_json::json!({"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"], "timeoutSec": 60}});
+    config["roles"] = serde_json::json!({"implementer": {"runner": "scripted"}});
+    std::fs::write(&config_path, format!("{}\n", serde_json::to_string_pretty(&config).expect("serialises"))).map_err(|e| io_error("demo", e))?;
+    log.push_str("\n(.iced/config.json: the built-in scripted agent implements; `sh test.sh` is the definition of done)\n");
+    git(&repo, &["add", "-A"])?;
+    git(&repo, &["commit", "-q", "-m", &format!("approve {id}")])?;
+    log.push_str(&format!("\n$ git commit -m \"approve {id}\"\n"));
+    step(&mut log, &repo, &exe, &["build", &id])?;
+    step(&mut log, &repo, &exe, &["status", &id])?;
+    let branch = format!("iced/{id}/{id}");
+    let history = crate::git::run(&repo, &["log", "--oneline", &branch]).unwrap_or_default();
+    log.push_str(&format!("\n$ git log --oneline {branch}\n{history}\n"));
+    log.push_str(&format!(
+        "\nDelivered. The lane branch `{branch}` carries the fix and the unit's close (evidence.md, verify.json, status done).\nThe demo repository is kept at `{}`; remove it when done.",
+        base.display()
+    ));
+    Ok(Output::new(
+        serde_json::json!({"dir": base, "repo": repo, "unit": id, "branch": branch, "status": "delivered"}),
+        log,
+    ))
+}
