@@ -4,7 +4,7 @@ use super::repo;
 use crate::cli::Output;
 use crate::refusal::Refusal;
 use crate::run::engine::{self, exit_for, pick_run, Ctx, StepReport};
-use crate::run::state::{RunPaths, State};
+use crate::run::state::{RunPaths, RunStatus, State};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -116,6 +116,16 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "{}", crate::text::for_terminal(line));
     };
+    if resumed {
+        // A person typing `build` again on a blocked or paused run means: go on. A blocked lane
+        // gets a fresh attempt (`run resume` does the same).
+        let state = State::load(&RunPaths::new(&repo.root), step)?;
+        if state.runs.get(&run_id).is_some_and(|r| {
+            matches!(r.status, RunStatus::Blocked | RunStatus::Paused)
+        }) {
+            engine::set_paused(&ctx, &run_id, false)?;
+        }
+    }
     say(&format!(
         "{} run {run_id}",
         if resumed { "resuming" } else { "started" }
