@@ -1,6 +1,11 @@
 //! Delivering a lane whose receipt verified: the unit's close is written in the lane's own change
 //! (`evidence.md`, `verify.json`, `status: done`), committed on the lane branch, never left as an
 //! edit in the person's checkout. Idempotent: a commit this run already made is adopted.
+//!
+//! A call killed while its `git` runs leaves that `git` running (it outlives the call), so the
+//! next call's delivery can overlap it: HEAD is read once, everything is derived from that
+//! commit, and the branch moves only from it (`update-ref` with the old value). If it moved, the
+//! other call's commit is adopted when it is this run's delivery; there is never a second one.
 
 use super::engine::Ctx;
 use super::state::{Lane, Run, StepStatus};
@@ -15,24 +20,38 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     crate::git::run(dir, args)
 }
 
-/// The delivery commit this run already made on the lane branch, if HEAD is one.
-fn existing_delivery(worktree: &Path, run: &str) -> Option<String> {
-    let message = git(worktree, &["log", "-1", "--format=%B"]).ok()?;
-    let ours = message
+/// Is `commit` the delivery commit of this run?
+fn is_delivery(worktree: &Path, commit: &str, run: &str) -> bool {
+    let Ok(message) = git(worktree, &["log", "-1", "--format=%B", commit]) else {
+        return false;
+    };
+    message
         .lines()
         .any(|l| l.trim() == format!("Iced-Run: {run}"))
-        && message.lines().any(|l| l.trim() == TRAILER_STEP);
-    if ours {
-        git(worktree, &["rev-parse", "HEAD"]).ok()
-    } else {
-        None
+        && message.lines().any(|l| l.trim() == TRAILER_STEP)
+}
+
+/// `git add`, again for up to 2 s while it fails: a `git` left running by a call that died here
+/// may hold the worktree's index lock for a moment.
+fn add_waiting(worktree: &Path, rel: &str) -> Result<String, String> {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match git(worktree, &["add", "--", rel]) {
+            Err(_) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            result => return result,
+        }
     }
 }
 
 pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> {
     let worktree = Path::new(lane.worktree.as_deref().ok_or("the lane has no worktree")?);
-    if let Some(commit) = existing_delivery(worktree, &run.id) {
-        return Ok(commit);
+    // Read once: the evidence names this commit, the delivery's parent is this commit, and the
+    // branch moves only if it still points here.
+    let head = git(worktree, &["rev-parse", "HEAD"])?;
+    if is_delivery(worktree, &head, &run.id) {
+        return Ok(head);
     }
     let receipt = lane
         .record("receipt")
@@ -46,13 +65,12 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
     let parsed = crate::unit::parse_unit(&text);
     let title = parsed.title.clone().unwrap_or_default();
     let now = crate::clock::now_iso();
-    let head = git(worktree, &["rev-parse", "HEAD"])?;
     let commits = git(
         worktree,
         &[
             "rev-list",
             "--reverse",
-            &format!("{}..HEAD", run.base.commit),
+            &format!("{}..{head}", run.base.commit),
         ],
     )?;
     let commits: Vec<&str> = commits.lines().collect();
@@ -156,7 +174,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         crate::store::write_atomic(&dir.join(name), body.as_bytes(), 0o644)
             .map_err(|e| e.to_string())?;
     }
-    git(worktree, &["add", "--", &rel])?;
+    add_waiting(worktree, &rel)?;
     let message = format!(
         "iced: deliver {}\n\nThe loop's close of the unit: status done, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\n{TRAILER_STEP}\n",
         lane.unit, run.id, lane.id
@@ -170,15 +188,31 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
             "user.email=iced@localhost".into(),
         ]);
     }
-    args.extend([
-        "commit".into(),
-        "--no-verify".into(),
-        "-q".into(),
-        "-m".into(),
-        message,
-    ]);
+    // The commit of the index (this call's files on top of `head`), then the branch moved to it
+    // only from `head`: what `git commit` does, minus hooks, with a compare-and-swap.
+    let tree = git(worktree, &["write-tree"])?;
+    args.push("commit-tree".into());
+    // `git commit` signs when `commit.gpgSign` says so; `commit-tree` only when asked.
+    if git(worktree, &["config", "--bool", "commit.gpgSign"]).is_ok_and(|v| v == "true") {
+        args.push("-S".into());
+    }
+    args.extend([tree, "-p".into(), head.clone(), "-m".into(), message]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    git(worktree, &args)?;
+    let commit = git(worktree, &args)?;
     let _ = ctx;
-    git(worktree, &["rev-parse", "HEAD"])
+    match git(
+        worktree,
+        &["update-ref", "-m", "iced: deliver", "HEAD", &commit, &head],
+    ) {
+        Ok(_) => Ok(commit),
+        Err(e) => {
+            // The branch moved under this call: another call's delivery is adopted, nothing else.
+            let now = git(worktree, &["rev-parse", "HEAD"])?;
+            if is_delivery(worktree, &now, &run.id) {
+                Ok(now)
+            } else {
+                Err(e)
+            }
+        }
+    }
 }

@@ -326,7 +326,11 @@ pub fn admit(
             .get(&claim.run)
             .is_some_and(|r| !r.status.is_ended());
         let same_session = session.is_some() && claim.session.as_deref() == session;
-        if holder_live || !same_session {
+        // The claim and the run are written in one hold of the lock, so a claim naming a run the
+        // state does not hold was left by a `build` that died in between (or is being written
+        // right now, which the re-check under the lock below resolves): nobody holds the unit.
+        let orphaned = !state.runs.contains_key(&claim.run);
+        if !orphaned && (holder_live || !same_session) {
             return Err(ctx.refuse(
                 "unit-claimed",
                 format!(
@@ -517,6 +521,7 @@ pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
                 "`iced run list` shows the runs",
             )
         })?;
+        let before = run.clone();
         observe(ctx, run)?;
         check_inputs(ctx, run)?;
         let view = decide_view(ctx, run);
@@ -524,7 +529,11 @@ pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         let next = decide_with(run, &view, &expected);
         // Quick decisions are applied here, under the same lock.
         let applied = apply_quick(ctx, run, &next)?;
-        run.updated_at = crate::clock::now_iso();
+        // Only a step that changed something is an update: asking again (a host polling for its
+        // `start_agent`) must write nothing (SPEC 20.2).
+        if *run != before {
+            run.updated_at = crate::clock::now_iso();
+        }
         Ok((applied, run.clone()))
     })?;
     // Phase 2: act outside the lock, when the decision has a side effect.
@@ -1293,9 +1302,12 @@ fn record_after(
 
 fn add_worktree(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<(), String> {
     let root = &ctx.repo.root;
+    let is_ours = |existing: &Path| {
+        existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
+    };
     // Adopt what a crashed call (or a person) already made.
     if let Some(existing) = crate::git::worktree_of_branch(root, branch) {
-        if existing == path || existing.canonicalize().ok() == path.canonicalize().ok() {
+        if is_ours(&existing) {
             return Ok(());
         }
         return Err(format!(
@@ -1309,11 +1321,34 @@ fn add_worktree(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<
             .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
     }
     let path_s = path.display().to_string();
-    if crate::git::branch_exists(root, branch) {
-        crate::git::run(root, &["worktree", "add", &path_s, branch]).map(|_| ())
-    } else {
-        crate::git::run(root, &["worktree", "add", "-b", branch, &path_s, base]).map(|_| ())
+    // `--quiet`: git prints nothing, so if this call dies, the `git worktree add` it started
+    // (which outlives it) is not killed by SIGPIPE halfway and does not undo its own work under a
+    // later call that has already adopted the worktree.
+    let add = || {
+        if crate::git::branch_exists(root, branch) {
+            crate::git::run(root, &["worktree", "add", "--quiet", &path_s, branch])
+        } else {
+            crate::git::run(
+                root,
+                &["worktree", "add", "--quiet", "-b", branch, &path_s, base],
+            )
+        }
+    };
+    let mut added = add();
+    // The `git worktree add` of a call that died may still be running (it outlives that call)
+    // and have taken the path first: adopt its worktree once it is there, or add again if it gave
+    // up. Bounded: a directory someone else left at the path fails after a short wait.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while added.is_err() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if crate::git::worktree_of_branch(root, branch).is_some_and(|e| is_ours(&e)) {
+            return Ok(());
+        }
+        if !path.exists() {
+            added = add();
+        }
     }
+    added.map(|_| ())
 }
 
 /// The receipt's own checks (no command run but git's): commits ahead of the base on the lane
@@ -1464,8 +1499,9 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
             lane.stage = Stage::Blocked;
             lane.reason = Some("validation-unavailable: the receipt verified, but independent validators are not built into this iced yet; set `verify.independent: false` in .iced/config.json to deliver on the loop's own checks, then `iced run resume`".into());
         } else {
+            // `reason` is kept: an attempt's brief renders the previous attempt's gaps from it,
+            // and the deliver step re-checks that the brief still renders to its recorded inputs.
             lane.stage = Stage::Deliver;
-            lane.reason = None;
         }
     } else {
         let gaps = missing

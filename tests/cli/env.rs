@@ -290,3 +290,122 @@ Signed-in people stay signed in while they are active.
 ## Open questions
 - [Q1] How long is idle? -> A: 30 minutes.
 ";
+
+// ---- the build loop ------------------------------------------------------------------------
+
+/// Deep-merge `patch` into `base`: objects merge key by key, any other value replaces.
+pub fn merge_json(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(base), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge_json(base.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (base, patch) => *base = patch.clone(),
+    }
+}
+
+/// `git args` in `dir` (any directory: a lane's worktree too), with the same cleared environment
+/// as [`TestEnv::git`]; its stdout. Panics (failing the test) when git fails.
+pub fn git_at(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `fixtures/fake-agent`, the scripted stand-in for a coding agent.
+pub fn fake_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-agent")
+}
+
+impl TestEnv {
+    /// The temporary directory that holds the repository: a place outside it.
+    pub fn outside(&self, name: &str) -> PathBuf {
+        self.root()
+            .parent()
+            .expect("the repo has a parent")
+            .join(name)
+    }
+
+    /// `git args` in the repository; its stdout.
+    pub fn git_out(&self, args: &[&str]) -> String {
+        git_at(self.root(), args)
+    }
+
+    /// `git add -A && git commit`: everything in the checkout, committed.
+    pub fn commit_all(&self, message: &str) {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+    }
+
+    /// Deep-merge `patch` into `.iced/config.json` (not committed).
+    pub fn patch_config(&self, patch: &Value) {
+        let mut config: Value = serde_json::from_str(&self.read(".iced/config.json"))
+            .expect(".iced/config.json is JSON");
+        merge_json(&mut config, patch);
+        self.write(
+            ".iced/config.json",
+            serde_json::to_string_pretty(&config).unwrap() + "\n",
+        );
+    }
+
+    /// A unit `iced build` admits: `iced init`, a unit holding [`GOOD_BODY`] (E1 and E2) approved
+    /// with `--yes`, `config_patch` merged into `.iced/config.json`, and everything committed.
+    pub fn buildable(config_patch: Value) -> (TestEnv, String) {
+        TestEnv::buildable_with(|_| config_patch)
+    }
+
+    /// [`TestEnv::buildable`] with a patch that depends on the environment (a path in it).
+    pub fn buildable_with(config_patch: impl FnOnce(&TestEnv) -> Value) -> (TestEnv, String) {
+        let env = TestEnv::initialized();
+        let id = env.approved_unit("session timeout");
+        let patch = config_patch(&env);
+        env.patch_config(&patch);
+        env.commit_all(&format!("approve {id}"));
+        (env, id)
+    }
+
+    /// The script the fake agent of [`fake_runner`] follows, outside the repository.
+    pub fn agent_script(&self) -> PathBuf {
+        self.outside("agent.txt")
+    }
+
+    /// Every start of the fake agent, as it logged them (`start run=.. lane=.. attempt=.. pid=..`).
+    pub fn agent_starts(&self) -> Vec<String> {
+        let mut log = self.agent_script().into_os_string();
+        log.push(".log");
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Write `script` for the fake agent outside the repository and return the config patch that makes
+/// it the implementer: a `command` runner `fake` (timeout 30 s) and `roles.implementer.runner`.
+pub fn fake_runner(env: &TestEnv, script: &str) -> Value {
+    let path = env.agent_script();
+    std::fs::write(&path, script).expect("write the agent script");
+    serde_json::json!({
+        "runners": {"fake": {
+            "kind": "command",
+            "argv": ["bash", fake_agent().display().to_string(), path.display().to_string(), "{output_file}"],
+            "timeoutSec": 30
+        }},
+        "roles": {"implementer": {"runner": "fake"}}
+    })
+}

@@ -4,8 +4,10 @@ mod env;
 
 mod authoring;
 mod bad_input;
+mod crash;
 mod examples;
 mod init;
 mod interop;
+mod loop_e2e;
 mod output;
 mod refusals;

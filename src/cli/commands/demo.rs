@@ -45,7 +45,7 @@ A person who gives their name is greeted by it; anyone else still gets the gener
 ## Open questions
 ";
 
-fn step<'a>(log: &mut String, dir: &Path, exe: &Path, args: &[&'a str]) -> Result<String, Refusal> {
+fn step(log: &mut String, dir: &Path, exe: &Path, args: &[&str]) -> Result<String, Refusal> {
     log.push_str(&format!("\n$ iced {}\n", args.join(" ")));
     let out = Command::new(exe)
         .args(args)
@@ -70,7 +70,9 @@ fn step<'a>(log: &mut String, dir: &Path, exe: &Path, args: &[&'a str]) -> Resul
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<(), Refusal> {
-    crate::git::run(dir, args).map(|_| ()).map_err(|e| io_error("demo", e))
+    crate::git::run(dir, args)
+        .map(|_| ())
+        .map_err(|e| io_error("demo", e))
 }
 
 pub fn run(args: Args) -> Result<Output, Refusal> {
@@ -79,28 +81,54 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         Some(d) => d,
         None => std::env::temp_dir().join(format!("iced-demo-{}", uuid::Uuid::new_v4().simple())),
     };
-    let base = if base.is_absolute() { base } else { current_dir("demo")?.join(base) };
+    let base = if base.is_absolute() {
+        base
+    } else {
+        current_dir("demo")?.join(base)
+    };
     let repo = base.join("greeter");
-    std::fs::create_dir_all(&repo).map_err(|e| io_error("demo", format!("create `{}`: {e}", repo.display())))?;
+    std::fs::create_dir_all(&repo)
+        .map_err(|e| io_error("demo", format!("create `{}`: {e}", repo.display())))?;
     let write = |name: &str, text: &str| {
-        std::fs::write(repo.join(name), text).map_err(|e| io_error("demo", format!("write {name}: {e}")))
+        std::fs::write(repo.join(name), text)
+            .map_err(|e| io_error("demo", format!("write {name}: {e}")))
     };
     write("greet.sh", "echo \"Hello, world\"\n")?;
     write("test.sh", "[ \"$(sh greet.sh Ada)\" = \"Hello, Ada\" ] && [ \"$(sh greet.sh)\" = \"Hello, world\" ]\n")?;
     let agent = base.join("scripted-agent");
     std::fs::write(&agent, AGENT).map_err(|e| io_error("demo", e))?;
     let script = base.join("agent-script.txt");
-    std::fs::write(&script, "commit greet.sh echo \"Hello, ${1:-world}\"\nreport-ok E1 E2\n").map_err(|e| io_error("demo", e))?;
+    std::fs::write(
+        &script,
+        "commit greet.sh echo \"Hello, ${1:-world}\"\nreport-ok E1 E2\n",
+    )
+    .map_err(|e| io_error("demo", e))?;
 
     git(&repo, &["init", "-q", "-b", "main"])?;
     git(&repo, &["config", "user.name", "Demo Person"])?;
     git(&repo, &["config", "user.email", "demo@iced.invalid"])?;
     git(&repo, &["add", "."])?;
-    git(&repo, &["commit", "-q", "-m", "greeter: always says hello to the world"])?;
+    git(
+        &repo,
+        &[
+            "commit",
+            "-q",
+            "-m",
+            "greeter: always says hello to the world",
+        ],
+    )?;
 
-    let mut log = format!("A demo repository at `{}` with a script that greets the world.\n", repo.display());
+    let mut log = format!(
+        "A demo repository at `{}` with a script that greets the world.\n",
+        repo.display()
+    );
     step(&mut log, &repo, &exe, &["init"])?;
-    let created = step(&mut log, &repo, &exe, &["new", "bug: greet ignores the name it is given", "--json"])?;
+    let created = step(
+        &mut log,
+        &repo,
+        &exe,
+        &["new", "bug: greet ignores the name it is given", "--json"],
+    )?;
     let id = serde_json::from_str::<serde_json::Value>(created.trim())
         .ok()
         .and_then(|v| v["id"].as_str().map(str::to_owned))
@@ -108,20 +136,34 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     // The person writes the contract (here: the demo writes it for them).
     let unit = repo.join("intent").join(&id).join("iced.md");
     let text = std::fs::read_to_string(&unit).map_err(|e| io_error("demo", e))?;
-    let end = text[3..].find("\n---\n").map(|i| i + 8).ok_or_else(|| io_error("demo", "the new unit has no frontmatter"))?;
-    std::fs::write(&unit, format!("{}{UNIT_BODY}", &text[..end])).map_err(|e| io_error("demo", e))?;
-    log.push_str(&format!("\n(the person writes the contract into intent/{id}/iced.md)\n"));
+    let end = text[3..]
+        .find("\n---\n")
+        .map(|i| i + 8)
+        .ok_or_else(|| io_error("demo", "the new unit has no frontmatter"))?;
+    std::fs::write(&unit, format!("{}{UNIT_BODY}", &text[..end]))
+        .map_err(|e| io_error("demo", e))?;
+    log.push_str(&format!(
+        "\n(the person writes the contract into intent/{id}/iced.md)\n"
+    ));
     step(&mut log, &repo, &exe, &["lint", &id, "--stage", "signoff"])?;
     step(&mut log, &repo, &exe, &["approve", &id, "--yes"])?;
     // The loop's settings: the scripted agent as the implementer, the test as the definition of done.
     let config_path = repo.join(".iced").join("config.json");
-    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| io_error("demo", e))?)
-        .map_err(|e| io_error("demo", e))?;
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| io_error("demo", e))?)
+            .map_err(|e| io_error("demo", e))?;
     config["verify"]["commands"] = serde_json::json!(["sh test.sh"]);
     config["verify"]["independent"] = false.into();
     config["runners"] = serde_json::json!({"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"], "timeoutSec": 60}});
     config["roles"] = serde_json::json!({"implementer": {"runner": "scripted"}});
-    std::fs::write(&config_path, format!("{}\n", serde_json::to_string_pretty(&config).expect("serialises"))).map_err(|e| io_error("demo", e))?;
+    std::fs::write(
+        &config_path,
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&config).expect("serialises")
+        ),
+    )
+    .map_err(|e| io_error("demo", e))?;
     log.push_str("\n(.iced/config.json: the built-in scripted agent implements; `sh test.sh` is the definition of done)\n");
     git(&repo, &["add", "-A"])?;
     git(&repo, &["commit", "-q", "-m", &format!("approve {id}")])?;
