@@ -156,7 +156,10 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
         .filter_map(|r| {
             let lane = r.lanes.first()?;
             let unit_status = match lane.stage {
-                LaneStage::Brief | LaneStage::Worktree | LaneStage::Implement | LaneStage::Receipt => "building",
+                LaneStage::Brief
+                | LaneStage::Worktree
+                | LaneStage::Implement
+                | LaneStage::Receipt => "building",
                 LaneStage::Deliver => "verifying",
                 LaneStage::Delivered => "done",
                 LaneStage::Blocked | LaneStage::Handback => "blocked",

@@ -254,6 +254,24 @@ pub fn admit(
     if let Some(run) = state.live_run_of(&id) {
         return Ok((run.id.clone(), true));
     }
+    // A delivery not yet landed: the work exists on its branch, and building again would only
+    // find nothing to do. Landing (merge or pull request) retires the run.
+    if let Some(run) = state
+        .runs
+        .values()
+        .find(|r| r.unit == id && r.status == RunStatus::Delivered)
+    {
+        let branch = run
+            .lanes
+            .first()
+            .and_then(|l| l.branch.clone())
+            .unwrap_or_default();
+        return Err(ctx.refuse(
+            "unit-delivered",
+            format!("`{id}` was delivered by run `{}` on branch `{branch}`, which has not landed", run.id),
+            format!("merge that branch (`git merge {branch}`); its delivery commit carries the unit's close"),
+        ));
+    }
     let unit = repo.read_unit(&id, step)?;
     let status = unit
         .parsed
@@ -511,7 +529,7 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
 }
 
 /// Do one step of `run_id`.
-pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
+fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
     let (next, snapshot) = ctx.transact(|state| {
         let run = state.runs.get_mut(run_id).ok_or_else(|| {
@@ -536,8 +554,41 @@ pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         }
         Ok((applied, run.clone()))
     })?;
+    let started_step = match &next {
+        Pending::AddWorktree { lane } => Some((lane, "worktree")),
+        Pending::LaunchImplementer { lane, .. } => Some((lane, "implement")),
+        Pending::CheckReceipt { lane } => Some((lane, "receipt")),
+        Pending::Deliver { lane } => Some((lane, "deliver")),
+        Pending::Report(_) | Pending::LaunchDod { .. } => None,
+    };
+    if let Some((lane, step)) = started_step {
+        let attempt = snapshot.lane(lane).map_or(0, |l| l.attempt);
+        emit(
+            &ctx.paths,
+            run_id,
+            "step_start",
+            json!({"lane": lane, "step": step, "attempt": attempt}),
+        );
+    }
     // Phase 2: act outside the lock, when the decision has a side effect.
     act(ctx, &snapshot, next)
+}
+
+/// `step`, logging a refusal as an event of the run it refused.
+pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
+    logged(ctx, run_id, step_once(ctx, run_id))
+}
+
+fn logged<T>(ctx: &Ctx<'_>, run_id: &str, result: Result<T, Refusal>) -> Result<T, Refusal> {
+    if let Err(r) = &result {
+        emit(
+            &ctx.paths,
+            run_id,
+            "refusal",
+            json!({"step": r.step, "code": r.code}),
+        );
+    }
+    result
 }
 
 /// What phase 1 left for phase 2.
@@ -604,16 +655,20 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     crate::failpoint::hit("observe-before-record");
                     let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
                     finish(record, StepStatus::Done, summary);
-                    let event = if record.step == "implement" {
-                        "agent_end"
-                    } else {
-                        "step_done"
-                    };
+                    let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
+                    if record.step == "implement" {
+                        emit(
+                            &ctx.paths,
+                            &run_id,
+                            "agent_end",
+                            json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": short}),
+                        );
+                    }
                     emit(
                         &ctx.paths,
                         &run_id,
-                        event,
-                        json!({"lane": lane_id, "step": record.step, "attempt": attempt, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out}),
+                        "step_done",
+                        json!({"lane": lane_id, "step": record.step, "attempt": attempt, "outcome": short}),
                     );
                 }
                 Observation::Finished(outcome) => {
@@ -625,7 +680,7 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     );
                 }
                 Observation::Running { .. } => {}
-                Observation::NotRegistered if owner_alive(record) => {}
+                Observation::NotRegistered if owner_alive(record) && !launch_stale(&dir) => {}
                 Observation::NotRegistered | Observation::Gone => {
                     // Whatever the dead supervisor's child left running must not go on working
                     // in the worktree while the next attempt starts.
@@ -642,6 +697,17 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// A launch whose supervisor has not registered 10 seconds after its spec was written died before
+/// it could (wall clock of the file system, not `ICED_NOW`: a pinned clock must not hide a crash).
+/// Declaring it crashed is safe even if it is only slow: the gate then refuses it.
+fn launch_stale(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(activity::files::SPEC))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(10))
 }
 
 /// A re-entry whose inputs changed is refused: the brief of the current attempt must still render
@@ -812,7 +878,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
                 &ctx.paths,
                 &run_id,
                 "step_done",
-                json!({"lane": lane, "step": "brief", "attempt": l.attempt}),
+                json!({"lane": lane, "step": "brief", "attempt": l.attempt, "outcome": {"sha256": sha}}),
             );
             report(
                 run,
@@ -1291,6 +1357,19 @@ fn record_after(
         };
         let mut record = lane.steps.remove(index);
         let (action, next) = f(lane, &mut record)?;
+        let event = match record.status {
+            StepStatus::Done => Some("step_done"),
+            StepStatus::Failed => Some("step_failed"),
+            StepStatus::Started => None,
+        };
+        if let Some(event) = event {
+            emit(
+                &ctx.paths,
+                run_id,
+                event,
+                json!({"lane": lane_id, "step": step, "attempt": attempt, "outcome": record.outcome}),
+            );
+        }
         lane.steps.insert(index, record);
         if lane.stage == Stage::Blocked {
             run.status = RunStatus::Blocked;
@@ -1489,7 +1568,7 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         &ctx.paths,
         &run_id,
         if verified { "step_done" } else { "step_failed" },
-        json!({"lane": lane_id, "step": "receipt", "attempt": attempt, "missing": missing.len()}),
+        json!({"lane": lane_id, "step": "receipt", "attempt": attempt, "outcome": {"verified": verified, "missing": missing.len()}}),
     );
     if let Some(reason) = handback {
         lane.stage = Stage::Handback;
@@ -1527,6 +1606,10 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
 
 /// `implement receipt <path>`: the host hands in its agent's report for the current attempt.
 pub fn submit_receipt(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
+    logged(ctx, run_id, submit_receipt_once(ctx, run_id, path))
+}
+
+fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
     let given = path.canonicalize().unwrap_or_else(|_| path.to_owned());
     ctx.transact(|state| {
         let run = state.runs.get_mut(run_id).ok_or_else(|| ctx.refuse("no-live-run", format!("no run `{run_id}`"), "`iced run list`"))?;
@@ -1569,7 +1652,8 @@ pub fn submit_receipt(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepRe
         let record = lane.record_mut("implement").expect("checked above");
         finish(record, StepStatus::Done, json!({"receipt_path": expected}));
         lane.stage = Stage::Receipt;
-        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "driver": "host"}));
+        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "driver": "host"}));
+        emit(&ctx.paths, run_id, "step_done", json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
         let run = state.runs.get(run_id).expect("run");
         let lane = &run.lanes[0];
         Ok(StepReport::for_lane(run, lane, "advanced", "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
@@ -1715,5 +1799,27 @@ pub fn exit_for(report: &StepReport) -> Exit {
     match report.action {
         "blocked" | "handback" => Exit::NeedsPerson,
         _ => Exit::Ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_is_stale_ten_seconds_after_its_spec_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!launch_stale(dir.path()), "no spec: nothing launched yet");
+        let spec = dir.path().join(activity::files::SPEC);
+        std::fs::write(&spec, "{}").unwrap();
+        assert!(!launch_stale(dir.path()));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(11);
+        std::fs::File::options()
+            .write(true)
+            .open(&spec)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(launch_stale(dir.path()));
     }
 }

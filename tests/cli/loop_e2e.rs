@@ -1041,3 +1041,80 @@ fn status_shows_the_runs_status_while_a_run_is_live() {
         .lines()
         .any(|l| l == "status: approved"));
 }
+
+/// A delivery that has not landed holds the unit: building it again would only find nothing to
+/// do (the crash suite's author saw a second run block after three empty attempts).
+#[test]
+fn a_delivered_unit_is_not_built_again_before_it_lands() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(json!(["true"])),
+    );
+    let (_, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered");
+    let state_before = env.read(".iced/run/state.json");
+    let refused = env.iced_json(&["build", &id]).refused(3, "unit-delivered");
+    assert!(
+        str_of(&refused, "remedy").contains(&lane_branch(&id)),
+        "{refused}"
+    );
+    assert_eq!(env.read(".iced/run/state.json"), state_before);
+    assert_eq!(env.agent_starts().len(), 1);
+}
+
+/// Every step of a delivered run is in the event log with its start and its outcome, and a
+/// refusal of a loop verb is logged against its run.
+#[test]
+fn the_event_log_tells_each_step_and_refusal() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(json!(["true"])),
+    );
+    let (_, last) = build(&env, &id, &[], 0);
+    let run_id = str_of(&last, "run").to_owned();
+    let events: Vec<Value> = env
+        .read(".iced/run/events.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for step in ["worktree", "implement", "receipt", "deliver"] {
+        let started = events.iter().any(|e| {
+            e["event"] == "step_start" && e["step"] == step && e["run"] == run_id.as_str()
+        });
+        let done = events
+            .iter()
+            .any(|e| e["event"] == "step_done" && e["step"] == step && e["outcome"].is_object());
+        assert!(
+            started && done,
+            "{step}: start {started}, done {done}: {events:#?}"
+        );
+    }
+    assert!(events
+        .iter()
+        .any(|e| e["event"] == "agent_end" && e["role"] == "implementer"));
+    for e in &events {
+        assert!(
+            e["ts"].is_string()
+                && e["run"].is_string()
+                && e["event"].is_string()
+                && e["pid"].is_u64(),
+            "{e}"
+        );
+    }
+
+    // A host-driven run refusing a report at the wrong path logs the refusal.
+    let (env, id) = TestEnv::buildable(own_checks(json!(["true"])));
+    env.iced_json(&["build", &id, "--no-wait"]).ok();
+    let wrong = env.outside("wrong.json");
+    std::fs::write(&wrong, "{}").unwrap();
+    env.iced_json(&["implement", "receipt", wrong.to_str().unwrap()])
+        .refused(3, "receipt-path");
+    let log = env.read(".iced/run/events.jsonl");
+    let refusal = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["event"] == "refusal")
+        .expect("a refusal event");
+    assert_eq!(refusal["code"], "receipt-path");
+    assert_eq!(refusal["step"], "implement receipt");
+}

@@ -120,9 +120,11 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         // A person typing `build` again on a blocked or paused run means: go on. A blocked lane
         // gets a fresh attempt (`run resume` does the same).
         let state = State::load(&RunPaths::new(&repo.root), step)?;
-        if state.runs.get(&run_id).is_some_and(|r| {
-            matches!(r.status, RunStatus::Blocked | RunStatus::Paused)
-        }) {
+        if state
+            .runs
+            .get(&run_id)
+            .is_some_and(|r| matches!(r.status, RunStatus::Blocked | RunStatus::Paused))
+        {
             engine::set_paused(&ctx, &run_id, false)?;
         }
     }

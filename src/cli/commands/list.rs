@@ -32,7 +32,9 @@ pub fn run(json_only: bool) -> Result<Output, Refusal> {
                 let mut line = format!(
                     "{mark} {:<40} {:<9} {:<8} {:<2} risk:{:<6} a{}",
                     view.id,
-                    view.status().as_str().map_or_else(|| field("status"), str::to_owned),
+                    view.status()
+                        .as_str()
+                        .map_or_else(|| field("status"), str::to_owned),
                     field("type"),
                     field("tier"),
                     field("risk"),
