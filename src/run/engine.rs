@@ -1612,10 +1612,7 @@ pub fn submit_receipt(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepRe
 fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
     let given = path.canonicalize().unwrap_or_else(|_| path.to_owned());
     ctx.transact(|state| {
-        let run = state.runs.get_mut(run_id).ok_or_else(|| ctx.refuse("no-live-run", format!("no run `{run_id}`"), "`iced run list`"))?;
-        if run.status.is_ended() {
-            return Err(ctx.refuse("run-ended", format!("run `{run_id}` has ended ({})", run.status.as_str()), "nothing more to hand in"));
-        }
+        let run = open_run(ctx, state, run_id, "hand in")?;
         let run_snapshot = run.clone();
         let lane = run.lanes.iter_mut().find(|l| l.stage == Stage::Implement).ok_or_else(|| {
             ctx.refuse("receipt-superseded", format!("run `{run_id}` is not waiting for a receipt"), "`iced implement step` says what the run needs now")
@@ -1664,22 +1661,33 @@ fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepR
 // Run verbs
 // ------------------------------------------------------------------------------------------------
 
+/// The run a verb steers, which must not have ended; `doing` says what the verb would do.
+fn open_run<'s>(
+    ctx: &Ctx<'_>,
+    state: &'s mut State,
+    run_id: &str,
+    doing: &str,
+) -> Result<&'s mut Run, Refusal> {
+    let run = state.runs.get_mut(run_id).ok_or_else(|| {
+        ctx.refuse(
+            "run-not-found",
+            format!("no run `{run_id}`"),
+            "`iced run list` shows the runs",
+        )
+    })?;
+    if run.status.is_ended() {
+        return Err(ctx.refuse(
+            "run-ended",
+            format!("run `{run_id}` has ended ({})", run.status.as_str()),
+            format!("nothing to {doing}"),
+        ));
+    }
+    Ok(run)
+}
+
 pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refusal> {
     ctx.transact(|state| {
-        let run = state.runs.get_mut(run_id).ok_or_else(|| {
-            ctx.refuse(
-                "run-not-found",
-                format!("no run `{run_id}`"),
-                "`iced run list`",
-            )
-        })?;
-        if run.status.is_ended() {
-            return Err(ctx.refuse(
-                "run-ended",
-                format!("run `{run_id}` has ended ({})", run.status.as_str()),
-                "nothing to pause or resume",
-            ));
-        }
+        let run = open_run(ctx, state, run_id, if paused { "pause" } else { "resume" })?;
         if paused {
             run.status = RunStatus::Paused;
         } else if run.status == RunStatus::Paused {
@@ -1716,20 +1724,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
 
 pub fn abandon(ctx: &Ctx<'_>, run_id: &str) -> Result<Run, Refusal> {
     let run = ctx.transact(|state| {
-        let run = state.runs.get_mut(run_id).ok_or_else(|| {
-            ctx.refuse(
-                "run-not-found",
-                format!("no run `{run_id}`"),
-                "`iced run list`",
-            )
-        })?;
-        if run.status.is_ended() {
-            return Err(ctx.refuse(
-                "run-ended",
-                format!("run `{run_id}` has already ended ({})", run.status.as_str()),
-                "nothing to abandon",
-            ));
-        }
+        let run = open_run(ctx, state, run_id, "abandon")?;
         end_run(ctx, run, RunStatus::Abandoned)?;
         Ok(run.clone())
     })?;
