@@ -160,7 +160,7 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
                 | LaneStage::Worktree
                 | LaneStage::Implement
                 | LaneStage::Receipt => "building",
-                LaneStage::Deliver => "verifying",
+                LaneStage::Validate | LaneStage::Refute | LaneStage::Deliver => "verifying",
                 LaneStage::Delivered => "done",
                 LaneStage::Blocked | LaneStage::Handback => "blocked",
             };

@@ -25,10 +25,12 @@ pub struct BriefInput<'a> {
     pub receipt_path: &'a Path,
     /// What the previous attempt's receipt lacked, for a retry.
     pub previous_gaps: Option<&'a str>,
+    /// Findings this attempt must dispose of (a fix round).
+    pub findings: &'a [super::validate::Finding],
 }
 
 /// Constraints and failure conditions of every ancestor, nearest first (cycle-safe).
-fn ancestor_rules(repo: &Repo, unit_text: &str) -> String {
+pub fn ancestor_rules(repo: &Repo, unit_text: &str) -> String {
     let mut out = String::new();
     let mut seen: Vec<String> = Vec::new();
     let mut parent = parse_unit(unit_text)
@@ -113,10 +115,19 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
     );
 
     if let Some(gaps) = input.previous_gaps {
-        let _ = writeln!(
-            b,
-            "## What the previous attempt's receipt lacked\n\n{gaps}\n"
-        );
+        let _ = writeln!(b, "## Why this attempt\n\n{gaps}\n");
+    }
+    if !input.findings.is_empty() {
+        let _ = writeln!(b, "## Findings to dispose of\n\nIndependent validators found these in the previous attempt. Your report must carry one disposition per finding: `applied` with the commit that applies it, or `rejected` with a written reason (the next round's validators read it).\n");
+        for f in input.findings {
+            let e = &f.evidence;
+            let _ = writeln!(
+                b,
+                "### {} ({}, {})\n\n- file: `{}`\n- criterion: {}\n- summary: {}\n- inputs: {}\n- expected: {}\n- actual: {}\n",
+                f.id, e.severity, e.finding_category, e.file_path, e.criterion_ref, e.summary,
+                e.failure_scenario.inputs, e.failure_scenario.expected, e.failure_scenario.actual
+            );
+        }
     }
 
     let _ = writeln!(b, "## The unit (intent/{}/iced.md)\n", input.unit);
@@ -155,7 +166,7 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
 {{\"summary\": \"what you did, in a few sentences\",\n \
 \"evidence\": [{{\"expectation\": \"E1\", \"kind\": \"test\", \"ref\": \"the test or command that shows it\", \"note\": \"optional\"}}]}}\n\
 ```\n\n\
-Give evidence for every expectation. Only `summary`, `evidence`, `handback` and `dispositions` are \
+Give evidence for every expectation; in a fix round add `\"dispositions\": [{{\"finding_id\": \"...\", \"action\": \"applied\", \"commit\": \"<sha>\"}}, {{\"finding_id\": \"...\", \"action\": \"rejected\", \"reason\": \"...\"}}]`. Only `summary`, `evidence`, `handback` and `dispositions` are \
 allowed; a report with a verdict, finding ids, token counts or any other key is refused.\n\
 To hand the lane back instead (the contract cannot be met as written), write \
 `{{\"summary\": \"...\", \"evidence\": [], \"handback\": {{\"reason\": \"why\"}}}}`.\n",

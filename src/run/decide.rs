@@ -15,6 +15,10 @@ pub struct DecideView {
     pub max_crash_retries: u32,
     pub independent: bool,
     pub paused: bool,
+    /// The validators of this unit (lens and reviewer names), in order.
+    pub validators: Vec<String>,
+    pub validator_driver: Driver,
+    pub max_mutations: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +70,34 @@ pub enum Next {
     },
     /// Every lane is delivered: end the run.
     Finish,
+    /// Make the sandbox worktree and the prompt of these validator steps (`validate-<name>`, `refute`).
+    PrepareValidators {
+        lane: String,
+        keys: Vec<String>,
+    },
+    LaunchValidators {
+        lane: String,
+        keys: Vec<String>,
+    },
+    HandValidator {
+        lane: String,
+        key: String,
+    },
+    CheckValidator {
+        lane: String,
+        key: String,
+    },
+    RedoValidator {
+        lane: String,
+        key: String,
+    },
+    /// Every validator answered (or could not): merge, mint findings, decide the round.
+    Judge {
+        lane: String,
+    },
+    FinishRefute {
+        lane: String,
+    },
 }
 
 /// Whether a finished definition-of-done record passed, as its outcome says. `passed` is decided
@@ -148,6 +180,16 @@ pub fn decide_with(
             _ => Next::CheckReceipt { lane: id },
         },
         Stage::Receipt => receipt(lane, view, expected, crash_budget_left),
+        Stage::Validate => {
+            let keys: Vec<String> = view
+                .validators
+                .iter()
+                .map(|v| format!("validate-{v}"))
+                .collect();
+            validators(lane, view, &keys, crash_budget_left).unwrap_or(Next::Judge { lane: id })
+        }
+        Stage::Refute => validators(lane, view, &["refute".to_owned()], crash_budget_left)
+            .unwrap_or(Next::FinishRefute { lane: id }),
         Stage::Deliver => match lane.record("deliver") {
             Some(r) if in_hand(r) => Next::Wait {
                 lane: id,
@@ -160,6 +202,99 @@ pub fn decide_with(
             _ => Next::Deliver { lane: id },
         },
         Stage::Delivered | Stage::Blocked | Stage::Handback => Next::Ended,
+    }
+}
+
+/// What the validator steps `keys` of a lane need next, or None when every one has answered.
+fn validators(
+    lane: &Lane,
+    view: &DecideView,
+    keys: &[String],
+    crash_budget_left: bool,
+) -> Option<Next> {
+    let id = lane.id.clone();
+    let mut prepare = Vec::new();
+    let mut launch = Vec::new();
+    let mut hand = None;
+    let mut waiting = false;
+    for key in keys {
+        let Some(record) = lane.record(key) else {
+            prepare.push(key.clone());
+            continue;
+        };
+        let flag = |name: &str| {
+            record
+                .outcome
+                .as_ref()
+                .and_then(|o| o.get(name))
+                .is_some_and(|v| !v.is_null() && v != &serde_json::Value::Bool(false))
+        };
+        match record.status {
+            StepStatus::Done => {}
+            StepStatus::Failed => {
+                let mutated = flag("mutation");
+                return Some(if mutated && lane.mutations >= view.max_mutations {
+                    Next::Block {
+                        lane: id,
+                        reason: format!("`{key}` changed its tree {} times; its answers were thrown away each time", lane.mutations),
+                    }
+                } else if !mutated && !crash_budget_left {
+                    Next::Block {
+                        lane: id,
+                        reason: format!("`{key}` crashed and the crash budget is spent"),
+                    }
+                } else {
+                    Next::RedoValidator {
+                        lane: id,
+                        key: key.clone(),
+                    }
+                });
+            }
+            StepStatus::Started if flag("finished") => {
+                if in_hand(record) {
+                    waiting = true;
+                } else {
+                    return Some(Next::CheckValidator {
+                        lane: id,
+                        key: key.clone(),
+                    });
+                }
+            }
+            StepStatus::Started if !flag("prepared") => {
+                if in_hand(record) {
+                    waiting = true;
+                } else {
+                    prepare.push(key.clone());
+                }
+            }
+            StepStatus::Started => match view.validator_driver {
+                Driver::Process if record.nonce.is_none() => launch.push(key.clone()),
+                Driver::Host if !flag("handed") => {
+                    hand.get_or_insert_with(|| key.clone());
+                }
+                _ => waiting = true,
+            },
+        }
+    }
+    if !prepare.is_empty() {
+        Some(Next::PrepareValidators {
+            lane: id,
+            keys: prepare,
+        })
+    } else if !launch.is_empty() {
+        Some(Next::LaunchValidators {
+            lane: id,
+            keys: launch,
+        })
+    } else if let Some(key) = hand {
+        Some(Next::HandValidator { lane: id, key })
+    } else if waiting {
+        Some(Next::Wait {
+            lane: id,
+            why: "the validators are working".into(),
+        })
+    } else {
+        None
     }
 }
 

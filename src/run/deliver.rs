@@ -63,7 +63,6 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
     let text = std::fs::read_to_string(&unit_path)
         .map_err(|e| format!("read `{}`: {e}", unit_path.display()))?;
     let parsed = crate::unit::parse_unit(&text);
-    let title = parsed.title.clone().unwrap_or_default();
     let now = crate::clock::now_iso();
     let commits = git(
         worktree,
@@ -75,96 +74,72 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
     )?;
     let commits: Vec<&str> = commits.lines().collect();
 
-    let expectations: Vec<Value> = parsed
-        .expectations
-        .iter()
-        .map(|e| {
-            let claimed: Vec<&Value> = receipt["evidence"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|x| x["expectation"] == e.id.as_str())
-                .collect();
-            json!({"id": e.id, "text": e.text, "verify": e.verify, "result": "claimed", "evidence": claimed})
-        })
-        .collect();
-    let verdict = json!({
-        "id": lane.unit,
-        "title": title,
-        "run": run.id,
-        "lane": lane.id,
-        "attempt": lane.attempt,
-        "ts": now,
-        "verdict": "pass",
-        "independent": false,
-        "needs_human": true,
-        "base": run.base.commit,
-        "head": head,
-        "commits": commits,
-        "commands": receipt["commands"],
-        "summary": receipt["summary"],
-        "expectations": expectations,
+    let risk = parsed.frontmatter.str("risk").and_then(|r| r.parse().ok());
+    let level = crate::unit::kinds::effective_autonomy(
+        parsed
+            .frontmatter
+            .get("autonomy")
+            .and_then(crate::unit::Scalar::as_int),
+        risk,
+        ctx.config.autonomy,
+        ctx.config.max_autonomy,
+    );
+    let close = documents(&Close {
+        unit: &parsed,
+        lane,
+        run,
+        receipt: &receipt,
+        head: &head,
+        commits: &commits,
+        now: &now,
+        effective_autonomy: level,
     });
-    let mut verify_json = serde_json::to_string_pretty(&verdict).expect("serialises");
-    verify_json.push('\n');
-
-    let mut md = String::new();
-    let _ = writeln!(md, "# Evidence: {}\n\n{title}\n", lane.unit);
-    let _ = writeln!(
-        md,
-        "Verdict: **PASS** on the loop's own checks (attempt {}, {now}, run `{}`); no independent validator ran, so a person accepts it.\n",
-        lane.attempt, run.id
-    );
-    let _ = writeln!(
-        md,
-        "## Builder summary\n\n{}\n",
-        receipt["summary"].as_str().unwrap_or("")
-    );
-    let _ = writeln!(md, "## Definition of done\n");
-    let commands = receipt["commands"].as_array().cloned().unwrap_or_default();
-    if commands.is_empty() {
-        let _ = writeln!(md, "No commands are configured (`verify.commands`).\n");
-    }
-    for c in &commands {
-        let _ = writeln!(
-            md,
-            "- `{}`: exit {} ({} ms)",
-            c["command"].as_str().unwrap_or(""),
-            c["exit_code"],
-            c["duration_ms"]
-        );
-    }
-    let _ = writeln!(md, "\n## Expectations\n");
-    for e in &expectations {
-        let _ = writeln!(
-            md,
-            "### [{}] {}\n\n- Result: **claimed** (not independently verified)",
-            e["id"].as_str().unwrap_or(""),
-            e["text"].as_str().unwrap_or("")
-        );
-        for x in e["evidence"].as_array().into_iter().flatten() {
-            let _ = writeln!(
-                md,
-                "- Builder evidence: {}: {}",
-                x["kind"].as_str().unwrap_or(""),
-                x["ref"].as_str().unwrap_or("")
-            );
-        }
-        md.push('\n');
-    }
-    let _ = writeln!(md, "## Commits\n");
-    for c in &commits {
-        let _ = writeln!(md, "- {c}");
-    }
-
     let failed_attempts = i64::from(lane.attempt.saturating_sub(1));
-    let closed = apply(
-        &text,
-        &[
-            Edit::set("status", "done"),
-            Edit::set("attempts", failed_attempts),
-        ],
-    );
+    let mut edits = vec![
+        Edit::set("status", close.status),
+        Edit::set("attempts", failed_attempts),
+    ];
+    if close.status == "accepted" {
+        edits.push(Edit::set("accepted_at", now.as_str()));
+        edits.push(Edit::set("accepted_by", "auto"));
+    }
+    let closed = apply(&text, &edits);
+    let md = close.evidence_md;
+    let verify_json = close.verify_json;
+    // The verify metric (and the automatic acceptance) travel in the landing change too.
+    let metric = |event: &str, data: Value| -> Result<(), String> {
+        let mut line = serde_json::Map::new();
+        line.insert("ts".into(), now.clone().into());
+        line.insert("id".into(), lane.unit.clone().into());
+        line.insert("event".into(), event.into());
+        if let Value::Object(d) = data {
+            line.extend(d);
+        }
+        if let Some(r) = parsed.frontmatter.str("risk") {
+            line.insert("risk".into(), r.into());
+        }
+        if let Some(a) = parsed
+            .frontmatter
+            .get("autonomy")
+            .and_then(crate::unit::Scalar::as_int)
+        {
+            line.insert("autonomy".into(), a.into());
+        }
+        let mut text = serde_json::to_string(&line).expect("serialises");
+        text.push('\n');
+        let path = worktree.join(".iced").join("metrics.jsonl");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        crate::store::append(&path, text.as_bytes(), 0o644).map_err(|e| e.to_string())
+    };
+    if close.validated {
+        metric("verify", json!({"result": "pass", "attempt": lane.attempt}))?;
+        if close.status == "accepted" {
+            metric("accept", json!({"auto": true}))?;
+        }
+    }
+
     let dir = worktree.join(&rel);
     for (name, body) in [
         ("iced.md", closed.as_str()),
@@ -175,9 +150,12 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
             .map_err(|e| e.to_string())?;
     }
     add_waiting(worktree, &rel)?;
+    if close.validated {
+        add_waiting(worktree, ".iced/metrics.jsonl")?;
+    }
     let message = format!(
-        "iced: deliver {}\n\nThe loop's close of the unit: status done, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\n{TRAILER_STEP}\n",
-        lane.unit, run.id, lane.id
+        "iced: deliver {}\n\nThe loop's close of the unit: status {}, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\n{TRAILER_STEP}\n",
+        lane.unit, close.status, run.id, lane.id
     );
     let mut args: Vec<String> = Vec::new();
     if crate::git::run(worktree, &["config", "user.email"]).is_err() {
@@ -199,7 +177,6 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
     args.extend([tree, "-p".into(), head.clone(), "-m".into(), message]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let commit = git(worktree, &args)?;
-    let _ = ctx;
     match git(
         worktree,
         &["update-ref", "-m", "iced: deliver", "HEAD", &commit, &head],
@@ -214,5 +191,279 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
                 Err(e)
             }
         }
+    }
+}
+
+/// What the close of a unit is made from.
+pub struct Close<'a> {
+    pub unit: &'a crate::unit::ParsedUnit,
+    pub lane: &'a Lane,
+    pub run: &'a Run,
+    pub receipt: &'a Value,
+    pub head: &'a str,
+    pub commits: &'a [&'a str],
+    pub now: &'a str,
+    pub effective_autonomy: i64,
+}
+
+/// The documents of a close: `verify.json` (everything), `evidence.md` (for a person), and the
+/// status the unit moves to.
+pub struct Closed {
+    pub verify_json: String,
+    pub evidence_md: String,
+    pub status: &'static str,
+    /// Independent validators judged it (as opposed to the loop's own checks alone).
+    pub validated: bool,
+}
+
+/// Render the close. Pure: the same inputs give the same bytes (a test holds `evidence.md` to a
+/// snapshot).
+pub fn documents(c: &Close<'_>) -> Closed {
+    let lane = c.lane;
+    let judge = lane.outcome("judge").cloned();
+    let validated = judge.is_some();
+    let merged = judge
+        .as_ref()
+        .map(|j| j["merged"].clone())
+        .unwrap_or(Value::Null);
+    let manual: Vec<String> = judge
+        .as_ref()
+        .and_then(|j| j["manual"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let needs_human = !validated || judge.as_ref().is_some_and(|j| j["needs_human"] == true);
+    let status = if validated && !needs_human && c.effective_autonomy >= 2 {
+        "accepted"
+    } else {
+        "done"
+    };
+    let title = c.unit.title.clone().unwrap_or_default();
+
+    let expectations: Vec<Value> = c
+        .unit
+        .expectations
+        .iter()
+        .map(|e| {
+            let claimed: Vec<&Value> = c.receipt["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|x| x["expectation"] == e.id.as_str())
+                .collect();
+            let result = if !validated {
+                "claimed".to_owned()
+            } else if manual.contains(&e.id) {
+                "unknown (manual: for the person)".to_owned()
+            } else {
+                merged["expectations"][&e.id].as_str().unwrap_or("unknown").to_owned()
+            };
+            json!({"id": e.id, "text": e.text, "verify": e.verify, "result": result, "evidence": claimed})
+        })
+        .collect();
+    let validators: Vec<Value> = lane
+        .steps
+        .iter()
+        .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
+        .map(|r| {
+            let o = r.outcome.clone().unwrap_or(Value::Null);
+            json!({"name": r.step.trim_start_matches("validate-"), "answered": !o["answer"].is_null(), "verdict": o["answer"]["verdict"], "problem": o["problem"], "notes": o["answer"]["notes"]})
+        })
+        .collect();
+    let verdict = json!({
+        "id": lane.unit,
+        "title": title,
+        "run": c.run.id,
+        "lane": lane.id,
+        "attempt": lane.attempt,
+        "ts": c.now,
+        "verdict": "pass",
+        "independent": validated,
+        "needs_human": needs_human,
+        "status": status,
+        "base": c.run.base.commit,
+        "head": c.head,
+        "commits": c.commits,
+        "commands": c.receipt["commands"],
+        "summary": c.receipt["summary"],
+        "expectations": expectations,
+        "failures": merged["failures"],
+        "constraints": merged["constraints"],
+        "validators": validators,
+        "findings": lane.findings,
+    });
+    let mut verify_json = serde_json::to_string_pretty(&verdict).expect("serialises");
+    verify_json.push('\n');
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# Evidence: {}\n\n{title}\n", lane.unit);
+    let how = if validated {
+        let names: Vec<String> = validators
+            .iter()
+            .filter_map(|v| v["name"].as_str().map(str::to_owned))
+            .collect();
+        format!(
+            "independent validators ({}) found nothing blocking",
+            names.join(", ")
+        )
+    } else {
+        "the loop's own checks; no independent validator ran".to_owned()
+    };
+    let _ = writeln!(
+        md,
+        "Verdict: **PASS** (attempt {}, {}, run `{}`): {how}.",
+        lane.attempt, c.now, c.run.id
+    );
+    let _ = writeln!(
+        md,
+        "{}\n",
+        match status {
+            "accepted" =>
+                "Accepted automatically: the unit's autonomy allows it and nothing needs a person.",
+            _ if needs_human =>
+                "A person accepts it: `iced accept` (or `iced reject <id> <reason>`).",
+            _ => "A person accepts it (the unit's autonomy asks for that): `iced accept`.",
+        }
+    );
+    let _ = writeln!(
+        md,
+        "## Builder summary\n\n{}\n",
+        c.receipt["summary"].as_str().unwrap_or("")
+    );
+    let _ = writeln!(md, "## Definition of done\n");
+    let commands = c.receipt["commands"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if commands.is_empty() {
+        let _ = writeln!(md, "No commands are configured (`verify.commands`).");
+    }
+    for cmd in &commands {
+        let _ = writeln!(
+            md,
+            "- `{}`: exit {} ({} ms)",
+            cmd["command"].as_str().unwrap_or(""),
+            cmd["exit_code"],
+            cmd["duration_ms"]
+        );
+    }
+    let _ = writeln!(md, "\n## Expectations\n");
+    for e in &expectations {
+        let result = e["result"].as_str().unwrap_or("");
+        let _ = writeln!(
+            md,
+            "### [{}] {}\n",
+            e["id"].as_str().unwrap_or(""),
+            e["text"].as_str().unwrap_or("")
+        );
+        let _ = writeln!(
+            md,
+            "- Result: **{}**{}",
+            result,
+            if validated {
+                ""
+            } else {
+                " (not independently verified)"
+            }
+        );
+        if let Some(v) = e["verify"].as_object() {
+            let _ = writeln!(
+                md,
+                "- Verify: {} | {}",
+                v.get("kind").and_then(Value::as_str).unwrap_or(""),
+                v.get("ref").and_then(Value::as_str).unwrap_or("")
+            );
+        }
+        for x in e["evidence"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                md,
+                "- Builder evidence: {}: {}",
+                x["kind"].as_str().unwrap_or(""),
+                x["ref"].as_str().unwrap_or("")
+            );
+        }
+        md.push('\n');
+    }
+    if validated {
+        let _ = writeln!(md, "## Failure conditions and constraints\n");
+        for (label, key, bad) in [
+            ("triggered", "failures", "triggered"),
+            ("violated", "constraints", "violated"),
+        ] {
+            for (id, hit) in merged[key].as_object().into_iter().flatten() {
+                let _ = writeln!(
+                    md,
+                    "- [{id}] {}",
+                    if hit == &Value::Bool(true) {
+                        bad.to_owned()
+                    } else {
+                        format!("not {label}")
+                    }
+                );
+            }
+        }
+        md.push('\n');
+        let _ = writeln!(md, "## Findings\n");
+        if lane.findings.is_empty() {
+            let _ = writeln!(md, "None.\n");
+        }
+        for f in &lane.findings {
+            let e = &f.evidence;
+            let _ = writeln!(
+                md,
+                "### {} ({}, {}, round {}, by {})\n",
+                f.id, e.severity, e.finding_category, f.round, f.by
+            );
+            let _ = writeln!(md, "- {}", e.summary);
+            if !e.file_path.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "- File: `{}`; criterion: {}",
+                    e.file_path, e.criterion_ref
+                );
+            }
+            let _ = writeln!(
+                md,
+                "- Scenario: given {}, expected {}, actually {}",
+                e.failure_scenario.inputs, e.failure_scenario.expected, e.failure_scenario.actual
+            );
+            let outcome = match f.status.as_str() {
+                "refuted" => format!(
+                    "refuted: {}",
+                    f.refutation
+                        .as_ref()
+                        .and_then(|r| r["reason"].as_str())
+                        .unwrap_or("")
+                ),
+                "applied" => format!(
+                    "applied in {}",
+                    f.disposition
+                        .as_ref()
+                        .and_then(|d| d["commit"].as_str())
+                        .unwrap_or("?")
+                ),
+                "rejected" => format!(
+                    "rejected in writing: {}",
+                    f.disposition
+                        .as_ref()
+                        .and_then(|d| d["reason"].as_str())
+                        .unwrap_or("")
+                ),
+                "noted" => "noted (does not block)".to_owned(),
+                other => other.to_owned(),
+            };
+            let _ = writeln!(md, "- Outcome: {outcome}\n");
+        }
+    }
+    let _ = writeln!(md, "## Commits\n");
+    for commit in c.commits {
+        let _ = writeln!(md, "- {commit}");
+    }
+    Closed {
+        verify_json,
+        evidence_md: md,
+        status,
+        validated,
     }
 }

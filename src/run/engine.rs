@@ -62,7 +62,12 @@ pub struct StepReport {
 }
 
 impl StepReport {
-    fn for_lane(run: &Run, lane: &Lane, action: &'static str, next: impl Into<String>) -> Self {
+    pub(super) fn for_lane(
+        run: &Run,
+        lane: &Lane,
+        action: &'static str,
+        next: impl Into<String>,
+    ) -> Self {
         StepReport {
             run: Some(run.id.clone()),
             lane: Some(lane.id.clone()),
@@ -112,11 +117,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn new_nonce() -> String {
+pub(super) fn new_nonce() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-fn me() -> (u32, Option<u64>) {
+pub(super) fn me() -> (u32, Option<u64>) {
     let pid = std::process::id();
     (pid, activity::pid_start_time(pid))
 }
@@ -129,7 +134,12 @@ fn owner_alive(record: &StepRecord) -> bool {
     }
 }
 
-fn started(step: &str, attempt: u32, inputs: Option<String>, nonce: Option<String>) -> StepRecord {
+pub(super) fn started(
+    step: &str,
+    attempt: u32,
+    inputs: Option<String>,
+    nonce: Option<String>,
+) -> StepRecord {
     let (pid, pid_start) = me();
     StepRecord {
         step: step.to_owned(),
@@ -145,7 +155,7 @@ fn started(step: &str, attempt: u32, inputs: Option<String>, nonce: Option<Strin
     }
 }
 
-fn finish(record: &mut StepRecord, status: StepStatus, outcome: Value) {
+pub(super) fn finish(record: &mut StepRecord, status: StepStatus, outcome: Value) {
     record.status = status;
     record.ended_at = Some(crate::clock::now_iso());
     record.outcome = Some(outcome);
@@ -165,6 +175,22 @@ impl<'a> Ctx<'a> {
             exe,
             step,
         })
+    }
+
+    pub(super) fn transact_pub<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        self.transact(f)
+    }
+
+    pub(super) fn refuse_pub(
+        &self,
+        code: &'static str,
+        reason: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Refusal {
+        self.refuse(code, reason, remedy)
     }
 
     fn transact<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Refusal>) -> Result<T, Refusal> {
@@ -193,7 +219,7 @@ impl<'a> Ctx<'a> {
         self.lane_dir(run, lane).join(format!("brief-{attempt}.md"))
     }
 
-    fn activity_dir(&self, run: &str, lane: &str, step: &str, attempt: u32) -> PathBuf {
+    pub(super) fn activity_dir(&self, run: &str, lane: &str, step: &str, attempt: u32) -> PathBuf {
         self.lane_dir(run, lane)
             .join("activities")
             .join(format!("{step}-{attempt}"))
@@ -367,7 +393,27 @@ pub fn admit(
             ));
         }
     }
-    if let Some(runner) = &ctx.settings.implementer {
+    if ctx.settings.independent && ctx.settings.distinct_model {
+        let same = ctx.settings.validator_model.is_some()
+            && ctx.settings.validator_model == ctx.settings.implementer_model;
+        if same || ctx.settings.validator_model.is_none() {
+            return Err(ctx.refuse(
+                "validator-not-distinct",
+                format!(
+                    "roles.validator.distinct_model is on, but the validator's model is {}",
+                    match &ctx.settings.validator_model {
+                        Some(m) => format!("`{m}`, the implementer's too"),
+                        None => "not named, so it cannot be shown to differ".to_owned(),
+                    }
+                ),
+                "name a different model in roles.validator.model, or turn distinct_model off",
+            ));
+        }
+    }
+    for runner in [&ctx.settings.implementer, &ctx.settings.validator]
+        .into_iter()
+        .flatten()
+    {
         let program = &runner.argv[0];
         if find_program(program, std::env::var_os("PATH").as_deref()).is_none() {
             return Err(ctx.refuse(
@@ -413,6 +459,8 @@ pub fn admit(
             branch: Some(format!("iced/{id}/{id}")),
             reason: None,
             steps: Vec::new(),
+            findings: Vec::new(),
+            mutations: 0,
         }],
     };
     ensure_dir(&ctx.paths.dir, step)?;
@@ -525,6 +573,14 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         max_crash_retries: ctx.settings.max_crash_retries,
         independent: ctx.settings.independent,
         paused: run.status == RunStatus::Paused,
+        validators: run
+            .lanes
+            .iter()
+            .find(|l| !l.stage.is_final())
+            .map(|l| super::judging::validators_for(ctx, l))
+            .unwrap_or_default(),
+        validator_driver: super::judging::validator_driver(ctx),
+        max_mutations: ctx.settings.max_mutations,
     }
 }
 
@@ -559,7 +615,11 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         Pending::LaunchImplementer { lane, .. } => Some((lane, "implement")),
         Pending::CheckReceipt { lane } => Some((lane, "receipt")),
         Pending::Deliver { lane } => Some((lane, "deliver")),
-        Pending::Report(_) | Pending::LaunchDod { .. } => None,
+        Pending::PrepareValidators { lane, .. } => Some((lane, "validate")),
+        Pending::Report(_)
+        | Pending::LaunchDod { .. }
+        | Pending::LaunchValidators { .. }
+        | Pending::CheckValidator { .. } => None,
     };
     if let Some((lane, step)) = started_step {
         let attempt = snapshot.lane(lane).map_or(0, |l| l.attempt);
@@ -612,6 +672,18 @@ enum Pending {
     Deliver {
         lane: String,
     },
+    PrepareValidators {
+        lane: String,
+        keys: Vec<String>,
+    },
+    LaunchValidators {
+        lane: String,
+        keys: Vec<(String, String)>,
+    },
+    CheckValidator {
+        lane: String,
+        key: String,
+    },
 }
 
 /// Record the outcomes of finished activities of the run's lanes. A supervisor that is gone
@@ -627,8 +699,16 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             .iter_mut()
             .filter(|r| r.status == StepStatus::Started)
         {
+            let validator_process = super::judging::is_validator_step(&record.step)
+                && ctx.settings.validator.is_some()
+                && record.nonce.is_some()
+                && record
+                    .outcome
+                    .as_ref()
+                    .is_none_or(|o| o.get("finished").is_none());
             let is_activity = record.step == "implement" && run.driver == Driver::Process
-                || record.step.starts_with("dod-");
+                || record.step.starts_with("dod-")
+                || validator_process;
             if !is_activity {
                 // A synchronous step whose call died: clear its owner, so `decide` redoes it.
                 if record.pid.is_some() && !owner_alive(record) {
@@ -651,6 +731,17 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             };
             let dir = ctx.activity_dir(&run_id, &lane_id, &record.step, attempt);
             match activity::observe(&dir) {
+                Observation::Finished(outcome) if outcome.nonce == nonce && validator_process => {
+                    // A validator's tree and answer are checked outside the lock, next step.
+                    let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
+                    super::judging::observed_finished(record, summary);
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        "agent_end",
+                        json!({"lane": lane_id, "attempt": attempt, "role": if record.step == "refute" { "refuter" } else { "validator" }, "step": record.step, "outcome": {"exit_code": outcome.exit_code, "timed_out": outcome.timed_out}}),
+                    );
+                }
                 Observation::Finished(outcome) if outcome.nonce == nonce => {
                     crate::failpoint::hit("observe-before-record");
                     let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
@@ -749,6 +840,22 @@ fn render_brief(ctx: &Ctx<'_>, run: &Run, lane: &Lane, worktree: &Path) -> Resul
         .map_err(|e| e.refusal(ctx.step))?;
     let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
     let branch = lane.branch.clone().unwrap_or_default();
+    // The findings this attempt was asked to dispose of: found before it, and still open or
+    // disposed of by it. Fixed per attempt, so the brief renders the same bytes all attempt long.
+    let open: Vec<super::validate::Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| {
+            f.round < lane.attempt
+                && (f.status == "open"
+                    || f.disposition
+                        .as_ref()
+                        .and_then(|d| d.get("attempt"))
+                        .and_then(Value::as_u64)
+                        == Some(u64::from(lane.attempt)))
+        })
+        .cloned()
+        .collect();
     let gaps = if lane.attempt > 1 {
         lane.reason.clone()
     } else {
@@ -767,11 +874,12 @@ fn render_brief(ctx: &Ctx<'_>, run: &Run, lane: &Lane, worktree: &Path) -> Resul
         worktree,
         receipt_path: &receipt,
         previous_gaps: gaps.as_deref(),
+        findings: &open,
     }))
 }
 
 /// Start a new attempt of a lane: the current attempt's records move to the run's history.
-fn new_attempt(
+pub(super) fn new_attempt(
     ctx: &Ctx<'_>,
     run_id: &str,
     lane: &mut Lane,
@@ -794,7 +902,12 @@ fn new_attempt(
     Ok(())
 }
 
-fn archive(ctx: &Ctx<'_>, run_id: &str, lane: &str, records: &[StepRecord]) -> Result<(), Refusal> {
+pub(super) fn archive(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &str,
+    records: &[StepRecord],
+) -> Result<(), Refusal> {
     if records.is_empty() {
         return Ok(());
     }
@@ -1051,6 +1164,83 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             l.steps.push(record);
             Pending::Deliver { lane: lane.clone() }
         }
+        Next::PrepareValidators { lane, keys } => {
+            let l = run.lane_mut(lane).expect("lane");
+            super::judging::mark_prepare(l, keys);
+            Pending::PrepareValidators {
+                lane: lane.clone(),
+                keys: keys.clone(),
+            }
+        }
+        Next::LaunchValidators { lane, keys } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let keys = super::judging::mark_launch(l, keys);
+            Pending::LaunchValidators {
+                lane: lane.clone(),
+                keys,
+            }
+        }
+        Next::HandValidator { lane, key } => {
+            Pending::Report(super::judging::hand(ctx, run, lane, key))
+        }
+        Next::CheckValidator { lane, key } => {
+            let (pid, pid_start) = me();
+            let l = run.lane_mut(lane).expect("lane");
+            let r = l.record_mut(key).expect("a finished validator");
+            r.pid = Some(pid);
+            r.pid_start = pid_start;
+            Pending::CheckValidator {
+                lane: lane.clone(),
+                key: key.clone(),
+            }
+        }
+        Next::RedoValidator { lane, key } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let said = super::judging::redo(ctx, &run_id, l, key)?;
+            report(run, lane, "advanced", format!("{said}; call again"))
+        }
+        Next::Judge { lane } => {
+            let validators = super::judging::validators_for(ctx, run.lane(lane).expect("lane"));
+            super::judging::judge(ctx, run, lane, &validators)?;
+            super::judging::run_blocked(run);
+            let l = run.lane(lane).expect("lane");
+            let (action, next) = match l.stage {
+                Stage::Refute => (
+                    "advanced",
+                    "blocking findings go to a refuter first; call again".to_owned(),
+                ),
+                Stage::Deliver => (
+                    "advanced",
+                    "the validators pass it; call again to deliver".to_owned(),
+                ),
+                Stage::Blocked => ("blocked", l.reason.clone().unwrap_or_default()),
+                _ => (
+                    "advanced",
+                    format!("fix round: attempt {} starts; call again", l.attempt),
+                ),
+            };
+            report(run, lane, action, next)
+        }
+        Next::FinishRefute { lane } => {
+            super::judging::finish_refute(ctx, run, lane)?;
+            super::judging::run_blocked(run);
+            let l = run.lane(lane).expect("lane");
+            let (action, next) = match l.stage {
+                Stage::Deliver => (
+                    "advanced",
+                    "every blocking finding was refuted; call again to deliver".to_owned(),
+                ),
+                Stage::Blocked => ("blocked", l.reason.clone().unwrap_or_default()),
+                _ => (
+                    "advanced",
+                    format!(
+                        "confirmed findings go to a fix round: attempt {} starts; call again",
+                        l.attempt
+                    ),
+                ),
+            };
+            report(run, lane, action, next)
+        }
         Next::Finish => {
             end_run(ctx, run, RunStatus::Delivered)?;
             Pending::Report(ended_report(run))
@@ -1167,17 +1357,7 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                 ("lane", lane.clone()),
                 ("attempt", l.attempt.to_string()),
             ];
-            let argv: Vec<String> = runner
-                .argv
-                .iter()
-                .map(|a| {
-                    let mut s = a.clone();
-                    for (k, v) in &values {
-                        s = s.replace(&format!("{{{k}}}"), v);
-                    }
-                    s
-                })
-                .collect();
+            let argv = expand(&runner.argv, &values);
             let mut env = base_env();
             for (k, v) in &values {
                 env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
@@ -1256,6 +1436,13 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                 ))
             })
         }
+        Pending::PrepareValidators { lane, keys } => {
+            super::judging::prepare(ctx, snapshot, &lane, &keys)
+        }
+        Pending::LaunchValidators { lane, keys } => {
+            super::judging::launch_all(ctx, snapshot, &lane, &keys)
+        }
+        Pending::CheckValidator { lane, key } => super::judging::check(ctx, snapshot, &lane, &key),
         Pending::Deliver { lane } => {
             let l = snapshot.lane(&lane).expect("lane");
             let result = super::deliver::deliver(ctx, snapshot, l);
@@ -1288,20 +1475,33 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
     }
 }
 
+/// A runner's argv with its placeholders filled, element by element (never through a shell).
+pub(super) fn expand(argv: &[String], values: &[(&str, String)]) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            let mut s = a.clone();
+            for (k, v) in values {
+                s = s.replace(&format!("{{{k}}}"), v);
+            }
+            s
+        })
+        .collect()
+}
+
 /// The environment a child of the loop gets: a few of iced's own variables, nothing that points
 /// git or a tool somewhere else.
-fn base_env() -> BTreeMap<String, String> {
+pub(super) fn base_env() -> BTreeMap<String, String> {
     ["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"]
         .into_iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
         .collect()
 }
 
-fn gate_value(ctx: &Ctx<'_>, run: &str, lane: &str, step: &str, attempt: u32) -> Value {
+pub(super) fn gate_value(ctx: &Ctx<'_>, run: &str, lane: &str, step: &str, attempt: u32) -> Value {
     json!({"root": ctx.repo.root, "run": run, "lane": lane, "step": step, "attempt": attempt})
 }
 
-fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
+pub(super) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
     ensure_dir(dir, ctx.step)?;
     activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.step, e))?;
     // Wait (briefly, without the lock) for the supervisor to say it is there, so that a caller
@@ -1317,7 +1517,7 @@ fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal>
 
 /// Re-take the lock and record the outcome of a step done outside it, if its record is still the
 /// one we started (same attempt, still `started`, owned by us). Otherwise the work is superseded.
-fn record_after(
+pub(super) fn record_after(
     ctx: &Ctx<'_>,
     run_id: &str,
     lane_id: &str,
@@ -1469,6 +1669,7 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let mut handback = None;
     let mut evidence = Value::Null;
     let mut summary = Value::Null;
+    let mut dispositions = Value::Null;
     match report::read(&receipt) {
         Ok(r) => {
             if let Some(h) = &r.handback {
@@ -1493,10 +1694,14 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             }
             evidence = serde_json::to_value(&r.evidence).expect("serialises");
             summary = r.summary.clone().into();
+            if r.handback.is_none() {
+                missing.extend(super::judging::disposition_gaps(ctx, run, lane, &r));
+            }
+            dispositions = serde_json::to_value(&r.dispositions).expect("serialises");
         }
         Err(p) => missing.push(format!("{}: {}", p.code, p.message)),
     }
-    json!({"missing": missing, "ahead": ahead, "handback": handback, "summary": summary, "evidence": evidence})
+    json!({"missing": missing, "ahead": ahead, "handback": handback, "summary": summary, "evidence": evidence, "dispositions": dispositions})
 }
 
 /// All commands and checks are in: the receipt verifies or names every gap at once.
@@ -1562,7 +1767,7 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "summary": checks["summary"], "evidence": checks["evidence"], "handback": handback}),
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "summary": checks["summary"], "evidence": checks["evidence"], "dispositions": checks["dispositions"], "handback": handback}),
     );
     emit(
         &ctx.paths,
@@ -1574,9 +1779,15 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         lane.stage = Stage::Handback;
         lane.reason = Some(reason);
     } else if verified {
+        // The dispositions of a fix round are now facts of the branch: record them on the findings.
+        let dispositions = lane
+            .record("receipt")
+            .and_then(|r| r.outcome.as_ref())
+            .map(|o| o["dispositions"].clone())
+            .unwrap_or(Value::Null);
+        super::judging::apply_dispositions(lane, &dispositions);
         if independent {
-            lane.stage = Stage::Blocked;
-            lane.reason = Some("validation-unavailable: the receipt verified, but independent validators are not built into this iced yet; set `verify.independent: false` in .iced/config.json to deliver on the loop's own checks, then `iced run resume`".into());
+            lane.stage = Stage::Validate;
         } else {
             // `reason` is kept: an attempt's brief renders the previous attempt's gaps from it,
             // and the deliver step re-checks that the brief still renders to its recorded inputs.
@@ -1614,6 +1825,9 @@ fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepR
     ctx.transact(|state| {
         let run = open_run(ctx, state, run_id, "hand in")?;
         let run_snapshot = run.clone();
+        if let Some(report) = super::judging::host_answer(ctx, run, &given)? {
+            return Ok(report);
+        }
         let lane = run.lanes.iter_mut().find(|l| l.stage == Stage::Implement).ok_or_else(|| {
             ctx.refuse("receipt-superseded", format!("run `{run_id}` is not waiting for a receipt"), "`iced implement step` says what the run needs now")
         })?;

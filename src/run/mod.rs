@@ -8,9 +8,11 @@ pub mod decide;
 pub mod deliver;
 pub mod engine;
 pub mod events;
+pub mod judging;
 pub mod lock;
 pub mod report;
 pub mod settings;
 pub mod state;
+pub mod validate;
 
 pub use engine::{Ctx, StepReport};

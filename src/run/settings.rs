@@ -41,6 +41,15 @@ pub struct Settings {
     pub independent: bool,
     pub implementer: Option<Runner>,
     pub implementer_model: Option<String>,
+    /// `None` is `auto` (picked per unit); otherwise the lenses named.
+    pub lenses: Option<Vec<String>>,
+    pub reviewers: Vec<String>,
+    pub refute: bool,
+    pub validator: Option<Runner>,
+    pub validator_model: Option<String>,
+    pub distinct_model: bool,
+    /// Times a lane's validators may change their tree before the lane is blocked.
+    pub max_mutations: u32,
     pub worktree_dir: Option<PathBuf>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -209,79 +218,50 @@ impl Settings {
         if !(roles.is_null() || roles.is_object()) {
             return Err(invalid(step, "roles", "must be an object"));
         }
-        let role = |name: &str| roles.get(name).filter(|v| !v.is_null());
-        let (implementer, implementer_model) = match role("implementer") {
-            None => (None, None),
-            Some(r) => {
-                let runner_name = match r.get("runner") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(_) => {
-                        return Err(invalid(
-                            step,
-                            "roles.implementer.runner",
-                            "must be a runner name",
-                        ))
-                    }
-                };
-                let model = match r.get("model") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(_) => {
-                        return Err(invalid(
-                            step,
-                            "roles.implementer.model",
-                            "must be a string or null",
-                        ))
-                    }
-                };
-                let runner = match runner_name {
-                    None => None,
-                    Some(name) => {
-                        let def = runners.get(&name).ok_or_else(|| {
-                            invalid(
-                                step,
-                                "roles.implementer.runner",
-                                &format!("names `{name}`, which `runners` does not define"),
-                            )
-                        })?;
-                        let key = format!("runners.{name}");
-                        let kind = def.get("kind").and_then(Value::as_str).unwrap_or("command");
-                        if kind != "command" {
-                            return Err(invalid(
-                                step,
-                                &format!("{key}.kind"),
-                                &format!("is `{kind}`; this iced runs only `command` runners"),
-                            ));
-                        }
-                        let argv = def
-                            .get("argv")
-                            .and_then(strings)
-                            .filter(|a| !a.is_empty())
-                            .ok_or_else(|| {
-                                invalid(
-                                    step,
-                                    &format!("{key}.argv"),
-                                    "must be a non-empty list of strings",
-                                )
-                            })?;
-                        let t =
-                            seconds(def.get("timeoutSec"), timeout.as_secs()).ok_or_else(|| {
-                                invalid(
-                                    step,
-                                    &format!("{key}.timeoutSec"),
-                                    "must be a positive number",
-                                )
-                            })?;
-                        Some(Runner {
-                            name,
-                            argv,
-                            timeout: t,
-                        })
-                    }
-                };
-                (runner, model)
+        let (implementer, implementer_model) =
+            role(&runners, &roles, "implementer", timeout, step)?;
+        let (validator, validator_model) = role(&runners, &roles, "validator", timeout, step)?;
+        let distinct_model = match roles.pointer("/validator/distinct_model") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(invalid(
+                    step,
+                    "roles.validator.distinct_model",
+                    "must be true or false",
+                ))
             }
+        };
+        let lenses = match at("/verify/lenses") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s == "auto" => None,
+            Some(v) => {
+                let list = match v {
+                    Value::String(s) => vec![s.clone()],
+                    v => strings(v).ok_or_else(|| {
+                        invalid(
+                            step,
+                            "verify.lenses",
+                            "must be auto or a list of lens names",
+                        )
+                    })?,
+                };
+                Some(known(list, super::validate::LENSES, "verify.lenses", step)?)
+            }
+        };
+        let reviewers = match at("/verify/reviewers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => {
+                let list = strings(v).ok_or_else(|| {
+                    invalid(step, "verify.reviewers", "must be a list of reviewer names")
+                })?;
+                known(list, super::validate::REVIEWERS, "verify.reviewers", step)?
+            }
+        };
+        let refute = match at("/verify/refute") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid(step, "verify.refute", "must be true or false")),
         };
         let worktree_dir = match at("/build/worktreeDir") {
             None | Some(Value::Null) => None,
@@ -316,6 +296,13 @@ impl Settings {
                 .unwrap_or(true),
             implementer,
             implementer_model,
+            lenses,
+            reviewers,
+            refute,
+            validator,
+            validator_model,
+            distinct_model,
+            max_mutations: 2,
             worktree_dir,
             lock_wait,
             kill_grace,
@@ -325,6 +312,104 @@ impl Settings {
                 .unwrap_or_default(),
         })
     }
+}
+
+fn known(
+    list: Vec<String>,
+    allowed: &[&str],
+    key: &str,
+    step: &str,
+) -> Result<Vec<String>, Refusal> {
+    for n in &list {
+        if !allowed.contains(&n.as_str()) {
+            return Err(invalid(
+                step,
+                key,
+                &format!("names `{n}`; the known ones are {}", allowed.join(", ")),
+            ));
+        }
+    }
+    Ok(list)
+}
+
+/// A role's runner and model (`roles.<name>`), the runner checked against `runners`.
+fn role(
+    runners: &Value,
+    roles: &Value,
+    name: &str,
+    timeout: Duration,
+    step: &str,
+) -> Result<(Option<Runner>, Option<String>), Refusal> {
+    let Some(r) = roles.get(name).filter(|v| !v.is_null()) else {
+        return Ok((None, None));
+    };
+    let runner_name = match r.get("runner") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(invalid(
+                step,
+                &format!("roles.{name}.runner"),
+                "must be a runner name",
+            ))
+        }
+    };
+    let model = match r.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(invalid(
+                step,
+                &format!("roles.{name}.model"),
+                "must be a string or null",
+            ))
+        }
+    };
+    let Some(runner) = runner_name else {
+        return Ok((None, model));
+    };
+    let def = runners.get(&runner).ok_or_else(|| {
+        invalid(
+            step,
+            &format!("roles.{name}.runner"),
+            &format!("names `{runner}`, which `runners` does not define"),
+        )
+    })?;
+    let key = format!("runners.{runner}");
+    let kind = def.get("kind").and_then(Value::as_str).unwrap_or("command");
+    if kind != "command" {
+        return Err(invalid(
+            step,
+            &format!("{key}.kind"),
+            &format!("is `{kind}`; this iced runs only `command` runners"),
+        ));
+    }
+    let argv = def
+        .get("argv")
+        .and_then(strings)
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                step,
+                &format!("{key}.argv"),
+                "must be a non-empty list of strings",
+            )
+        })?;
+    let t = seconds(def.get("timeoutSec"), timeout.as_secs()).ok_or_else(|| {
+        invalid(
+            step,
+            &format!("{key}.timeoutSec"),
+            "must be a positive number",
+        )
+    })?;
+    Ok((
+        Some(Runner {
+            name: runner,
+            argv,
+            timeout: t,
+        }),
+        model,
+    ))
 }
 
 /// Find a program as exec would: a path containing `/` must be an executable file; a bare name is

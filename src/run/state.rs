@@ -89,6 +89,8 @@ pub enum Stage {
     Worktree,
     Implement,
     Receipt,
+    Validate,
+    Refute,
     Deliver,
     Delivered,
     Blocked,
@@ -102,6 +104,8 @@ impl Stage {
             Stage::Worktree => "worktree",
             Stage::Implement => "implement",
             Stage::Receipt => "receipt",
+            Stage::Validate => "validate",
+            Stage::Refute => "refute",
             Stage::Deliver => "deliver",
             Stage::Delivered => "delivered",
             Stage::Blocked => "blocked",
@@ -129,6 +133,12 @@ pub struct Lane {
     /// Why the lane is blocked or handed back, or what the last receipt lacked.
     pub reason: Option<String>,
     pub steps: Vec<StepRecord>,
+    /// Findings the loop minted from validators' answers, with what became of each.
+    #[serde(default)]
+    pub findings: Vec<super::validate::Finding>,
+    /// Validator answers thrown away because the validator changed its tree.
+    #[serde(default)]
+    pub mutations: u32,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -164,8 +164,9 @@ fn pid_gone(pid: u32) -> bool {
 /// The pid a fake agent start logged (`... pid=<n>`).
 fn logged_pid(start: &str) -> u32 {
     start
-        .rsplit_once("pid=")
-        .and_then(|(_, p)| p.trim().parse().ok())
+        .split_whitespace()
+        .find_map(|token| token.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no pid in `{start}`"))
 }
 

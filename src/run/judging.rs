@@ -1,0 +1,845 @@
+//! The validate and refute stages, as steps of the loop: prepare each validator's sandbox and
+//! prompt, launch it (or hand it to the host), check its tree and its answer, judge the round,
+//! and have blocking findings refuted or confirmed before they bounce to a fix round.
+//!
+//! Every function here is called by the engine in its two phases: under the lock (record, decide)
+//! or outside it (git, files, launching), then `record_after` checks the work is still current.
+
+use super::engine::{
+    archive, finish, gate_value, launch, me, new_attempt, new_nonce, record_after, started, Ctx,
+    StepReport,
+};
+use super::events::emit;
+use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
+use super::validate::{self, Answer, Finding, Fingerprint};
+use crate::activity::ActivitySpec;
+use crate::refusal::Refusal;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The validators of a unit: its lenses (`verify.lenses`, `auto` picked by tier and risk) and the
+/// configured reviewers.
+pub fn validators_for(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
+    if !ctx.settings.independent {
+        return Vec::new();
+    }
+    let mut names = match &ctx.settings.lenses {
+        Some(list) => list.clone(),
+        None => match crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced) {
+            Ok(text) => validate::auto_lenses(&crate::unit::parse_unit(&text)),
+            Err(_) => vec!["full".into()],
+        },
+    };
+    for r in &ctx.settings.reviewers {
+        if !names.contains(r) {
+            names.push(r.clone());
+        }
+    }
+    names
+}
+
+pub fn validator_driver(ctx: &Ctx<'_>) -> Driver {
+    if ctx.settings.validator.is_some() {
+        Driver::Process
+    } else {
+        Driver::Host
+    }
+}
+
+fn name_of(key: &str) -> &str {
+    key.strip_prefix("validate-").unwrap_or(key)
+}
+
+fn role_of(key: &str) -> &'static str {
+    if key == "refute" {
+        "refuter"
+    } else {
+        "validator"
+    }
+}
+
+/// The sandbox a validator reads in: a detached checkout of the lane's head, beside the lane's
+/// worktree.
+fn sandbox(lane: &Lane, key: &str, attempt: u32) -> PathBuf {
+    let worktree = lane.worktree.clone().unwrap_or_default();
+    PathBuf::from(format!("{worktree}.validators")).join(format!("{}-{attempt}", name_of(key)))
+}
+
+fn output_path(ctx: &Ctx<'_>, run: &str, lane: &str, key: &str, attempt: u32) -> PathBuf {
+    ctx.activity_dir(run, lane, key, attempt)
+        .join("output.json")
+}
+
+fn prompt_path(ctx: &Ctx<'_>, run: &str, lane: &str, key: &str, attempt: u32) -> PathBuf {
+    ctx.activity_dir(run, lane, key, attempt).join("prompt.md")
+}
+
+fn remove_sandbox(root: &Path, path: &Path) {
+    if path.exists() {
+        let shown = path.display().to_string();
+        let _ = crate::git::run(root, &["worktree", "remove", "--force", &shown]);
+        let _ = std::fs::remove_dir_all(path);
+    }
+    let _ = crate::git::run(root, &["worktree", "prune"]);
+    // The `<lane>.validators` folder goes when its last sandbox does.
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Under the lock
+// ------------------------------------------------------------------------------------------------
+
+/// Record `started` for each validator step to prepare (this call owns them).
+pub fn mark_prepare(lane: &mut Lane, keys: &[String]) {
+    let attempt = lane.attempt;
+    for key in keys {
+        lane.steps
+            .retain(|r| !(r.step == *key && r.attempt == attempt));
+        lane.steps.push(started(key, attempt, None, None));
+    }
+}
+
+/// Give each process-driven validator step its launch nonce, owned by this call until the
+/// supervisor registers.
+pub fn mark_launch(lane: &mut Lane, keys: &[String]) -> Vec<(String, String)> {
+    let (pid, pid_start) = me();
+    let mut out = Vec::new();
+    for key in keys {
+        if let Some(r) = lane.record_mut(key) {
+            let nonce = new_nonce();
+            r.nonce = Some(nonce.clone());
+            r.pid = Some(pid);
+            r.pid_start = pid_start;
+            out.push((key.clone(), nonce));
+        }
+    }
+    out
+}
+
+/// Hand one validator to the host: mark it handed and say what to start.
+pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &str) -> StepReport {
+    let run_id = run.id.clone();
+    let lane = run.lane_mut(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let sandbox = sandbox(lane, key, attempt);
+    let record = lane.record_mut(key).expect("a prepared record");
+    if let Some(Value::Object(o)) = record.outcome.as_mut() {
+        o.insert("handed".into(), true.into());
+    }
+    let nonce = record.nonce.clone();
+    emit(
+        &ctx.paths,
+        &run_id,
+        "agent_start",
+        json!({"lane": lane_id, "attempt": attempt, "role": role_of(key), "lens": name_of(key), "driver": "host"}),
+    );
+    let lane = run.lane(lane_id).expect("lane");
+    let mut report = StepReport::for_lane(
+        run,
+        lane,
+        "start_agent",
+        format!(
+            "start a fresh, read-only {} ({}) in `worktree` with `brief`; it writes its answer to `receipt_path`; then run `iced implement receipt <receipt_path>`",
+            role_of(key),
+            name_of(key)
+        ),
+    );
+    report.role = Some(role_of(key));
+    report.read_only = Some(true);
+    report.brief = Some(
+        prompt_path(ctx, &run_id, lane_id, key, attempt)
+            .display()
+            .to_string(),
+    );
+    report.worktree = Some(sandbox.display().to_string());
+    report.receipt_path = Some(
+        output_path(ctx, &run_id, lane_id, key, attempt)
+            .display()
+            .to_string(),
+    );
+    report.receipt_key = nonce;
+    report
+}
+
+/// Throw away a validator step that crashed or changed its tree; it is prepared again from scratch.
+pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<String, Refusal> {
+    let attempt = lane.attempt;
+    let old: Vec<StepRecord> = lane
+        .steps
+        .iter()
+        .filter(|r| r.step == key && r.attempt == attempt)
+        .cloned()
+        .collect();
+    let mutated = old.iter().any(|r| {
+        r.outcome
+            .as_ref()
+            .is_some_and(|o| o.get("mutation").is_some())
+    });
+    lane.steps
+        .retain(|r| !(r.step == key && r.attempt == attempt));
+    if mutated {
+        lane.mutations += 1;
+    } else {
+        lane.crashes += 1;
+    }
+    archive(ctx, run_id, &lane.id, &old)?;
+    Ok(if mutated {
+        format!("`{key}` changed its tree; its answer is thrown away and it runs again on a clean checkout")
+    } else {
+        format!("`{key}` crashed; it runs again")
+    })
+}
+
+fn answers(lane: &Lane, keys: &[String]) -> Vec<(String, Option<Answer>)> {
+    keys.iter()
+        .map(|key| {
+            let answer = lane
+                .record(key)
+                .and_then(|r| r.outcome.as_ref())
+                .and_then(|o| o.get("answer"))
+                .filter(|a| !a.is_null())
+                .and_then(|a| serde_json::from_value::<Answer>(a.clone()).ok());
+            (name_of(key).to_owned(), answer)
+        })
+        .collect()
+}
+
+/// Every validator of the round answered (or could not): merge what they said, mint the findings,
+/// and go on to refutation, a fix round, a person, or delivery.
+pub fn judge(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    lane_id: &str,
+    validators: &[String],
+) -> Result<(), Refusal> {
+    let run_id = run.id.clone();
+    let max_attempts = ctx.settings.max_attempts;
+    let lane = run.lane_mut(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let keys: Vec<String> = validators.iter().map(|v| format!("validate-{v}")).collect();
+    let text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+        .map_err(|e| e.refusal(ctx.step))?;
+    let unit = crate::unit::parse_unit(&text);
+    let answers = answers(lane, &keys);
+    let merged = validate::merge(&unit, &answers);
+    let mut minted = Vec::new();
+    let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
+        let n = lane.findings.len() + 1;
+        let finding = Finding {
+            id: format!("{}-F{n}", lane.id),
+            by,
+            round: attempt,
+            status: if matches!(evidence.severity.as_str(), "S1-stop-the-line" | "S2-major") {
+                "open".into()
+            } else {
+                "noted".into()
+            },
+            evidence,
+            refutation: None,
+            disposition: None,
+        };
+        minted.push(finding.id.clone());
+        lane.findings.push(finding);
+    };
+    for (name, answer) in &answers {
+        for f in answer.iter().flat_map(|a| a.findings.iter()) {
+            mint(lane, name.clone(), f.clone());
+        }
+    }
+    for (by, evidence) in validate::contract_findings(&unit, &merged, &answers) {
+        mint(lane, by, evidence);
+    }
+    let manual = validate::manual_expectations(&unit);
+    let undecided: Vec<String> = merged
+        .expectations
+        .iter()
+        .filter(|(id, r)| r.as_str() == "unknown" && !manual.contains(id))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let mut record = started("judge", attempt, None, None);
+    record.pid = None;
+    record.pid_start = None;
+    let needs_human = merged.needs_human || !manual.is_empty();
+    finish(
+        &mut record,
+        StepStatus::Done,
+        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human}),
+    );
+    lane.steps
+        .retain(|r| !(r.step == "judge" && r.attempt == attempt));
+    lane.steps.push(record);
+    emit(
+        &ctx.paths,
+        &run_id,
+        "step_done",
+        json!({"lane": lane_id, "step": "judge", "attempt": attempt, "outcome": {"minted": minted, "undecided": undecided, "needs_human": needs_human}}),
+    );
+    let to_refute = lane
+        .findings
+        .iter()
+        .any(|f| f.round == attempt && f.status == "open");
+    if to_refute && ctx.settings.refute {
+        lane.stage = Stage::Refute;
+        return Ok(());
+    }
+    resolve(ctx, &run_id, lane, max_attempts)
+}
+
+/// After judging (and refuting): a fix round for open blocking findings, a person for what no
+/// validator could decide, or delivery.
+pub fn resolve(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &mut Lane,
+    max_attempts: u32,
+) -> Result<(), Refusal> {
+    let open: Vec<&Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| f.status == "open")
+        .collect();
+    if !open.is_empty() {
+        let listed = open
+            .iter()
+            .map(|f| {
+                format!(
+                    "- {} ({}): {}",
+                    f.id, f.evidence.severity, f.evidence.summary
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if lane.attempt >= max_attempts {
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(format!(
+                "open findings after {} attempts:\n{listed}",
+                lane.attempt
+            ));
+            return Ok(());
+        }
+        return new_attempt(ctx, run_id, lane, format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"), false);
+    }
+    let undecided: Vec<String> = lane
+        .outcome("judge")
+        .and_then(|o| o["undecided"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    if !undecided.is_empty() {
+        lane.stage = Stage::Blocked;
+        lane.reason = Some(format!(
+            "needs a person: no validator could judge {}",
+            undecided.join(", ")
+        ));
+        return Ok(());
+    }
+    lane.stage = Stage::Deliver;
+    Ok(())
+}
+
+/// The refuter answered: refuted findings close; confirmed (or unanswered) ones stay open.
+pub fn finish_refute(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Refusal> {
+    let run_id = run.id.clone();
+    let max_attempts = ctx.settings.max_attempts;
+    let lane = run.lane_mut(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let answer = lane
+        .record("refute")
+        .and_then(|r| r.outcome.as_ref())
+        .and_then(|o| o.get("answer"))
+        .cloned()
+        .and_then(|a| serde_json::from_value::<validate::RefuteAnswer>(a).ok());
+    for f in lane
+        .findings
+        .iter_mut()
+        .filter(|f| f.round == attempt && f.status == "open")
+    {
+        let said = answer
+            .as_ref()
+            .and_then(|a| a.findings.iter().find(|r| r.finding_id == f.id));
+        match said {
+            Some(r) if r.decision == "refuted" => {
+                f.status = "refuted".into();
+                f.refutation = Some(serde_json::to_value(r).expect("serialises"));
+            }
+            Some(r) => {
+                f.refutation = Some(serde_json::to_value(r).expect("serialises"));
+                if let Some(s) = &r.failure_scenario {
+                    f.evidence.failure_scenario = s.clone();
+                }
+            }
+            // Not refuted is not refuted: a finding the refuter left alone still bounces.
+            None => {}
+        }
+    }
+    emit(
+        &ctx.paths,
+        &run_id,
+        "step_done",
+        json!({"lane": lane_id, "step": "refute", "attempt": attempt, "outcome": {"findings": lane.findings.iter().filter(|f| f.round == attempt).map(validate::finding_json).collect::<Vec<_>>()}}),
+    );
+    resolve(ctx, &run_id, lane, max_attempts)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Outside the lock
+// ------------------------------------------------------------------------------------------------
+
+/// Make each validator's sandbox, fingerprint it, write its prompt; then record each prepared.
+pub fn prepare(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane_id: &str,
+    keys: &[String],
+) -> Result<StepReport, Refusal> {
+    let lane = snapshot.lane(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let root = &ctx.repo.root;
+    let branch = lane.branch.clone().unwrap_or_default();
+    let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
+    let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+        .map_err(|e| e.refusal(ctx.step))?;
+    let head = crate::git::run(&worktree, &["rev-parse", "HEAD"]).unwrap_or_default();
+    let changed: Vec<String> = crate::git::run(
+        &worktree,
+        &[
+            "diff",
+            "--name-only",
+            &format!("{}..HEAD", snapshot.base.commit),
+        ],
+    )
+    .unwrap_or_default()
+    .lines()
+    .map(str::to_owned)
+    .collect();
+    let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let report = json!({"summary": receipt["summary"], "evidence": receipt["evidence"]});
+    let rules = super::brief::ancestor_rules(ctx.repo, &unit_text);
+    let rejected: Vec<Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| f.status == "rejected")
+        .cloned()
+        .collect();
+    let to_refute: Vec<Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| f.round == attempt && f.status == "open")
+        .cloned()
+        .collect();
+    let mut prepared: Vec<(String, Value)> = Vec::new();
+    for key in keys {
+        let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
+        super::state::ensure_dir(&dir, ctx.step)?;
+        let path = sandbox(lane, key, attempt);
+        remove_sandbox(root, &path);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let shown = path.display().to_string();
+        if let Err(e) = crate::git::run(
+            root,
+            &["worktree", "add", "--quiet", "--detach", &shown, &branch],
+        ) {
+            return Err(crate::refusal::io_error(
+                ctx.step,
+                format!("the sandbox of `{key}`: {e}"),
+            ));
+        }
+        let print = validate::fingerprint(&path, root, &branch)
+            .map_err(|e| crate::refusal::io_error(ctx.step, e))?;
+        write_json(
+            &dir.join("fingerprint.json"),
+            &serde_json::to_value(&print).expect("serialises"),
+            ctx.step,
+        )?;
+        let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
+        let _ = std::fs::remove_file(&output);
+        let prompt = validate::render_prompt(&validate::PromptInput {
+            name: name_of(key),
+            role: role_of(key),
+            unit: &lane.unit,
+            unit_text: &unit_text,
+            ancestor_rules: &rules,
+            report: &report,
+            commands: &receipt["commands"],
+            changed_files: &changed,
+            base: &snapshot.base.commit,
+            head: &head,
+            worktree: &path,
+            output: &output,
+            rejected: &rejected,
+            to_refute: &to_refute,
+        });
+        crate::store::write_atomic(
+            &prompt_path(ctx, &snapshot.id, lane_id, key, attempt),
+            prompt.as_bytes(),
+            0o600,
+        )
+        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+        prepared.push((
+            key.clone(),
+            json!({"prepared": true, "worktree": shown, "output": output}),
+        ));
+    }
+    crate::failpoint::hit("validator-after-prepare");
+    let (mine, _) = me();
+    let host = validator_driver(ctx) == Driver::Host;
+    ctx.transact_pub(|state| {
+        let run = state.runs.get_mut(&snapshot.id).expect("run");
+        let lane = run.lane_mut(lane_id).expect("lane");
+        for (key, outcome) in &prepared {
+            if let Some(r) = lane
+                .record_mut(key)
+                .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
+            {
+                r.outcome = Some(outcome.clone());
+                r.pid = None;
+                r.pid_start = None;
+                if host {
+                    // The host's receipt key for this validator.
+                    r.nonce = Some(new_nonce());
+                }
+            }
+        }
+        let lane = run.lane(lane_id).expect("lane");
+        Ok(StepReport::for_lane(
+            run,
+            lane,
+            "advanced",
+            "the validators are prepared; call again",
+        ))
+    })
+}
+
+/// Launch prepared validators through the validator role's runner.
+pub fn launch_all(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane_id: &str,
+    keys: &[(String, String)],
+) -> Result<StepReport, Refusal> {
+    let lane = snapshot.lane(lane_id).expect("lane");
+    let runner = ctx.settings.validator.as_ref().expect("a validator runner");
+    for (key, nonce) in keys {
+        let dir = ctx.activity_dir(&snapshot.id, lane_id, key, lane.attempt);
+        let sandbox = sandbox(lane, key, lane.attempt);
+        let prompt = prompt_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
+        let output = output_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
+        let model = ctx.settings.validator_model.clone().unwrap_or_default();
+        let values: Vec<(&str, String)> = vec![
+            ("prompt_file", prompt.display().to_string()),
+            ("output_file", output.display().to_string()),
+            ("worktree", sandbox.display().to_string()),
+            ("role", role_of(key).into()),
+            ("model", model),
+            ("run", snapshot.id.clone()),
+            ("lane", lane_id.to_owned()),
+            ("attempt", lane.attempt.to_string()),
+        ];
+        let argv = super::engine::expand(&runner.argv, &values);
+        let mut env = super::engine::base_env();
+        for (k, v) in &values {
+            env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
+        }
+        env.insert("ICED_LENS".into(), name_of(key).into());
+        env.insert("ICED_RECEIPT_KEY".into(), nonce.clone());
+        let spec = ActivitySpec {
+            argv,
+            cwd: sandbox,
+            env,
+            timeout_ms: runner.timeout.as_millis() as u64,
+            grace_ms: ctx.settings.kill_grace.as_millis() as u64,
+            nonce: nonce.clone(),
+            gate: gate_value(ctx, &snapshot.id, lane_id, key, lane.attempt),
+        };
+        launch(ctx, &dir, &spec)?;
+        crate::failpoint::hit("validator-after-launch");
+        emit(
+            &ctx.paths,
+            &snapshot.id,
+            "agent_start",
+            json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "runner": runner.name}),
+        );
+    }
+    Ok(StepReport::for_lane(
+        snapshot,
+        lane,
+        "waiting",
+        "the validators are running; call again later",
+    ))
+}
+
+/// A validator is done: did its tree move, and what did it answer?
+pub fn check(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane_id: &str,
+    key: &str,
+) -> Result<StepReport, Refusal> {
+    let lane = snapshot.lane(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
+    let path = sandbox(lane, key, attempt);
+    let branch = lane.branch.clone().unwrap_or_default();
+    let before: Option<Fingerprint> = std::fs::read(dir.join("fingerprint.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let after = validate::fingerprint(&path, &ctx.repo.root, &branch);
+    let moved = match (&before, &after) {
+        (Some(b), Ok(a)) => validate::moved(b, a),
+        (_, Err(e)) => vec![format!("the sandbox could not be read: {e}")],
+        (None, _) => vec!["the fingerprint taken before it started is missing".into()],
+    };
+    let lane_branch_moved = moved.iter().any(|m| m.starts_with("the lane branch moved"));
+    let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
+    let text = crate::store::read_limited(&output, validate::OUTPUT_LIMIT)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let parsed: Result<Value, String> = match (&text, key) {
+        (None, _) => Err("no answer was written".into()),
+        (Some(t), "refute") => validate::parse_refutation(t)
+            .map(|a| serde_json::to_value(a).expect("serialises"))
+            .map_err(|p| format!("{}: {}", p.code, p.message)),
+        (Some(t), _) => validate::parse_answer(t)
+            .map(|a| serde_json::to_value(a).expect("serialises"))
+            .map_err(|p| format!("{}: {}", p.code, p.message)),
+    };
+    remove_sandbox(&ctx.repo.root, &path);
+    crate::failpoint::hit("validator-after-check");
+    record_after(ctx, &snapshot.id, lane_id, key, |l, record| {
+        let finished = record
+            .outcome
+            .as_ref()
+            .and_then(|o| o.get("finished"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if !moved.is_empty() {
+            finish(
+                record,
+                StepStatus::Failed,
+                json!({"mutation": moved, "finished": finished}),
+            );
+            emit(
+                &ctx.paths,
+                &snapshot.id,
+                "validator_mutation",
+                json!({"lane": lane_id, "step": key, "attempt": attempt, "moved": moved}),
+            );
+            if lane_branch_moved {
+                // The lane itself was changed: re-running on a clean tree is no longer possible
+                // without restoring by force, which the loop never does.
+                l.stage = Stage::Blocked;
+                l.reason = Some(format!(
+                    "`{key}` moved the lane branch: {}; restore it and resume",
+                    moved.join("; ")
+                ));
+                return Ok(("blocked", l.reason.clone().unwrap_or_default()));
+            }
+            return Ok((
+                "advanced",
+                format!(
+                    "`{key}` changed its tree ({}); its answer is thrown away",
+                    moved.join("; ")
+                ),
+            ));
+        }
+        match &parsed {
+            Ok(answer) => finish(
+                record,
+                StepStatus::Done,
+                json!({"answer": answer, "finished": finished}),
+            ),
+            // No usable answer: this lens needs a person (it never blocks by itself).
+            Err(problem) => finish(
+                record,
+                StepStatus::Done,
+                json!({"answer": null, "problem": problem, "finished": finished}),
+            ),
+        }
+        Ok(("advanced", format!("`{key}` answered; call again")))
+    })
+}
+
+fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {
+    let mut text = serde_json::to_vec_pretty(value).expect("serialises");
+    text.push(b'\n');
+    crate::store::write_atomic(path, &text, 0o600).map_err(|e| crate::repo::store_refusal(step, e))
+}
+
+/// `implement receipt <path>` for a host-driven validator or refuter: the answer is checked now
+/// (a malformed one is refused, so the host can have it fixed; an unparsable one is taken, and
+/// that lens needs a person), then the loop checks the tree on the next step.
+pub fn host_answer(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    given: &Path,
+) -> Result<Option<StepReport>, Refusal> {
+    let run_id = run.id.clone();
+    let Some(lane) = run
+        .lanes
+        .iter_mut()
+        .find(|l| matches!(l.stage, Stage::Validate | Stage::Refute))
+    else {
+        return Ok(None);
+    };
+    let attempt = lane.attempt;
+    let mut hit = None;
+    for r in lane
+        .steps
+        .iter()
+        .filter(|r| r.attempt == attempt && r.status == StepStatus::Started)
+    {
+        if !(r.step.starts_with("validate-") || r.step == "refute") {
+            continue;
+        }
+        let expected = output_path(ctx, &run_id, &lane.id, &r.step, attempt);
+        if expected.canonicalize().unwrap_or(expected.clone()) == given {
+            hit = Some((r.step.clone(), expected));
+        }
+    }
+    let Some((key, path)) = hit else {
+        return Ok(None);
+    };
+    let text = crate::store::read_limited(&path, validate::OUTPUT_LIMIT)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| {
+            ctx.refuse_pub(
+                "answer-invalid",
+                e.to_string(),
+                "write the answer, then hand it in again",
+            )
+        })?;
+    let checked = if key == "refute" {
+        validate::parse_refutation(&text).map(|_| ())
+    } else {
+        validate::parse_answer(&text).map(|_| ())
+    };
+    if let Err(p) = checked {
+        if p.code != "answer-unparsable" {
+            return Err(ctx.refuse_pub(p.code, format!("`{}`: {}", path.display(), p.message), "fix the answer (spec/schema/validator.schema.json) and hand it in again; ids and verdicts of findings are the loop's"));
+        }
+    }
+    let record = lane.record_mut(&key).expect("found above");
+    if let Some(Value::Object(o)) = record.outcome.as_mut() {
+        o.insert("finished".into(), json!({"host": true}));
+    }
+    record.pid = None;
+    let lane_id = lane.id.clone();
+    emit(
+        &ctx.paths,
+        &run_id,
+        "agent_end",
+        json!({"lane": lane_id, "attempt": attempt, "role": role_of(&key), "lens": name_of(&key), "driver": "host"}),
+    );
+    let lane = run.lane(&lane_id).expect("lane");
+    Ok(Some(StepReport::for_lane(
+        run,
+        lane,
+        "advanced",
+        format!("the answer of `{key}` is in; call `iced implement step`"),
+    )))
+}
+
+/// Mark a process validator finished (its activity wrote an outcome): checked on the next step.
+pub fn observed_finished(record: &mut StepRecord, outcome: Value) {
+    let mut o = record.outcome.take().unwrap_or_else(|| json!({}));
+    o["finished"] = outcome;
+    record.outcome = Some(o);
+    record.pid = None;
+    record.pid_start = None;
+}
+
+pub fn is_validator_step(step: &str) -> bool {
+    step.starts_with("validate-") || step == "refute"
+}
+
+/// Open findings a fix-round report must dispose of, and the gaps of its dispositions.
+pub fn disposition_gaps(
+    ctx: &Ctx<'_>,
+    run: &Run,
+    lane: &Lane,
+    report: &super::report::Report,
+) -> Vec<String> {
+    let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
+    let open: Vec<&Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| f.status == "open" && f.round < lane.attempt)
+        .collect();
+    let mut gaps = Vec::new();
+    for d in &report.dispositions {
+        if !open.iter().any(|f| f.id == d.finding_id) {
+            gaps.push(format!(
+                "the report disposes of `{}`, which is not an open finding",
+                d.finding_id
+            ));
+        }
+    }
+    for f in &open {
+        match report.dispositions.iter().find(|d| d.finding_id == f.id) {
+            None => gaps.push(format!(
+                "no disposition for finding {} ({})",
+                f.id, f.evidence.summary
+            )),
+            Some(d) if d.action == "applied" => match d.commit.as_deref() {
+                None => gaps.push(format!(
+                    "{} is `applied` without the commit that applies it",
+                    f.id
+                )),
+                Some(c) => {
+                    let on_branch =
+                        crate::git::run(&worktree, &["merge-base", "--is-ancestor", c, "HEAD"])
+                            .is_ok();
+                    let after_base = crate::git::run(
+                        &worktree,
+                        &["merge-base", "--is-ancestor", c, &run.base.commit],
+                    )
+                    .is_err();
+                    if !(on_branch && after_base) {
+                        gaps.push(format!("{} is `applied` with commit `{c}`, which is not a commit of this branch", f.id));
+                    }
+                }
+            },
+            Some(d) if d.reason.as_deref().is_none_or(|r| r.trim().is_empty()) => {
+                gaps.push(format!("{} is `rejected` without a written reason", f.id));
+            }
+            Some(_) => {}
+        }
+    }
+    let _ = ctx;
+    gaps
+}
+
+/// Record a verified fix-round receipt's dispositions on the findings.
+pub fn apply_dispositions(lane: &mut Lane, dispositions: &Value) {
+    let attempt = lane.attempt;
+    for d in dispositions.as_array().into_iter().flatten() {
+        let Some(id) = d["finding_id"].as_str() else {
+            continue;
+        };
+        if let Some(f) = lane
+            .findings
+            .iter_mut()
+            .find(|f| f.id == id && f.status == "open")
+        {
+            f.status = if d["action"] == "applied" {
+                "applied".into()
+            } else {
+                "rejected".into()
+            };
+            let mut d = d.clone();
+            d["attempt"] = attempt.into();
+            f.disposition = Some(d);
+        }
+    }
+}
+
+pub fn run_blocked(run: &mut Run) {
+    if run.lanes.iter().any(|l| l.stage == Stage::Blocked) {
+        run.status = RunStatus::Blocked;
+    }
+}

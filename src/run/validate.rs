@@ -1,0 +1,793 @@
+//! Independent validation: which validators look at a lane, what each is told, what each may answer,
+//! and how the answers become one verdict. Pure where it can be: prompts render from values, outputs
+//! are parsed from bytes, merging and minting are functions of what validators said. Only the loop
+//! writes a verdict or gives a finding its id; a validator's answer carrying either is refused.
+//!
+//! Validators work in their own detached worktree (a sandbox per validator), fingerprinted before
+//! and after, so a validator that writes, commits or switches branch is caught and its answer
+//! discarded, and a validator running beside it is never blamed.
+
+use crate::unit::{ParsedUnit, Risk, Tier};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::str::FromStr;
+
+pub const LENSES: &[&str] = &["expectations", "failures", "rules", "full"];
+pub const REVIEWERS: &[&str] = &["ruthless", "security", "fidelity"];
+pub const OUTPUT_LIMIT: u64 = 1024 * 1024;
+
+pub const CATEGORIES: &[&str] = &[
+    "correctness",
+    "security",
+    "a11y",
+    "performance",
+    "visual-design",
+    "behavioral-drift",
+    "test-coverage",
+    "over-engineering",
+    "maintainability",
+];
+pub const SEVERITIES: &[&str] = &["S1-stop-the-line", "S2-major", "S3-minor", "S4-nit"];
+
+/// Fields only the loop writes on a finding (or anywhere in an answer).
+const IDENTITY: &[&str] = &[
+    "finding_id",
+    "found_by",
+    "found_by_provider",
+    "task_id",
+    "fingerprint",
+    "finding_status",
+    "finding_scope",
+    "id",
+];
+
+/// The lenses `auto` picks: three focused ones for a bigger or riskier unit, one `full` otherwise.
+pub fn auto_lenses(parsed: &ParsedUnit) -> Vec<String> {
+    let fm = &parsed.frontmatter;
+    let tier = fm.str("tier").and_then(|t| Tier::from_str(t).ok());
+    let risk = fm.str("risk").and_then(|r| Risk::from_str(r).ok());
+    if matches!(tier, Some(Tier::M | Tier::L | Tier::Xl)) || risk == Some(Risk::High) {
+        vec!["expectations".into(), "failures".into(), "rules".into()]
+    } else {
+        vec!["full".into()]
+    }
+}
+
+/// What each validator is asked to look at.
+pub fn focus(name: &str) -> &'static str {
+    match name {
+        "expectations" => "Judge every expectation (E items): does the delivered work meet it, as its verify ref says it would be checked? Answer `expectations` for every E item.",
+        "failures" => "Try to trigger every failure condition (F items) against the delivered work. Answer `failures` for every F item.",
+        "rules" => "Check every constraint (C items) and every inherited rule of an ancestor unit, and that nothing changed outside the unit's Scope. Answer `constraints` for every C item and list out-of-scope paths.",
+        "full" => "Judge the whole contract: every expectation, every failure condition, every constraint and inherited rule, and the scope.",
+        "ruthless" => "Read the diff of the delivered range as a hostile reviewer: defects, missing tests, edge cases the expectations imply, code that will not survive contact. Report findings; judge the contract items you can.",
+        "security" => "Review the delivered range at every trust boundary it touches: input handling, authorisation, secrets, injection, unsafe file or process use. Report findings.",
+        "fidelity" => "Compare the delivered range with the contract, clause by clause: is every expectation delivered as written, nothing more and nothing else? Report findings for drift in either direction.",
+        _ => "Judge the contract.",
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Validator answers
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Judged {
+    pub id: String,
+    pub result: String,
+    #[serde(default)]
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Triggered {
+    pub id: String,
+    pub triggered: bool,
+    #[serde(default)]
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Violated {
+    pub id: String,
+    pub violated: bool,
+    #[serde(default)]
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub inputs: String,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// A finding as a validator reports it: evidence, without identity.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    pub file_path: String,
+    pub criterion_ref: String,
+    pub finding_category: String,
+    pub severity: String,
+    pub summary: String,
+    pub failure_scenario: Scenario,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    pub verdict: String,
+    #[serde(default)]
+    pub expectations: Vec<Judged>,
+    #[serde(default)]
+    pub failures: Vec<Triggered>,
+    #[serde(default)]
+    pub constraints: Vec<Violated>,
+    #[serde(default)]
+    pub findings: Vec<Evidence>,
+    #[serde(default)]
+    pub out_of_scope: Vec<String>,
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// Why an answer was refused, naming the field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerProblem {
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn problem(code: &'static str, message: impl Into<String>) -> AnswerProblem {
+    AnswerProblem {
+        code,
+        message: message.into(),
+    }
+}
+
+/// The JSON of an answer: the whole text, or the last fenced ```json block in it (a harness's
+/// final message).
+fn answer_json(text: &str) -> Option<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(text.trim()) {
+        return Some(v);
+    }
+    let mut last = None;
+    let mut rest = text;
+    while let Some(open) = rest.find("```json") {
+        let body = &rest[open + 7..];
+        let Some(close) = body.find("```") else { break };
+        if let Ok(v) = serde_json::from_str::<Value>(body[..close].trim()) {
+            last = Some(v);
+        }
+        rest = &body[close + 3..];
+    }
+    last
+}
+
+/// Check a validator's answer strictly. `answer-unparsable` means no JSON could be read at all
+/// (the lens then needs a person); every other code names the field that is wrong.
+pub fn parse_answer(text: &str) -> Result<Answer, AnswerProblem> {
+    let value = answer_json(text).ok_or_else(|| {
+        problem(
+            "answer-unparsable",
+            "no JSON object could be read from the answer",
+        )
+    })?;
+    let Value::Object(map) = &value else {
+        return Err(problem("answer-invalid", "the answer is not a JSON object"));
+    };
+    for key in map.keys() {
+        if IDENTITY.contains(&key.as_str()) {
+            return Err(problem(
+                "answer-forged",
+                format!("carries `{key}`, which only the loop writes"),
+            ));
+        }
+    }
+    for (i, f) in map
+        .get("findings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let Some(obj) = f.as_object() else {
+            return Err(problem(
+                "answer-invalid",
+                format!("findings[{i}] is not an object"),
+            ));
+        };
+        for key in obj.keys() {
+            if IDENTITY.contains(&key.as_str()) {
+                return Err(problem(
+                    "answer-forged",
+                    format!("findings[{i}] carries `{key}`: the loop mints finding identities"),
+                ));
+            }
+        }
+        match obj.get("severity").and_then(Value::as_str) {
+            Some(s) if SEVERITIES.contains(&s) => {}
+            Some(s) => {
+                return Err(problem(
+                    "answer-invalid",
+                    format!(
+                        "findings[{i}].severity is `{s}`; write it in full: {}",
+                        SEVERITIES.join(", ")
+                    ),
+                ))
+            }
+            None => {
+                return Err(problem(
+                    "answer-invalid",
+                    format!("findings[{i}].severity is missing"),
+                ))
+            }
+        }
+        match obj.get("finding_category").and_then(Value::as_str) {
+            Some(c) if CATEGORIES.contains(&c) => {}
+            Some(c) => {
+                return Err(problem(
+                    "answer-invalid",
+                    format!(
+                        "findings[{i}].finding_category is `{c}`, not one of {}",
+                        CATEGORIES.join(", ")
+                    ),
+                ))
+            }
+            None => {
+                return Err(problem(
+                    "answer-invalid",
+                    format!("findings[{i}].finding_category is missing"),
+                ))
+            }
+        }
+        match obj.get("failure_scenario") {
+            Some(Value::Object(s)) if ["inputs", "expected", "actual"].iter().all(|k| s.get(*k).and_then(Value::as_str).is_some_and(|v| !v.trim().is_empty())) => {}
+            Some(_) => return Err(problem("answer-invalid", format!("findings[{i}].failure_scenario needs `inputs`, `expected` and `actual`, each a non-empty string"))),
+            None => return Err(problem("answer-invalid", format!("findings[{i}] has no failure_scenario: a finding names what goes wrong"))),
+        }
+    }
+    let answer: Answer =
+        serde_json::from_value(value).map_err(|e| problem("answer-invalid", e.to_string()))?;
+    if !matches!(answer.verdict.as_str(), "pass" | "fail") {
+        return Err(problem(
+            "answer-invalid",
+            format!("`verdict` is `{}`, not pass or fail", answer.verdict),
+        ));
+    }
+    for e in &answer.expectations {
+        if !matches!(e.result.as_str(), "pass" | "fail" | "unknown") {
+            return Err(problem(
+                "answer-invalid",
+                format!(
+                    "expectations `{}`: result is `{}`, not pass, fail or unknown",
+                    e.id, e.result
+                ),
+            ));
+        }
+    }
+    Ok(answer)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Refutation
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Refutation {
+    pub finding_id: String,
+    pub decision: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_scenario: Option<Scenario>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RefuteAnswer {
+    pub findings: Vec<Refutation>,
+}
+
+pub fn parse_refutation(text: &str) -> Result<RefuteAnswer, AnswerProblem> {
+    let value = answer_json(text).ok_or_else(|| {
+        problem(
+            "answer-unparsable",
+            "no JSON object could be read from the answer",
+        )
+    })?;
+    let answer: RefuteAnswer =
+        serde_json::from_value(value).map_err(|e| problem("answer-invalid", e.to_string()))?;
+    for r in &answer.findings {
+        if !matches!(r.decision.as_str(), "confirmed" | "refuted") {
+            return Err(problem(
+                "answer-invalid",
+                format!(
+                    "`{}`: decision is `{}`, not confirmed or refuted",
+                    r.finding_id, r.decision
+                ),
+            ));
+        }
+        if r.reason.trim().is_empty() {
+            return Err(problem(
+                "answer-invalid",
+                format!("`{}`: the reason is empty", r.finding_id),
+            ));
+        }
+    }
+    Ok(answer)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Findings and the verdict
+// ------------------------------------------------------------------------------------------------
+
+/// A finding the loop minted: the validator's evidence, an id, and what became of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    pub id: String,
+    /// The validator that reported it (a lens or reviewer name).
+    pub by: String,
+    /// The attempt (validation round) it was found in.
+    pub round: u32,
+    pub evidence: Evidence,
+    /// `open` (blocking, not yet disposed), `refuted`, `applied`, `rejected`, or `noted` (S3/S4).
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refutation: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disposition: Option<Value>,
+}
+
+impl Finding {
+    pub fn is_blocking(&self) -> bool {
+        matches!(
+            self.evidence.severity.as_str(),
+            "S1-stop-the-line" | "S2-major"
+        )
+    }
+}
+
+/// What every validator of a round said, merged by seed 000's rule.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Merged {
+    pub expectations: BTreeMap<String, String>,
+    pub failures: BTreeMap<String, bool>,
+    pub constraints: BTreeMap<String, bool>,
+    pub out_of_scope: Vec<String>,
+    /// Validators with no usable answer.
+    pub unanswered: Vec<String>,
+    pub needs_human: bool,
+}
+
+/// Merge: any fail, trigger, violation or out-of-scope path wins; pass outranks unknown; a lens
+/// without an answer needs a person. Paths of ICED's own records are never out of scope.
+pub fn merge(unit: &ParsedUnit, answers: &[(String, Option<Answer>)]) -> Merged {
+    let mut m = Merged::default();
+    for e in &unit.expectations {
+        m.expectations.insert(e.id.clone(), "unknown".into());
+    }
+    for f in &unit.failures {
+        m.failures.insert(f.id.clone(), false);
+    }
+    for c in &unit.constraints {
+        m.constraints.insert(c.id.clone(), false);
+    }
+    for (name, answer) in answers {
+        let Some(a) = answer else {
+            m.unanswered.push(name.clone());
+            m.needs_human = true;
+            continue;
+        };
+        for e in &a.expectations {
+            let slot = m
+                .expectations
+                .entry(e.id.clone())
+                .or_insert_with(|| "unknown".into());
+            let ranked = |r: &str| match r {
+                "fail" => 2,
+                "pass" => 1,
+                _ => 0,
+            };
+            if ranked(&e.result) > ranked(slot) {
+                *slot = e.result.clone();
+            }
+        }
+        for f in &a.failures {
+            *m.failures.entry(f.id.clone()).or_default() |= f.triggered;
+        }
+        for c in &a.constraints {
+            *m.constraints.entry(c.id.clone()).or_default() |= c.violated;
+        }
+        for p in &a.out_of_scope {
+            let own = p.starts_with("intent/") || p.starts_with(".iced/");
+            if !own && !m.out_of_scope.contains(p) {
+                m.out_of_scope.push(p.clone());
+            }
+        }
+    }
+    m
+}
+
+/// The expectations a person must judge (`manual`), which stay `unknown` without blocking.
+pub fn manual_expectations(unit: &ParsedUnit) -> Vec<String> {
+    unit.expectations
+        .iter()
+        .filter(|e| e.verify.as_ref().is_some_and(|v| v.kind == "manual"))
+        .map(|e| e.id.clone())
+        .collect()
+}
+
+/// Evidence for every failing contract item no finding already names, so that each failure a
+/// validator reports reaches the fix round as a finding with an id.
+pub fn contract_findings(
+    unit: &ParsedUnit,
+    merged: &Merged,
+    answers: &[(String, Option<Answer>)],
+) -> Vec<(String, Evidence)> {
+    let named: Vec<&str> = answers
+        .iter()
+        .filter_map(|(_, a)| a.as_ref())
+        .flat_map(|a| a.findings.iter().map(|f| f.criterion_ref.as_str()))
+        .collect();
+    let said = |id: &str, pick: &dyn Fn(&Answer) -> Option<String>| -> (String, String) {
+        answers
+            .iter()
+            .find_map(|(n, a)| a.as_ref().and_then(|a| pick(a).map(|ev| (n.clone(), ev))))
+            .unwrap_or_else(|| ("validators".into(), format!("{id} fails")))
+    };
+    let text_of = |id: &str| {
+        unit.items()
+            .find(|i| i.id == id)
+            .map(|i| i.text.clone())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    let mut add = |id: &str, by: String, evidence: String, severity: &str| {
+        if named.contains(&id) {
+            return;
+        }
+        out.push((
+            by,
+            Evidence {
+                file_path: String::new(),
+                criterion_ref: id.to_owned(),
+                finding_category: "correctness".into(),
+                severity: severity.into(),
+                summary: format!("{id} is not met: {}", evidence.lines().next().unwrap_or("")),
+                failure_scenario: Scenario {
+                    inputs: format!("the delivered work, checked against {id}"),
+                    expected: text_of(id),
+                    actual: evidence,
+                },
+            },
+        ));
+    };
+    for (id, result) in &merged.expectations {
+        if result == "fail" {
+            let (by, ev) = said(id, &|a| {
+                a.expectations
+                    .iter()
+                    .find(|e| &e.id == id && e.result == "fail")
+                    .map(|e| e.evidence.clone())
+            });
+            add(id, by, ev, "S2-major");
+        }
+    }
+    for (id, triggered) in &merged.failures {
+        if *triggered {
+            let (by, ev) = said(id, &|a| {
+                a.failures
+                    .iter()
+                    .find(|f| &f.id == id && f.triggered)
+                    .map(|f| f.evidence.clone())
+            });
+            add(id, by, ev, "S1-stop-the-line");
+        }
+    }
+    for (id, violated) in &merged.constraints {
+        if *violated {
+            let (by, ev) = said(id, &|a| {
+                a.constraints
+                    .iter()
+                    .find(|c| &c.id == id && c.violated)
+                    .map(|c| c.evidence.clone())
+            });
+            add(id, by, ev, "S1-stop-the-line");
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fingerprints
+// ------------------------------------------------------------------------------------------------
+
+/// What a validator could change: its worktree's HEAD and branch, the content of every dirty or
+/// untracked file there, and the lane branch itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Fingerprint {
+    pub head: String,
+    pub branch: Option<String>,
+    pub lane_branch_head: String,
+    pub dirty: BTreeMap<String, String>,
+}
+
+pub fn fingerprint(
+    worktree: &Path,
+    lane_root: &Path,
+    lane_branch: &str,
+) -> Result<Fingerprint, String> {
+    use sha2::{Digest, Sha256};
+    let head = crate::git::run(worktree, &["rev-parse", "HEAD"])?;
+    let branch = crate::git::current_branch(worktree);
+    let lane_branch_head = crate::git::run(
+        lane_root,
+        &["rev-parse", &format!("refs/heads/{lane_branch}")],
+    )?;
+    let status = crate::git::run(
+        worktree,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+    )?;
+    let mut dirty = BTreeMap::new();
+    for entry in status.split('\0').filter(|e| e.len() > 3) {
+        let path = &entry[3..];
+        let hash = match std::fs::read(worktree.join(path)) {
+            Ok(bytes) => Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            Err(_) => "missing".to_owned(),
+        };
+        dirty.insert(path.to_owned(), hash);
+    }
+    Ok(Fingerprint {
+        head,
+        branch,
+        lane_branch_head,
+        dirty,
+    })
+}
+
+/// What moved between two fingerprints, in words; empty when nothing did.
+pub fn moved(before: &Fingerprint, after: &Fingerprint) -> Vec<String> {
+    let mut out = Vec::new();
+    if before.lane_branch_head != after.lane_branch_head {
+        out.push(format!(
+            "the lane branch moved from {} to {}",
+            short(&before.lane_branch_head),
+            short(&after.lane_branch_head)
+        ));
+    }
+    if before.head != after.head {
+        out.push(format!(
+            "HEAD moved from {} to {} (a commit or a checkout)",
+            short(&before.head),
+            short(&after.head)
+        ));
+    }
+    if before.branch != after.branch {
+        out.push(format!(
+            "the branch changed from {} to {}",
+            before.branch.as_deref().unwrap_or("a detached HEAD"),
+            after.branch.as_deref().unwrap_or("a detached HEAD")
+        ));
+    }
+    let mut files: Vec<&String> = Vec::new();
+    for (path, hash) in &after.dirty {
+        if before.dirty.get(path) != Some(hash) {
+            files.push(path);
+        }
+    }
+    for path in before.dirty.keys() {
+        if !after.dirty.contains_key(path) {
+            files.push(path);
+        }
+    }
+    if !files.is_empty() {
+        out.push(format!(
+            "files changed: {}",
+            files
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+// ------------------------------------------------------------------------------------------------
+// Prompts
+// ------------------------------------------------------------------------------------------------
+
+pub const RUBRIC: &str = include_str!("../../spec/rubric.md");
+
+pub struct PromptInput<'a> {
+    pub name: &'a str,
+    pub role: &'a str,
+    pub unit: &'a str,
+    pub unit_text: &'a str,
+    pub ancestor_rules: &'a str,
+    pub report: &'a Value,
+    pub commands: &'a Value,
+    pub changed_files: &'a [String],
+    pub base: &'a str,
+    pub head: &'a str,
+    pub worktree: &'a Path,
+    pub output: &'a Path,
+    pub rejected: &'a [Finding],
+    pub to_refute: &'a [Finding],
+}
+
+pub fn render_prompt(p: &PromptInput<'_>) -> String {
+    let mut b = String::new();
+    if p.role == "refuter" {
+        let _ = writeln!(b, "# Refute or confirm: findings against {}\n", p.unit);
+        let _ = writeln!(b, "You did not find these. For each, try to show it is wrong: read the code in the worktree (`{}`, read only: do not write, commit or check out anything). Confirm it only when you can state a concrete failure scenario; refute it when the finder missed something, and say what.\n", p.worktree.display());
+        for f in p.to_refute {
+            let _ = writeln!(b, "## {} ({}, {}, by {})\n\n- file: `{}`\n- criterion: {}\n- summary: {}\n- inputs: {}\n- expected: {}\n- actual: {}\n", f.id, f.evidence.severity, f.evidence.finding_category, f.by, f.evidence.file_path, f.evidence.criterion_ref, f.evidence.summary, f.evidence.failure_scenario.inputs, f.evidence.failure_scenario.expected, f.evidence.failure_scenario.actual);
+        }
+        let _ = writeln!(
+            b,
+            "## The unit\n\n````markdown\n{}\n````\n",
+            p.unit_text.trim_end()
+        );
+        let _ = writeln!(b, "## Your answer\n\nWrite one JSON object to `{}`:\n\n```json\n{{\"findings\": [{{\"finding_id\": \"<id above>\", \"decision\": \"confirmed|refuted\", \"reason\": \"...\", \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}]}}\n```\n\nOne entry per finding above; `failure_scenario` (sharper than the finder's) when you confirm.", p.output.display());
+        return b;
+    }
+    let _ = writeln!(b, "# Validate: {} ({} {})\n", p.unit, p.role, p.name);
+    let _ = writeln!(b, "You did not build this. Try to prove it does not keep its contract. Work read only in `{}` (a checkout of the delivered head): do not write, commit or check out anything; a validator that changes the tree has its answer thrown away.\n", p.worktree.display());
+    let _ = writeln!(b, "## Your focus\n\n{}\n", focus(p.name));
+    let _ = writeln!(
+        b,
+        "## The unit\n\n````markdown\n{}\n````\n",
+        p.unit_text.trim_end()
+    );
+    if !p.ancestor_rules.is_empty() {
+        let _ = writeln!(b, "## Rules inherited from ancestor units (they apply here; use `<parent-id>:<item>` ids)\n\n{}", p.ancestor_rules);
+    }
+    let _ = writeln!(
+        b,
+        "## The delivered range\n\n`{}..{}`; files changed:\n",
+        p.base, p.head
+    );
+    for f in p.changed_files {
+        let _ = writeln!(b, "- `{f}`");
+    }
+    let _ = writeln!(
+        b,
+        "\n## What the implementer claims (claims, not facts)\n\n```json\n{}\n```\n",
+        serde_json::to_string_pretty(p.report).unwrap_or_default()
+    );
+    let _ = writeln!(
+        b,
+        "## The definition of done, as the loop ran it\n\n```json\n{}\n```\n",
+        serde_json::to_string_pretty(p.commands).unwrap_or_default()
+    );
+    if !p.rejected.is_empty() {
+        let _ = writeln!(
+            b,
+            "## Findings the implementer rejected in writing (judge the reasons)\n"
+        );
+        for f in p.rejected {
+            let reason = f
+                .disposition
+                .as_ref()
+                .and_then(|d| d.get("reason"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let _ = writeln!(
+                b,
+                "- {} ({}): {} -- rejected because: {reason}",
+                f.id, f.evidence.severity, f.evidence.summary
+            );
+        }
+        b.push('\n');
+    }
+    let _ = writeln!(b, "## Rubric\n\n{}\n", RUBRIC.trim_end());
+    let _ = writeln!(
+        b,
+        "## Your answer\n\nWrite one JSON object to `{}` (spec/schema/validator.schema.json):\n\n```json\n\
+{{\"verdict\": \"pass|fail\",\n \"expectations\": [{{\"id\": \"E1\", \"result\": \"pass|fail|unknown\", \"evidence\": \"...\"}}],\n \
+\"failures\": [{{\"id\": \"F1\", \"triggered\": false, \"evidence\": \"...\"}}],\n \"constraints\": [{{\"id\": \"C1\", \"violated\": false, \"evidence\": \"...\"}}],\n \
+\"findings\": [{{\"file_path\": \"src/x.rs\", \"criterion_ref\": \"E1\", \"finding_category\": \"correctness\", \"severity\": \"S2-major\", \"summary\": \"...\", \
+\"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}],\n \"out_of_scope\": [\"paths changed outside the Scope\"],\n \"notes\": \"...\"}}\n```\n\n\
+Severities are written in full: {}. Categories: {}. Do not give findings ids or say who found them: the loop does.",
+        p.output.display(),
+        SEVERITIES.join(", "),
+        CATEGORIES.join(", ")
+    );
+    b
+}
+
+/// Short JSON of a finding for events and `run show`.
+pub fn finding_json(f: &Finding) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), f.id.clone().into());
+    m.insert("severity".into(), f.evidence.severity.clone().into());
+    m.insert("status".into(), f.status.clone().into());
+    m.insert("summary".into(), f.evidence.summary.clone().into());
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> String {
+        r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "fail", "evidence": "no"}],
+            "findings": [{"file_path": "a.rs", "criterion_ref": "E1", "finding_category": "correctness", "severity": "S2-major",
+              "summary": "s", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}]}"#.into()
+    }
+
+    #[test]
+    fn a_strict_answer_parses_and_a_fenced_one_too() {
+        assert_eq!(parse_answer(&good()).unwrap().findings.len(), 1);
+        let fenced = format!("I looked.\n```json\n{}\n```\nDone.", good());
+        assert_eq!(parse_answer(&fenced).unwrap().verdict, "fail");
+    }
+
+    #[test]
+    fn bad_answers_are_refused_naming_the_field() {
+        let code = |s: String| parse_answer(&s).unwrap_err();
+        let e = code(good().replace("\"S2-major\"", "\"S2\""));
+        assert!(
+            e.message.contains("severity") && e.message.contains("S2"),
+            "{e:?}"
+        );
+        assert_eq!(
+            code(good().replace(
+                "\"summary\": \"s\"",
+                "\"summary\": \"s\", \"finding_id\": \"X\""
+            ))
+            .code,
+            "answer-forged"
+        );
+        assert_eq!(
+            code(good().replace(
+                "\"verdict\": \"fail\"",
+                "\"verdict\": \"fail\", \"extra\": 1"
+            ))
+            .code,
+            "answer-invalid"
+        );
+        assert_eq!(code(good().replace(", \"failure_scenario\": {\"inputs\": \"i\", \"expected\": \"e\", \"actual\": \"a\"}", "")).code, "answer-invalid");
+        assert_eq!(
+            code(good().replace("correctness", "style")).code,
+            "answer-invalid"
+        );
+        assert_eq!(code("not json at all".into()).code, "answer-unparsable");
+    }
+
+    #[test]
+    fn fingerprints_name_what_moved() {
+        let a = Fingerprint {
+            head: "a".into(),
+            branch: None,
+            lane_branch_head: "l".into(),
+            dirty: BTreeMap::new(),
+        };
+        let mut b = a.clone();
+        assert!(moved(&a, &b).is_empty());
+        b.head = "b".into();
+        b.dirty.insert("x.txt".into(), "h".into());
+        let m = moved(&a, &b);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(m[1].contains("x.txt"));
+    }
+}
