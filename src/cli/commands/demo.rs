@@ -98,9 +98,25 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let agent = base.join("scripted-agent");
     std::fs::write(&agent, AGENT).map_err(|e| io_error("demo", e))?;
     let script = base.join("agent-script.txt");
+    // The scripted agent plays the implementer (fix, commit, report) and then, as a separate
+    // read-only validator, answers with a pass and one minor finding.
+    let answer = serde_json::json!({
+        "verdict": "pass",
+        "expectations": [
+            {"id": "E1", "result": "pass", "evidence": "`sh greet.sh Ada` prints `Hello, Ada`"},
+            {"id": "E2", "result": "pass", "evidence": "`sh greet.sh` prints `Hello, world`"}
+        ],
+        "failures": [{"id": "F1", "triggered": false, "evidence": "a given name is used"}],
+        "constraints": [{"id": "C1", "violated": false, "evidence": "no argument still works"}],
+        "findings": [{
+            "file_path": "test.sh", "criterion_ref": "E1", "finding_category": "test-coverage",
+            "severity": "S3-minor", "summary": "test.sh does not try a name with a space",
+            "failure_scenario": {"inputs": "sh greet.sh 'Ada Lovelace'", "expected": "Hello, Ada Lovelace", "actual": "not tested"}
+        }]
+    });
     std::fs::write(
         &script,
-        "commit greet.sh echo \"Hello, ${1:-world}\"\nreport-ok E1 E2\n",
+        format!("role implementer\ncommit greet.sh echo \"Hello, ${{1:-world}}\"\nreport-ok E1 E2\nrole validator\nreport {answer}\n"),
     )
     .map_err(|e| io_error("demo", e))?;
 
@@ -153,9 +169,8 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| io_error("demo", e))?)
             .map_err(|e| io_error("demo", e))?;
     config["verify"]["commands"] = serde_json::json!(["sh test.sh"]);
-    config["verify"]["independent"] = false.into();
     config["runners"] = serde_json::json!({"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"], "timeoutSec": 60}});
-    config["roles"] = serde_json::json!({"implementer": {"runner": "scripted"}});
+    config["roles"] = serde_json::json!({"implementer": {"runner": "scripted"}, "validator": {"runner": "scripted"}});
     std::fs::write(
         &config_path,
         format!(
@@ -164,7 +179,7 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         ),
     )
     .map_err(|e| io_error("demo", e))?;
-    log.push_str("\n(.iced/config.json: the built-in scripted agent implements; `sh test.sh` is the definition of done)\n");
+    log.push_str("\n(.iced/config.json: the built-in scripted agent implements and, separately and read-only, validates; `sh test.sh` is the definition of done)\n");
     git(&repo, &["add", "-A"])?;
     git(&repo, &["commit", "-q", "-m", &format!("approve {id}")])?;
     log.push_str(&format!("\n$ git commit -m \"approve {id}\"\n"));
@@ -174,7 +189,7 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let history = crate::git::run(&repo, &["log", "--oneline", &branch]).unwrap_or_default();
     log.push_str(&format!("\n$ git log --oneline {branch}\n{history}\n"));
     log.push_str(&format!(
-        "\nDelivered. The lane branch `{branch}` carries the fix and the unit's close (evidence.md, verify.json, status done).\nThe demo repository is kept at `{}`; remove it when done.",
+        "\nDelivered. The lane branch `{branch}` carries the fix and the unit's close (evidence.md, verify.json, status done); the validator's minor finding is noted in evidence.md.\nThe demo repository is kept at `{}`; remove it when done.",
         base.display()
     ));
     Ok(Output::new(
