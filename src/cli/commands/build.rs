@@ -278,6 +278,15 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                             .collect::<String>()
                     ));
                 }
+                if !lane.findings.is_empty() {
+                    text.push_str("  findings:\n");
+                }
+                for f in &lane.findings {
+                    text.push_str(&format!(
+                        "    {} {} {} (round {}, by {}): {}\n",
+                        f.id, f.evidence.severity, f.status, f.round, f.by, f.evidence.summary
+                    ));
+                }
             }
             Ok(Output::new(json, text))
         }
