@@ -236,7 +236,9 @@ fn validators(
                 return Some(if mutated && lane.mutations >= view.max_mutations {
                     Next::Block {
                         lane: id,
-                        reason: format!("`{key}` changed its tree {} times; its answers were thrown away each time", lane.mutations),
+                        // `mutations` counts the answers already thrown away and run again;
+                        // this one is thrown away too.
+                        reason: format!("`{key}` changed its tree; this lane's validators have changed theirs {} times, more than max_mutations ({}) allows, and each such answer was thrown away", lane.mutations + 1, view.max_mutations),
                     }
                 } else if !mutated && !crash_budget_left {
                     Next::Block {

@@ -64,15 +64,20 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         .map_err(|e| format!("read `{}`: {e}", unit_path.display()))?;
     let parsed = crate::unit::parse_unit(&text);
     let now = crate::clock::now_iso();
-    let commits = git(
+    let log = git(
         worktree,
         &[
-            "rev-list",
+            "log",
             "--reverse",
+            "--format=%H %s",
             &format!("{}..{head}", run.base.commit),
         ],
     )?;
-    let commits: Vec<&str> = commits.lines().collect();
+    // `<sha> <subject>` per line: verify.json keeps the shas, evidence.md the subjects too.
+    let commits: Vec<(&str, &str)> = log
+        .lines()
+        .map(|l| l.split_once(' ').unwrap_or((l, "")))
+        .collect();
 
     let risk = parsed.frontmatter.str("risk").and_then(|r| r.parse().ok());
     let level = crate::unit::kinds::effective_autonomy(
@@ -201,7 +206,8 @@ pub struct Close<'a> {
     pub run: &'a Run,
     pub receipt: &'a Value,
     pub head: &'a str,
-    pub commits: &'a [&'a str],
+    /// The commits of the delivered range, oldest first: sha and subject.
+    pub commits: &'a [(&'a str, &'a str)],
     pub now: &'a str,
     pub effective_autonomy: i64,
 }
@@ -284,7 +290,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
         "status": status,
         "base": c.run.base.commit,
         "head": c.head,
-        "commits": c.commits,
+        "commits": c.commits.iter().map(|(sha, _)| *sha).collect::<Vec<_>>(),
         "commands": c.receipt["commands"],
         "summary": c.receipt["summary"],
         "expectations": expectations,
@@ -304,7 +310,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
             .filter_map(|v| v["name"].as_str().map(str::to_owned))
             .collect();
         format!(
-            "independent validators ({}) found nothing blocking",
+            "independent validators ({}) pass it, and no blocking finding is open",
             names.join(", ")
         )
     } else {
@@ -315,15 +321,40 @@ pub fn documents(c: &Close<'_>) -> Closed {
         "Verdict: **PASS** (attempt {}, {}, run `{}`): {how}.",
         lane.attempt, c.now, c.run.id
     );
+    let unanswered: Vec<&str> = merged["unanswered"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut why = Vec::new();
+    if !validated {
+        why.push("no independent validator judged it".to_owned());
+    }
+    if !unanswered.is_empty() {
+        why.push(format!(
+            "no usable answer from {} (verify.json says why)",
+            unanswered.join(", ")
+        ));
+    }
+    if !manual.is_empty() {
+        why.push(format!("{} is for a person to check", manual.join(", ")));
+    }
+    let unit = &lane.unit;
     let _ = writeln!(
         md,
         "{}\n",
         match status {
             "accepted" =>
-                "Accepted automatically: the unit's autonomy allows it and nothing needs a person.",
-            _ if needs_human =>
-                "A person accepts it: `iced accept` (or `iced reject <id> <reason>`).",
-            _ => "A person accepts it (the unit's autonomy asks for that): `iced accept`.",
+                "Accepted automatically: the unit's autonomy allows it and nothing needs a person."
+                    .to_owned(),
+            _ if needs_human => format!(
+                "A person accepts it, because {}: `iced accept {unit}` (or `iced reject {unit} <reason>`).",
+                why.join("; ")
+            ),
+            _ => format!(
+                "A person accepts it (the unit's autonomy asks for that): `iced accept {unit}`."
+            ),
         }
     );
     let _ = writeln!(
@@ -348,6 +379,13 @@ pub fn documents(c: &Close<'_>) -> Closed {
             cmd["duration_ms"]
         );
     }
+    // The validators of this round that answered, in order.
+    let answered: Vec<&super::state::StepRecord> = lane
+        .steps
+        .iter()
+        .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
+        .filter(|r| r.outcome.as_ref().is_some_and(|o| o["answer"].is_object()))
+        .collect();
     let _ = writeln!(md, "\n## Expectations\n");
     for e in &expectations {
         let result = e["result"].as_str().unwrap_or("");
@@ -383,24 +421,52 @@ pub fn documents(c: &Close<'_>) -> Closed {
                 x["ref"].as_str().unwrap_or("")
             );
         }
+        for r in &answered {
+            let answer = &r.outcome.as_ref().expect("answered")["answer"];
+            for j in answer["expectations"].as_array().into_iter().flatten() {
+                if j["id"] == e["id"] {
+                    let said = j["evidence"].as_str().unwrap_or("");
+                    let _ = writeln!(
+                        md,
+                        "- Judged {} by `{}`{}{said}",
+                        j["result"].as_str().unwrap_or(""),
+                        r.step.trim_start_matches("validate-"),
+                        if said.is_empty() { "" } else { ": " }
+                    );
+                }
+            }
+        }
         md.push('\n');
     }
     if validated {
         let _ = writeln!(md, "## Failure conditions and constraints\n");
-        for (label, key, bad) in [
-            ("triggered", "failures", "triggered"),
-            ("violated", "constraints", "violated"),
+        for (key, bad, items) in [
+            ("failures", "triggered", &c.unit.failures),
+            ("constraints", "violated", &c.unit.constraints),
         ] {
-            for (id, hit) in merged[key].as_object().into_iter().flatten() {
-                let _ = writeln!(
-                    md,
-                    "- [{id}] {}",
-                    if hit == &Value::Bool(true) {
-                        bad.to_owned()
-                    } else {
-                        format!("not {label}")
-                    }
-                );
+            // The unit's items in its order, then any other a validator named (an ancestor's).
+            let judged = merged[key].as_object();
+            let mut ids: Vec<(String, String)> = items
+                .iter()
+                .map(|i| (i.id.clone(), i.text.clone()))
+                .collect();
+            for id in judged.into_iter().flat_map(|m| m.keys()) {
+                if !ids.iter().any(|(known, _)| known == id) {
+                    ids.push((id.clone(), String::new()));
+                }
+            }
+            for (id, text) in ids {
+                let hit = judged.and_then(|m| m.get(&id)) == Some(&Value::Bool(true));
+                let said = if hit {
+                    bad.to_owned()
+                } else {
+                    format!("not {bad}")
+                };
+                if text.is_empty() {
+                    let _ = writeln!(md, "- [{id}] {said}");
+                } else {
+                    let _ = writeln!(md, "- [{id}] {said}: {text}");
+                }
             }
         }
         md.push('\n');
@@ -410,18 +476,17 @@ pub fn documents(c: &Close<'_>) -> Closed {
         }
         for f in &lane.findings {
             let e = &f.evidence;
+            let _ = writeln!(md, "### {}: {}\n", f.id, e.summary);
             let _ = writeln!(
                 md,
-                "### {} ({}, {}, round {}, by {})\n",
-                f.id, e.severity, e.finding_category, f.round, f.by
+                "- {}, {}; found in round {} by `{}`",
+                e.severity, e.finding_category, f.round, f.by
             );
-            let _ = writeln!(md, "- {}", e.summary);
             if !e.file_path.is_empty() {
-                let _ = writeln!(
-                    md,
-                    "- File: `{}`; criterion: {}",
-                    e.file_path, e.criterion_ref
-                );
+                let _ = writeln!(md, "- File: `{}`", e.file_path);
+            }
+            if !e.criterion_ref.is_empty() {
+                let _ = writeln!(md, "- Criterion: {}", e.criterion_ref);
             }
             let _ = writeln!(
                 md,
@@ -457,8 +522,8 @@ pub fn documents(c: &Close<'_>) -> Closed {
         }
     }
     let _ = writeln!(md, "## Commits\n");
-    for commit in c.commits {
-        let _ = writeln!(md, "- {commit}");
+    for (sha, subject) in c.commits {
+        let _ = writeln!(md, "- {sha} {subject}");
     }
     Closed {
         verify_json,

@@ -912,15 +912,29 @@ pub(super) fn archive(
         return Ok(());
     }
     ensure_dir(&ctx.paths.run_dir(run_id), ctx.step)?;
+    // Appended within a transaction, before the state is saved: a call killed in between leaves
+    // these lines, and the next call archives the same records again. A record already there
+    // (byte for byte: its nonce, owner and times make it unique) is not appended twice.
+    let path = ctx.paths.history(run_id);
+    let kept = std::fs::read_to_string(&path).unwrap_or_default();
+    let kept: std::collections::HashSet<&str> = kept.lines().collect();
     let mut text = String::new();
     for r in records {
         let mut v = serde_json::to_value(r).expect("a record serialises");
         v["lane"] = lane.into();
-        text.push_str(&v.to_string());
-        text.push('\n');
+        let line = v.to_string();
+        if !kept.contains(line.as_str()) {
+            text.push_str(&line);
+            text.push('\n');
+        }
     }
-    crate::store::append(&ctx.paths.history(run_id), text.as_bytes(), 0o600)
-        .map_err(|e| crate::repo::store_refusal(ctx.step, e))
+    if text.is_empty() {
+        return Ok(());
+    }
+    crate::store::append(&path, text.as_bytes(), 0o600)
+        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+    crate::failpoint::hit("archive-after-append");
+    Ok(())
 }
 
 fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusal> {
@@ -1080,6 +1094,10 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             };
             let next = match l.stage {
                 Stage::Deliver => "the receipt verified; call again to deliver".to_owned(),
+                Stage::Validate => {
+                    "the receipt verified; independent validators judge it next: call again"
+                        .to_owned()
+                }
                 Stage::Brief => format!(
                     "the receipt did not verify; attempt {} starts: call again",
                     l.attempt
@@ -1202,7 +1220,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
         Next::Judge { lane } => {
             let validators = super::judging::validators_for(ctx, run.lane(lane).expect("lane"));
             super::judging::judge(ctx, run, lane, &validators)?;
-            super::judging::run_blocked(run);
+            super::judging::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
                 Stage::Refute => (
@@ -1223,7 +1241,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
         }
         Next::FinishRefute { lane } => {
             super::judging::finish_refute(ctx, run, lane)?;
-            super::judging::run_blocked(run);
+            super::judging::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
                 Stage::Deliver => (
@@ -1445,6 +1463,7 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
         Pending::CheckValidator { lane, key } => super::judging::check(ctx, snapshot, &lane, &key),
         Pending::Deliver { lane } => {
             let l = snapshot.lane(&lane).expect("lane");
+            super::judging::remove_sandboxes(ctx, l);
             let result = super::deliver::deliver(ctx, snapshot, l);
             crate::failpoint::hit("deliver-after-commit");
             let out = record_after(

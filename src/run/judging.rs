@@ -435,15 +435,27 @@ pub fn prepare(
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
         super::state::ensure_dir(&dir, ctx.step)?;
         let path = sandbox(lane, key, attempt);
-        remove_sandbox(root, &path);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
         let shown = path.display().to_string();
-        if let Err(e) = crate::git::run(
-            root,
-            &["worktree", "add", "--quiet", "--detach", &shown, &branch],
-        ) {
+        // A fresh sandbox, whatever is at its path. The `git worktree add` of a call that died
+        // here outlives it and may take the path under this one's feet: remove and add again,
+        // for up to 2 s.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let added = loop {
+            remove_sandbox(root, &path);
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            match crate::git::run(
+                root,
+                &["worktree", "add", "--quiet", "--detach", &shown, &branch],
+            ) {
+                Err(_) if std::time::Instant::now() < give_up => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                result => break result,
+            }
+        };
+        if let Err(e) = added {
             return Err(crate::refusal::io_error(
                 ctx.step,
                 format!("the sandbox of `{key}`: {e}"),
@@ -608,9 +620,10 @@ pub fn check(
             .map(|a| serde_json::to_value(a).expect("serialises"))
             .map_err(|p| format!("{}: {}", p.code, p.message)),
     };
-    remove_sandbox(&ctx.repo.root, &path);
+    // The sandbox goes only once its check is recorded: a call that dies before would leave the
+    // next one a missing sandbox, which it could not tell from a validator that removed it.
     crate::failpoint::hit("validator-after-check");
-    record_after(ctx, &snapshot.id, lane_id, key, |l, record| {
+    let report = record_after(ctx, &snapshot.id, lane_id, key, |l, record| {
         let finished = record
             .outcome
             .as_ref()
@@ -637,6 +650,12 @@ pub fn check(
                     "`{key}` moved the lane branch: {}; restore it and resume",
                     moved.join("; ")
                 ));
+                emit(
+                    &ctx.paths,
+                    &snapshot.id,
+                    "run_blocked",
+                    json!({"lane": lane_id, "reason": l.reason}),
+                );
                 return Ok(("blocked", l.reason.clone().unwrap_or_default()));
             }
             return Ok((
@@ -661,7 +680,23 @@ pub fn check(
             ),
         }
         Ok(("advanced", format!("`{key}` answered; call again")))
-    })
+    });
+    if report.is_ok() {
+        remove_sandbox(&ctx.repo.root, &path);
+    }
+    report
+}
+
+/// Remove every sandbox a lane's validators left (a call that died between recording a check and
+/// removing its sandbox leaves one); before delivering, when no validator of the lane runs.
+pub fn remove_sandboxes(ctx: &Ctx<'_>, lane: &Lane) {
+    let Some(worktree) = &lane.worktree else {
+        return;
+    };
+    let dir = PathBuf::from(format!("{worktree}.validators"));
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        remove_sandbox(&ctx.repo.root, &entry.path());
+    }
 }
 
 fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {
@@ -838,8 +873,17 @@ pub fn apply_dispositions(lane: &mut Lane, dispositions: &Value) {
     }
 }
 
-pub fn run_blocked(run: &mut Run) {
-    if run.lanes.iter().any(|l| l.stage == Stage::Blocked) {
-        run.status = RunStatus::Blocked;
-    }
+/// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).
+pub fn run_blocked(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) {
+    let Some(lane) = run.lane(lane_id).filter(|l| l.stage == Stage::Blocked) else {
+        return;
+    };
+    let reason = lane.reason.clone();
+    run.status = RunStatus::Blocked;
+    emit(
+        &ctx.paths,
+        &run.id,
+        "run_blocked",
+        json!({"lane": lane_id, "reason": reason}),
+    );
 }

@@ -1,14 +1,19 @@
 //! The crash suite (SPEC 20-21): `iced` killed with SIGKILL at every failpoint, at random
 //! moments, and while a git it started is still running, must resume the same run to delivery
-//! without doing a side effect twice: one agent per attempt (a second attempt only when the kill
-//! fell between recording a launch and its supervisor registering), each definition-of-done
-//! command once, in the one verified attempt, one delivery commit, a clean worktree, a released
-//! claim, a state file that parses strictly with no step left `started`. Plus sixteen
-//! `implement step` callers at once on one run.
+//! without doing a side effect twice: one agent per (role, lens, attempt) (a further attempt only
+//! when the kill fell between recording a launch and its supervisor registering), each
+//! definition-of-done command once per verified attempt, one delivery commit, a clean worktree,
+//! no validator sandbox left, a released claim, a state file that parses strictly with no step
+//! left `started`, and a history with each archived record once. Plus sixteen `implement step`
+//! callers at once on one run.
 //!
-//! Every case works in a fresh repository holding one approved, committed unit (E1, E2) with
-//! `verify.independent: false`. The fake agent (fixtures/fake-agent) and the definition-of-done
-//! commands append a line to logs outside the repository, so the test can count what really ran.
+//! Every case works in a fresh repository holding one approved, committed unit (E1, E2), either
+//! with `verify.independent: false`, or validated (`Setup::validated`): one lens, `full`, whose
+//! validator finds an S2 on attempt 1 that the refuter confirms, so the run crosses the validate,
+//! refute and fix stages and delivers after attempt 2. The fake agent (fixtures/fake-agent) plays
+//! every role; it and the definition-of-done commands append a line to logs outside the
+//! repository, so the test can count what really ran: no agent may start twice for one (role,
+//! lens, attempt).
 //!
 //! `ICED_CRASH_ITERATIONS` (default 24) and `ICED_CRASH_MAX_DELAY_MS` tune the random kills; a
 //! failed case copies what it left to `$TMPDIR/iced-crash-kept/`.
@@ -28,6 +33,29 @@ const QUICK_AGENT: &str = "commit src/session.txt refreshed on activity\nreport-
 /// The agent of the concurrency test: slow enough that many callers find it running.
 const SLOW_AGENT: &str =
     "sleep 0.3\ncommit src/session.txt refreshed on activity\nreport-ok E1 E2\n";
+/// The validated setup's agent, every role (`{lane}` is the lane's id): the implementer commits and
+/// disposes of every finding its brief lists; the validator finds an S2 on attempt 1 and passes
+/// later; the refuter confirms it. Attempt 3 is reached only when an implementer launch crashed.
+const VALIDATED_AGENT: &str = r#"role implementer
+attempt 1
+commit src/session.txt refreshed on activity
+attempt 2
+commit src/idle.txt idle sessions end
+attempt 3
+commit src/late.txt idle sessions end, late
+attempt *
+report-fix * E1 E2
+role validator
+attempt 1
+report {"verdict": "fail", "expectations": [{"id": "E1", "result": "pass"}, {"id": "E2", "result": "pass"}], "findings": [{"file_path": "src/session.txt", "criterion_ref": "E2", "finding_category": "correctness", "severity": "S2-major", "summary": "idle sessions never end", "failure_scenario": {"inputs": "an idle session", "expected": "it ends after 30 minutes", "actual": "it never ends"}}]}
+attempt 2
+report {"verdict": "pass", "expectations": [{"id": "E1", "result": "pass"}, {"id": "E2", "result": "pass"}]}
+attempt 3
+report {"verdict": "pass", "expectations": [{"id": "E1", "result": "pass"}, {"id": "E2", "result": "pass"}]}
+attempt *
+role refuter
+report {"findings": [{"finding_id": "{lane}-F1", "decision": "confirmed", "reason": "reproduced"}]}
+"#;
 const SIGKILL: i32 = 9;
 /// No single `iced` call of this suite should take anywhere near this long.
 const CALL_LIMIT: Duration = Duration::from_secs(60);
@@ -39,12 +67,15 @@ enum Driver {
 }
 
 /// How a case's repository is configured.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 struct Setup {
     driver: Driver,
     /// How many definition-of-done entries (each one command appending to its own log).
     dod: usize,
     agent: &'static str,
+    /// Independent validation (one lens, `full`; [`VALIDATED_AGENT`]), not the loop's own checks
+    /// alone.
+    validated: bool,
 }
 
 impl Setup {
@@ -53,8 +84,36 @@ impl Setup {
             driver: Driver::Process,
             dod,
             agent: QUICK_AGENT,
+            validated: false,
         }
     }
+
+    fn validated(self) -> Setup {
+        Setup {
+            agent: VALIDATED_AGENT,
+            validated: true,
+            ..self
+        }
+    }
+}
+
+/// Without the agent's script, which is long and tells nothing a failure needs.
+impl std::fmt::Debug for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup")
+            .field("driver", &self.driver)
+            .field("dod", &self.dod)
+            .field("validated", &self.validated)
+            .finish()
+    }
+}
+
+/// One logged start of the fake agent.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Start {
+    role: String,
+    lens: String,
+    attempt: u32,
 }
 
 /// One finished call of `iced`.
@@ -107,7 +166,7 @@ impl Case {
             .expect("the repo has a parent")
             .join("crash");
         std::fs::create_dir_all(&out).unwrap();
-        std::fs::write(out.join("agent.script"), setup.agent).unwrap();
+        std::fs::write(out.join("agent.script"), setup.agent.replace("{lane}", &id)).unwrap();
         let mut config: Value = serde_json::from_str(&env.read(".iced/config.json")).unwrap();
         let commands: Vec<Value> = (0..setup.dod)
             .map(|k| {
@@ -115,13 +174,19 @@ impl Case {
                 json!({"argv": ["sh", "-c", "echo ran >> \"$0\"", log], "timeoutSec": 30})
             })
             .collect();
-        config["verify"]["independent"] = json!(false);
+        config["verify"]["independent"] = json!(setup.validated);
+        if setup.validated {
+            config["verify"]["lenses"] = json!(["full"]);
+        }
         config["verify"]["commands"] = json!(commands);
         config["verify"]["timeoutSec"] = json!(30);
         config["run"] = json!({"killGraceSec": 1});
         if setup.driver == Driver::Process {
             config["runners"] = json!({"fake": {"kind": "command", "argv": [FAKE_AGENT, out.join("agent.script")], "timeoutSec": 30}});
             config["roles"] = json!({"implementer": {"runner": "fake", "model": null}});
+            if setup.validated {
+                config["roles"]["validator"] = json!({"runner": "fake", "model": null});
+            }
         }
         env.write(
             ".iced/config.json",
@@ -220,16 +285,34 @@ impl Case {
         Some(run.lanes[0].stage.as_str().to_owned())
     }
 
-    /// The attempt of every start of the fake agent, in order.
-    fn agent_starts(&self) -> Vec<u32> {
+    /// Every start of the fake agent, in order.
+    fn agent_starts(&self) -> Vec<Start> {
         let log = std::fs::read_to_string(self.out.join("agent.script.log")).unwrap_or_default();
         log.lines()
             .map(|l| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix("attempt="))
-                    .and_then(|a| a.parse().ok())
-                    .unwrap_or_else(|| panic!("an agent log line without an attempt: {l}"))
+                let field = |name: &str| {
+                    l.split_whitespace()
+                        .find_map(|w| w.strip_prefix(name))
+                        .unwrap_or_else(|| panic!("an agent log line without {name}: {l}"))
+                        .to_owned()
+                };
+                Start {
+                    role: field("role="),
+                    lens: field("lens="),
+                    attempt: field("attempt=")
+                        .parse()
+                        .unwrap_or_else(|_| panic!("a bad attempt: {l}")),
+                }
             })
+            .collect()
+    }
+
+    /// The attempts in which `role` started, in order.
+    fn attempts_of(&self, role: &str) -> Vec<u32> {
+        self.agent_starts()
+            .into_iter()
+            .filter(|s| s.role == role)
+            .map(|s| s.attempt)
             .collect()
     }
 
@@ -286,64 +369,111 @@ impl Case {
             "{context}: the run is delivered"
         );
 
+        // No agent started twice for one (role, lens, attempt): a completed step never reran.
         let starts = self.agent_starts();
-        if self.setup.driver == Driver::Process {
-            let mut per_attempt = std::collections::BTreeMap::<u32, usize>::new();
-            for a in &starts {
-                *per_attempt.entry(*a).or_default() += 1;
-            }
+        let mut per_key = std::collections::BTreeMap::<&Start, usize>::new();
+        for s in &starts {
+            *per_key.entry(s).or_default() += 1;
+        }
+        assert!(
+            per_key.values().all(|n| *n == 1),
+            "{context}: an agent started twice for one (role, lens, attempt): {per_key:?}"
+        );
+        // The implementer: once, or (validated) twice, for the fix round; a crashed launch
+        // (retry_allowed, process driver) moves the work one attempt on.
+        let implementer = self.attempts_of("implementer");
+        let expected: &[u32] = if self.setup.validated { &[1, 2] } else { &[1] };
+        if retry_allowed && self.setup.driver == Driver::Process {
             assert!(
-                per_attempt.values().all(|n| *n == 1),
-                "{context}: two agents ran for one attempt: starts by attempt {per_attempt:?}"
+                (1..=expected.len().max(2)).contains(&implementer.len()),
+                "{context}: the implementer started in attempts {implementer:?}"
             );
-            if retry_allowed {
-                assert!(
-                    (1..=2).contains(&starts.len()),
-                    "{context}: the agent started {} times (attempts {starts:?}); at most 2 allowed",
-                    starts.len()
-                );
+        } else {
+            assert_eq!(
+                implementer, expected,
+                "{context}: the implementer's starts (by attempt); every start: {starts:?}"
+            );
+        }
+        if self.setup.validated {
+            // Each verified attempt was validated once; the refuter saw attempt 1's finding.
+            assert_eq!(
+                self.attempts_of("validator"),
+                implementer,
+                "{context}: a validator per implementer attempt; every start: {starts:?}"
+            );
+            let refuted: &[u32] = if implementer.first() == Some(&1) {
+                &[1]
             } else {
+                &[]
+            };
+            assert_eq!(
+                self.attempts_of("refuter"),
+                refuted,
+                "{context}: the refuter's starts; every start: {starts:?}"
+            );
+            for f in &state.runs[&run].lanes[0].findings {
                 assert_eq!(
-                    starts.len(),
-                    1,
-                    "{context}: the agent started more than once (attempts {starts:?})"
+                    f.status, "applied",
+                    "{context}: finding {} ended {}",
+                    f.id, f.status
                 );
             }
         } else {
-            assert_eq!(
-                starts.len(),
-                1,
-                "{context}: the host ran the agent more than once (attempts {starts:?})"
+            assert!(
+                starts.iter().all(|s| s.role == "implementer"),
+                "{context}: {starts:?}"
             );
         }
 
+        let history =
+            std::fs::read_to_string(self.env.path(&format!(".iced/run/{run}/history.jsonl")))
+                .unwrap_or_default();
+        let mut lines: Vec<&str> = history.lines().collect();
+        lines.sort_unstable();
+        let archived = lines.len();
+        lines.dedup();
+        assert_eq!(
+            lines.len(),
+            archived,
+            "{context}: a record was archived twice in history.jsonl"
+        );
         let records = self.all_records(&run);
-        // The agent always does its job, so no receipt may fail: an attempt is superseded only
-        // because its implementer launch crashed (recorded, never started).
+        // The agents always do their job, so no receipt may fail: an attempt is superseded
+        // because its implementer launch crashed (recorded, never started), or (validated) by
+        // the fix round its validators asked for.
         let receipts: Vec<&Value> = records.iter().filter(|r| r["step"] == "receipt").collect();
         assert!(
-            receipts.len() == 1 && receipts[0]["status"] == "done",
-            "{context}: one receipt, verified; got {receipts:#?}"
+            receipts.len() == implementer.len() && receipts.iter().all(|r| r["status"] == "done"),
+            "{context}: one verified receipt per implementer start ({implementer:?}); got {receipts:#?}"
         );
         let final_attempt = state.runs[&run].lanes[0].attempt;
         for r in records.iter().filter(|r| r["step"] == "implement") {
-            if r["attempt"] != final_attempt {
-                assert!(
-                    r["status"] == "failed" && r["outcome"]["crashed"] == true,
-                    "{context}: attempt {} was superseded without crashing: {r}",
-                    r["attempt"]
-                );
-                // Only `iced` invocations are killed here, never a supervisor: a launch taken
-                // for crashed must not have started its agent (else two agents could overlap in
-                // one worktree, one per attempt).
-                assert!(
-                    !starts
-                        .iter()
-                        .any(|a| Some(u64::from(*a)) == r["attempt"].as_u64()),
-                    "{context}: the agent of crashed attempt {} ran (starts {starts:?})",
-                    r["attempt"]
-                );
+            if r["attempt"] == final_attempt {
+                continue;
             }
+            let ran = implementer
+                .iter()
+                .any(|a| Some(u64::from(*a)) == r["attempt"].as_u64());
+            if self.setup.validated && r["status"] == "done" {
+                assert!(
+                    ran,
+                    "{context}: a done implement record without its agent: {r}"
+                );
+                continue;
+            }
+            assert!(
+                r["status"] == "failed" && r["outcome"]["crashed"] == true,
+                "{context}: attempt {} was superseded without crashing: {r}",
+                r["attempt"]
+            );
+            // Only `iced` invocations are killed here, never a supervisor: a launch taken
+            // for crashed must not have started its agent (else two agents could overlap in
+            // one worktree, one per attempt).
+            assert!(
+                !ran,
+                "{context}: the agent of crashed attempt {} ran (starts {starts:?})",
+                r["attempt"]
+            );
         }
         for k in 0..self.setup.dod {
             let recorded = records
@@ -352,8 +482,19 @@ impl Case {
                 .count();
             assert_eq!(
                 (self.dod_runs(k), recorded),
-                (1, 1),
-                "{context}: definition-of-done command {k} ran (and was recorded) once, in the verified attempt"
+                (receipts.len(), receipts.len()),
+                "{context}: definition-of-done command {k} ran (and was recorded) once per verified attempt"
+            );
+        }
+        if self.setup.validated {
+            let sandboxes = PathBuf::from(format!(
+                "{}.validators",
+                state.runs[&run].lanes[0].worktree.as_deref().unwrap_or("")
+            ));
+            assert!(
+                !sandboxes.exists(),
+                "{context}: validator sandboxes are left in {}",
+                sandboxes.display()
             );
         }
 
@@ -478,8 +619,24 @@ impl Case {
         }
     }
 
-    /// What a driving host does on `start_agent`: start a fresh agent in the worktree.
+    /// What a driving host does on `start_agent`: start a fresh agent in the worktree, in the
+    /// role it names (a validator's lens is the name of its prompt's folder,
+    /// `activities/validate-<lens>-<attempt>/prompt.md`; the refuter's is `refute`).
     fn host_runs_agent(&self, report: &Value) {
+        let brief = report["brief"].as_str().expect("a brief");
+        let role = report["role"].as_str().expect("a role");
+        let lens = if role == "implementer" {
+            String::new()
+        } else {
+            let folder = Path::new(brief)
+                .parent()
+                .and_then(|d| d.file_name())
+                .expect("the prompt's folder")
+                .to_string_lossy()
+                .into_owned();
+            let name = folder.rsplit_once('-').expect("<step>-<attempt>").0;
+            name.strip_prefix("validate-").unwrap_or(name).to_owned()
+        };
         let status = Command::new(FAKE_AGENT)
             .arg(self.out.join("agent.script"))
             .current_dir(report["worktree"].as_str().expect("a worktree"))
@@ -491,6 +648,9 @@ impl Case {
             .env("ICED_RUN", report["run"].as_str().unwrap())
             .env("ICED_LANE", report["lane"].as_str().unwrap())
             .env("ICED_ATTEMPT", report["attempt"].to_string())
+            .env("ICED_ROLE", role)
+            .env("ICED_LENS", lens)
+            .env("ICED_PROMPT_FILE", brief)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .status()
@@ -633,10 +793,31 @@ fn variants(driver: Driver) -> Vec<Variant> {
         driver,
         dod,
         agent: QUICK_AGENT,
+        validated: false,
     };
     let mut out = Vec::new();
     for &name in iced::failpoint::ALL {
+        if name.starts_with("validator-") {
+            // Reached only with validators: the first is attempt 1's validator, the second the
+            // refuter (in one `build`), the third attempt 2's validator, after the fix round.
+            let validated = setup(1).validated();
+            out.push(Variant::new(name, name, validated));
+            out.push(Variant::new(name, &format!("{name}:2"), validated));
+            out.push(Variant::new(name, &format!("{name}:3"), validated));
+            out.push(Variant {
+                stage: Some("refute"),
+                ..Variant::new(name, name, validated)
+            });
+            continue;
+        }
+        if name == "archive-after-append" {
+            // Reached first when a confirmed finding starts the fix round.
+            out.push(Variant::new(name, name, setup(1).validated()));
+            continue;
+        }
         out.push(Variant::new(name, name, setup(1)));
+        // Every other failpoint again, on a run that crosses the validate and fix stages.
+        out.push(Variant::new(name, name, setup(1).validated()));
         match name {
             // The second outcome observed is a definition-of-done command's (the first is the
             // implementer's under the process driver).
@@ -675,6 +856,10 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "observe-before-record",
             "receipt-after-record",
             "dod-after-launch",
+            "validator-after-prepare",
+            "validator-after-launch",
+            "validator-after-check",
+            "archive-after-append",
             "deliver-after-commit",
             "deliver-after-record",
             "end-before-release",
@@ -712,20 +897,25 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
     let unreachable: &[&str] = match driver {
         // `implement step` never admits.
         Driver::Process => &["admit-after-claim", "admit-after-state"],
-        // ... and under the host driver never launches an implementer.
+        // ... and under the host driver never launches an implementer or a validator.
         Driver::Host => &[
             "admit-after-claim",
             "admit-after-state",
             "launch-after-record",
             "launch-after-spawn",
+            "validator-after-launch",
         ],
     };
-    // One `implement step` observes each finished activity once: the n-th hit of
-    // observe-before-record is not reached within one call (its stage-armed variant is).
+    // One `implement step` observes each finished activity once, and prepares, launches or
+    // checks the validators of one stage: the n-th hit of observe-before-record or of a
+    // validator failpoint is not reached within one call (their stage-armed variants are).
     let cases: Vec<Variant> = variants(driver)
         .into_iter()
         .filter(|v| !unreachable.contains(&v.name))
-        .filter(|v| !v.spec.starts_with("observe-before-record:"))
+        .filter(|v| {
+            !(v.spec.starts_with("observe-before-record:") || v.spec.starts_with("validator-"))
+                || !v.spec.contains(':')
+        })
         .collect();
     each_in_parallel(
         &format!("implement step ({driver:?} driver) at each failpoint"),
@@ -789,28 +979,38 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let calibration = Case::new(Setup::process(1));
-    let started = Instant::now();
-    let call = calibration.build(None);
-    let full = started.elapsed();
-    assert!(
-        call.status.success(),
-        "an uninterrupted build: {}",
-        call.describe()
-    );
-    calibration.assert_delivered("an uninterrupted build", false);
-    let max_delay = std::env::var("ICED_CRASH_MAX_DELAY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(full.as_millis() as u64);
-    eprintln!(
-        "an uninterrupted build takes {} ms; kills fall in 0..={max_delay} ms",
-        full.as_millis()
-    );
+    // Every other seed builds a validated unit (validate, refute and fix stages included).
+    let setups = [Setup::process(1), Setup::process(1).validated()];
+    let max_delays: Vec<u64> = setups
+        .iter()
+        .map(|&setup| {
+            let calibration = Case::new(setup);
+            let started = Instant::now();
+            let call = calibration.build(None);
+            let full = started.elapsed();
+            assert!(
+                call.status.success(),
+                "an uninterrupted build: {}",
+                call.describe()
+            );
+            calibration.assert_delivered("an uninterrupted build", false);
+            let max_delay = std::env::var("ICED_CRASH_MAX_DELAY_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(full.as_millis() as u64);
+            eprintln!(
+                "an uninterrupted build (validated: {}) takes {} ms; kills fall in 0..={max_delay} ms",
+                setup.validated,
+                full.as_millis()
+            );
+            max_delay
+        })
+        .collect();
     let seeds: Vec<u64> = (1..=iterations).map(|i| 0xC0FFEE + i).collect();
     each_in_parallel("random kills", &seeds, 3, |&seed| {
-        let delay = Rng::new(seed).next() % (max_delay + 1);
-        let case = Case::new(Setup::process(1));
+        let which = (seed % 2) as usize;
+        let delay = Rng::new(seed).next() % (max_delays[which] + 1);
+        let case = Case::new(setups[which]);
         let (mut child, stdout, stderr) = case.spawn(&["build", &case.id, "--json"], None);
         std::thread::sleep(Duration::from_millis(delay));
         let _ = child.kill();
@@ -825,14 +1025,18 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
                 format!("{} {}", v["stage"], v["action"]).replace('"', "")
             });
         eprintln!(
-            "seed {seed:#x}: {} after {delay} ms, last report: {at}",
+            "seed {seed:#x} (validated: {}): {} after {delay} ms, last report: {at}",
+            setups[which].validated,
             if first.killed() {
                 "killed"
             } else {
                 "had already exited"
             }
         );
-        let context = format!("seed {seed:#x}, killed after {delay} ms, last report {at}");
+        let context = format!(
+            "seed {seed:#x} (validated: {}), killed after {delay} ms, last report {at}",
+            setups[which].validated
+        );
         case.build_to_delivery(&context);
         case.assert_delivered(&context, true);
     });
@@ -843,8 +1047,8 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
 /// running a command holding any of `verbs` makes the overlap certain: the build is killed 150 ms
 /// into `stage`.
 /// Then the run must still deliver once, with a clean worktree.
-fn killed_while_its_git_runs(stage: &str, verbs: &[&str]) {
-    let mut case = Case::new(Setup::process(1));
+fn killed_while_its_git_runs(setup: Setup, stage: &str, verbs: &[&str]) {
+    let mut case = Case::new(setup);
     let real_git = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|dir| dir.join("git"))
         .find(|p| p.is_file())
@@ -902,24 +1106,46 @@ fn killed_while_its_git_runs(stage: &str, verbs: &[&str]) {
 
 #[test]
 fn build_killed_during_the_worktree_add_delivers_once() {
-    killed_while_its_git_runs("worktree", &["worktree add"]);
+    killed_while_its_git_runs(Setup::process(1), "worktree", &["worktree add"]);
 }
 
 #[test]
 fn build_killed_during_the_delivery_commit_delivers_once() {
-    killed_while_its_git_runs("deliver", &["commit", "commit-tree", "update-ref"]);
+    killed_while_its_git_runs(
+        Setup::process(1),
+        "deliver",
+        &["commit", "commit-tree", "update-ref"],
+    );
+}
+
+/// The `git worktree add` of a validator's sandbox outlives the call that made it, and takes the
+/// sandbox's path under the next call's feet.
+#[test]
+fn build_killed_during_a_sandbox_add_delivers_once() {
+    killed_while_its_git_runs(Setup::process(1).validated(), "validate", &["worktree add"]);
 }
 
 /// A process-driven run stepped by sixteen `implement step` callers at once, round after round.
 #[test]
 fn sixteen_concurrent_implement_steps_deliver_once() {
-    const CALLERS: usize = 16;
-    const MAX_ROUNDS: usize = 40;
-    let case = Case::new(Setup {
+    sixteen_concurrent_implement_steps(Setup {
         driver: Driver::Process,
         dod: 2,
         agent: SLOW_AGENT,
+        validated: false,
     });
+}
+
+/// ... and a validated one, through its validate, refute and fix stages.
+#[test]
+fn sixteen_concurrent_implement_steps_deliver_a_validated_run_once() {
+    sixteen_concurrent_implement_steps(Setup::process(2).validated());
+}
+
+fn sixteen_concurrent_implement_steps(setup: Setup) {
+    const CALLERS: usize = 16;
+    const MAX_ROUNDS: usize = 40;
+    let case = Case::new(setup);
     let created = case.iced(&["build", &case.id, "--no-wait", "--json"], None);
     assert!(
         created.status.success(),
@@ -963,7 +1189,7 @@ fn sixteen_concurrent_implement_steps_deliver_once() {
         }
     }
     eprintln!(
-        "{CALLERS} concurrent callers: delivered after {rounds} rounds ({calls} calls) in {:.1} s; the slowest call ended {} ms after its round started",
+        "{CALLERS} concurrent callers ({setup:?}): delivered after {rounds} rounds ({calls} calls) in {:.1} s; the slowest call ended {} ms after its round started",
         started.elapsed().as_secs_f64(),
         slowest.as_millis()
     );
@@ -973,5 +1199,5 @@ fn sixteen_concurrent_implement_steps_deliver_once() {
         failures.len(),
         failures.join("\n")
     );
-    case.assert_delivered("16 concurrent callers", false);
+    case.assert_delivered(&format!("16 concurrent callers ({setup:?})"), false);
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long anything asynchronous may take before the test gives up.
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 // ---- helpers ----------------------------------------------------------------------------------
 
@@ -22,7 +22,7 @@ fn own_checks(commands: Value) -> Value {
 
 /// A buildable unit whose implementer is the fake agent following `script`, with `patch` merged
 /// into the config on top of the runner.
-fn with_agent(script: &str, patch: Value) -> (TestEnv, String) {
+pub(crate) fn with_agent(script: &str, patch: Value) -> (TestEnv, String) {
     TestEnv::buildable_with(|env| {
         let mut config = fake_runner(env, script);
         merge_json(&mut config, &patch);
@@ -31,7 +31,7 @@ fn with_agent(script: &str, patch: Value) -> (TestEnv, String) {
 }
 
 /// Every stdout line of a `--json` invocation that prints one object per line.
-fn json_lines(run: &Run) -> Vec<Value> {
+pub(crate) fn json_lines(run: &Run) -> Vec<Value> {
     run.stdout
         .lines()
         .map(|l| {
@@ -41,20 +41,20 @@ fn json_lines(run: &Run) -> Vec<Value> {
         .collect()
 }
 
-fn last_line(run: &Run) -> Value {
+pub(crate) fn last_line(run: &Run) -> Value {
     json_lines(run)
         .pop()
         .unwrap_or_else(|| panic!("no output:\n{run:#?}"))
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+pub(crate) fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key]
         .as_str()
         .unwrap_or_else(|| panic!("`{key}` is not a string in {v}"))
 }
 
 /// `iced build <id> --json [extra]`, checked to exit `exit`; its final `{"run", "status"}` line.
-fn build(env: &TestEnv, id: &str, extra: &[&str], exit: i32) -> (Run, Value) {
+pub(crate) fn build(env: &TestEnv, id: &str, extra: &[&str], exit: i32) -> (Run, Value) {
     let mut args = vec!["build", id];
     args.extend_from_slice(extra);
     let out = env.iced_json(&args);
@@ -65,7 +65,7 @@ fn build(env: &TestEnv, id: &str, extra: &[&str], exit: i32) -> (Run, Value) {
 }
 
 /// `iced implement step --json`, which must succeed; its object.
-fn step(env: &TestEnv) -> Value {
+pub(crate) fn step(env: &TestEnv) -> Value {
     let out = env.iced_json(&["implement", "step"]);
     assert!(
         out.code == 0 || out.code == 4,
@@ -75,7 +75,7 @@ fn step(env: &TestEnv) -> Value {
 }
 
 /// Step until `done` says so; a final action that does not satisfy it fails the test at once.
-fn step_until(env: &TestEnv, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn step_until(env: &TestEnv, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let s = step(env);
@@ -101,7 +101,7 @@ fn step_until(env: &TestEnv, done: impl Fn(&Value) -> bool) -> Value {
 }
 
 /// Poll `ok` every 50 ms for up to [`WAIT`].
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
         assert!(start.elapsed() < WAIT, "{what}: not within {WAIT:?}");
@@ -109,12 +109,12 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn run_show(env: &TestEnv, run: &str) -> Value {
+pub(crate) fn run_show(env: &TestEnv, run: &str) -> Value {
     env.iced_json(&["run", "show", run]).ok().json()
 }
 
 /// The step record `key` of the show's first lane (current attempt).
-fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
+pub(crate) fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
     show["lanes"][0]["steps"]
         .as_array()
         .expect("steps")
@@ -131,11 +131,11 @@ fn claim_path(env: &TestEnv, id: &str) -> PathBuf {
     env.path(&format!(".iced/run/claims/{id}.json"))
 }
 
-fn lane_branch(id: &str) -> String {
+pub(crate) fn lane_branch(id: &str) -> String {
     format!("iced/{id}/{id}")
 }
 
-fn worktree_of(env: &TestEnv, id: &str) -> PathBuf {
+pub(crate) fn worktree_of(env: &TestEnv, id: &str) -> PathBuf {
     env.outside("repo.iced-worktrees").join(id)
 }
 
@@ -147,7 +147,7 @@ fn mode(path: &Path) -> u32 {
         & 0o777
 }
 
-fn same_file(a: &str, b: &Path) -> bool {
+pub(crate) fn same_file(a: &str, b: &Path) -> bool {
     Path::new(a).canonicalize().ok() == b.canonicalize().ok()
 }
 
@@ -171,7 +171,7 @@ fn logged_pid(start: &str) -> u32 {
 }
 
 /// What an agent leaves in a lane's worktree: a commit.
-fn agent_commit(worktree: &Path, rel: &str, text: &str) {
+pub(crate) fn agent_commit(worktree: &Path, rel: &str, text: &str) {
     let path = worktree.join(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
@@ -179,17 +179,17 @@ fn agent_commit(worktree: &Path, rel: &str, text: &str) {
     git_at(worktree, &["commit", "-q", "-m", &format!("agent: {rel}")]);
 }
 
-const GOOD_REPORT: &str = r#"{"summary": "sessions refresh on activity", "evidence": [
+pub(crate) const GOOD_REPORT: &str = r#"{"summary": "sessions refresh on activity", "evidence": [
   {"expectation": "E1", "kind": "test", "ref": "tests/session.rs::refresh"},
   {"expectation": "E2", "kind": "test", "ref": "tests/session.rs::idle"}]}"#;
 
 /// `path` as `implement receipt` is given it.
-fn hand_in(env: &TestEnv, path: &str) -> Run {
+pub(crate) fn hand_in(env: &TestEnv, path: &str) -> Run {
     env.iced_json(&["implement", "receipt", path])
 }
 
 /// A host-driven run created by `build --no-wait`; the `start_agent` object of its attempt 1.
-fn host_run(env: &TestEnv, id: &str) -> (String, Value) {
+pub(crate) fn host_run(env: &TestEnv, id: &str) -> (String, Value) {
     let (_, last) = build(env, id, &["--no-wait"], 0);
     let run_id = str_of(&last, "run").to_owned();
     let agent = step_until(env, |s| s["action"] == "start_agent");
@@ -199,7 +199,7 @@ fn host_run(env: &TestEnv, id: &str) -> (String, Value) {
 
 /// Everything iced keeps about the state file: its bytes and its inode (an atomic rewrite of the
 /// same bytes changes the inode).
-fn state_fingerprint(env: &TestEnv) -> (Vec<u8>, u64) {
+pub(crate) fn state_fingerprint(env: &TestEnv) -> (Vec<u8>, u64) {
     let path = state_path(env);
     let meta = std::fs::metadata(&path).expect("state.json exists");
     (std::fs::read(&path).unwrap(), meta.ino())

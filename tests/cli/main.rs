@@ -11,3 +11,4 @@ mod interop;
 mod loop_e2e;
 mod output;
 mod refusals;
+mod validation;
