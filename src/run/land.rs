@@ -1,0 +1,294 @@
+//! Landing, at the git level: bring the target into the lane, make the landed commit by the
+//! repository's strategy, move the target (through the person's checkout when it is checked out
+//! there, so their files follow), push, run the forge's commands, and retire a landed lane.
+//! Every function is idempotent or says what it found: the engine records each outcome.
+
+use std::path::{Path, PathBuf};
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    crate::git::run(dir, args)
+}
+
+/// Is `a` an ancestor of (or equal to) `b`?
+pub fn is_ancestor(dir: &Path, a: &str, b: &str) -> bool {
+    crate::git::command(dir)
+        .args(["merge-base", "--is-ancestor", a, b])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub fn rev(dir: &Path, reference: &str) -> Result<String, String> {
+    git(
+        dir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{reference}^{{commit}}"),
+        ],
+    )
+}
+
+/// What bringing the target into the lane did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Integrated {
+    /// The lane already contains the target.
+    AlreadyIn,
+    /// The target was merged into the lane: the definition of done must run again.
+    Merged { head: String },
+    /// The merge conflicts in these files; it was aborted.
+    Conflict { files: Vec<String> },
+}
+
+/// Merge `target_commit` into the lane branch checked out in `worktree`, unless it is in already.
+pub fn integrate(
+    worktree: &Path,
+    target_commit: &str,
+    identity: &[String],
+) -> Result<Integrated, String> {
+    if is_ancestor(worktree, target_commit, "HEAD") {
+        return Ok(Integrated::AlreadyIn);
+    }
+    let mut args: Vec<&str> = identity.iter().map(String::as_str).collect();
+    args.extend([
+        "merge",
+        "--no-ff",
+        "--no-edit",
+        "-m",
+        "iced: bring the target into the lane",
+        target_commit,
+    ]);
+    match git(worktree, &args) {
+        Ok(_) => Ok(Integrated::Merged {
+            head: git(worktree, &["rev-parse", "HEAD"])?,
+        }),
+        Err(e) => {
+            let files: Vec<String> = git(worktree, &["diff", "--name-only", "--diff-filter=U"])
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            let _ = git(worktree, &["merge", "--abort"]);
+            if files.is_empty() {
+                Err(e)
+            } else {
+                Ok(Integrated::Conflict { files })
+            }
+        }
+    }
+}
+
+/// Make the commit the target moves to, by strategy, from a lane head that contains the target.
+pub fn landed_commit(
+    dir: &Path,
+    strategy: &str,
+    lane_head: &str,
+    target_commit: &str,
+    message: &str,
+    identity: &[String],
+) -> Result<String, String> {
+    match strategy {
+        "ff" => Ok(lane_head.to_owned()),
+        "merge" | "squash" => {
+            if lane_head == target_commit {
+                return Ok(lane_head.to_owned());
+            }
+            let tree = git(dir, &["rev-parse", &format!("{lane_head}^{{tree}}")])?;
+            let mut args: Vec<&str> = identity.iter().map(String::as_str).collect();
+            args.extend(["commit-tree", &tree, "-p", target_commit]);
+            if strategy == "merge" {
+                args.extend(["-p", lane_head]);
+            }
+            args.extend(["-m", message]);
+            git(dir, &args)
+        }
+        other => Err(format!("unknown land.strategy `{other}`")),
+    }
+}
+
+/// The worktree that has `branch` checked out, if any.
+pub fn checked_out_at(root: &Path, branch: &str) -> Option<PathBuf> {
+    crate::git::worktree_of_branch(root, branch)
+}
+
+/// Move `target` from `old` to `new`: through its checkout with a fast-forward merge when it is
+/// checked out (the files follow, and git refuses rather than overwrite uncommitted work), else by
+/// a compare-and-swap of the ref. Already at `new` is success.
+pub fn move_target(root: &Path, target: &str, old: &str, new: &str) -> Result<(), String> {
+    let current = rev(root, &format!("refs/heads/{target}"))?;
+    if current == new {
+        return Ok(());
+    }
+    if current != old {
+        return Err(format!(
+            "`{target}` moved to {current} while landing; landing starts again"
+        ));
+    }
+    match checked_out_at(root, target) {
+        Some(checkout) => git(&checkout, &["merge", "--ff-only", "--quiet", new])
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "`{target}` is checked out at `{}` and could not be fast-forwarded there: {e}",
+                    checkout.display()
+                )
+            }),
+        None => git(
+            root,
+            &["update-ref", &format!("refs/heads/{target}"), new, old],
+        )
+        .map(|_| ()),
+    }
+}
+
+/// Push `commit` to `<remote> <branch>` (never forced). A rejection is `Ok(false)`.
+pub fn push(root: &Path, remote: &str, commit: &str, branch: &str) -> Result<bool, String> {
+    let out = crate::git::command(root)
+        .args([
+            "push",
+            "--quiet",
+            remote,
+            &format!("{commit}:refs/heads/{branch}"),
+        ])
+        .output()
+        .map_err(|e| format!("git push could not start: {e}"))?;
+    if out.status.success() {
+        return Ok(true);
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("rejected") || err.contains("non-fast-forward") || err.contains("fetch first") {
+        Ok(false)
+    } else {
+        Err(format!(
+            "git push {remote} failed: {}",
+            err.trim().lines().last().unwrap_or("")
+        ))
+    }
+}
+
+/// `<remote>/<branch>` as the remote has it now (fetched).
+pub fn remote_head(root: &Path, remote: &str, branch: &str) -> Result<Option<String>, String> {
+    let out = git(
+        root,
+        &[
+            "ls-remote",
+            "--heads",
+            remote,
+            &format!("refs/heads/{branch}"),
+        ],
+    )?;
+    Ok(out.split_whitespace().next().map(str::to_owned))
+}
+
+pub fn fetch(root: &Path, remote: &str, branch: &str) -> Result<String, String> {
+    git(
+        root,
+        &["fetch", "--quiet", remote, &format!("refs/heads/{branch}")],
+    )?;
+    git(root, &["rev-parse", "FETCH_HEAD"])
+}
+
+/// Run a forge command (argv, never a shell) in `dir` and return its stdout.
+pub fn forge(dir: &Path, argv: &[String]) -> Result<String, String> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err("the forge command is empty".into());
+    };
+    let out = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("`{program}` could not start: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "`{program}` exited {}: {}",
+            out.status
+                .code()
+                .map_or("by a signal".into(), |c| c.to_string()),
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("")
+        ))
+    }
+}
+
+/// The pull request URL an open command printed (its last line that looks like a URL), and the
+/// number at its end.
+pub fn pr_from_output(stdout: &str) -> Option<(String, Option<u64>)> {
+    let url = stdout
+        .lines()
+        .map(str::trim)
+        .rfind(|l| {
+            l.starts_with("http://") || l.starts_with("https://") || l.starts_with("file://")
+        })?
+        .to_owned();
+    let digits: String = url
+        .trim_end_matches('/')
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Some((url, digits.parse().ok()))
+}
+
+/// What retiring a lane did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retired {
+    Removed,
+    /// The worktree has uncommitted or untracked changes: kept, and said.
+    DirtyKept(PathBuf),
+    /// The lane's head is not in the target yet.
+    NotLanded,
+}
+
+/// Remove a landed lane's worktree and branch. The person's branch need not be fast-forwarded:
+/// landing is judged against the target (or the remote target), not against HEAD.
+pub fn retire(
+    root: &Path,
+    worktree: Option<&Path>,
+    branch: &str,
+    landed_in: &str,
+) -> Result<Retired, String> {
+    let head = rev(root, &format!("refs/heads/{branch}")).ok();
+    if let Some(h) = &head {
+        if !is_ancestor(root, h, landed_in) {
+            return Ok(Retired::NotLanded);
+        }
+    }
+    if let Some(w) = worktree.filter(|w| w.exists()) {
+        if !crate::git::is_clean(w, &[]).unwrap_or(false) {
+            return Ok(Retired::DirtyKept(w.to_owned()));
+        }
+        let shown = w.display().to_string();
+        git(root, &["worktree", "remove", &shown])?;
+    }
+    let _ = git(root, &["worktree", "prune"]);
+    if head.is_some() {
+        git(root, &["branch", "-D", branch])?;
+    }
+    Ok(Retired::Removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pr_url_and_number_come_from_the_output() {
+        assert_eq!(
+            pr_from_output("Creating pull request...\nhttps://forge.test/o/r/pull/42\n"),
+            Some(("https://forge.test/o/r/pull/42".into(), Some(42)))
+        );
+        assert_eq!(pr_from_output("no url here"), None);
+        assert_eq!(pr_from_output("https://x/pull/\n").map(|p| p.1), Some(None));
+    }
+}
