@@ -216,6 +216,8 @@ fn validators(
     let mut prepare = Vec::new();
     let mut launch = Vec::new();
     let mut hand = None;
+    // A validator handed to the host and not yet answered: asked again, the same answer.
+    let mut handed = None;
     let mut waiting = false;
     for key in keys {
         let Some(record) = lane.record(key) else {
@@ -274,6 +276,9 @@ fn validators(
                 Driver::Host if !flag("handed") => {
                     hand.get_or_insert_with(|| key.clone());
                 }
+                Driver::Host => {
+                    handed.get_or_insert_with(|| key.clone());
+                }
                 _ => waiting = true,
             },
         }
@@ -289,6 +294,8 @@ fn validators(
             keys: launch,
         })
     } else if let Some(key) = hand {
+        Some(Next::HandValidator { lane: id, key })
+    } else if let Some(key) = handed.filter(|_| !waiting) {
         Some(Next::HandValidator { lane: id, key })
     } else if waiting {
         Some(Next::Wait {

@@ -50,6 +50,9 @@ pub struct StepReport {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
+    /// For a validator: which lens or reviewer it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lens: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brief: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,6 +79,7 @@ impl StepReport {
             action,
             role: None,
             read_only: None,
+            lens: None,
             brief: None,
             worktree: None,
             receipt_path: None,
@@ -93,6 +97,7 @@ impl StepReport {
             action: "nothing",
             role: None,
             read_only: None,
+            lens: None,
             brief: None,
             worktree: None,
             receipt_path: None,
@@ -461,6 +466,7 @@ pub fn admit(
             steps: Vec::new(),
             findings: Vec::new(),
             mutations: 0,
+            validators: Vec::new(),
         }],
     };
     ensure_dir(&ctx.paths.dir, step)?;
@@ -577,7 +583,7 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             .lanes
             .iter()
             .find(|l| !l.stage.is_final())
-            .map(|l| super::judging::validators_for(ctx, l))
+            .map(|l| super::judging::pinned_validators(ctx, l))
             .unwrap_or_default(),
         validator_driver: super::judging::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
@@ -1218,7 +1224,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             report(run, lane, "advanced", format!("{said}; call again"))
         }
         Next::Judge { lane } => {
-            let validators = super::judging::validators_for(ctx, run.lane(lane).expect("lane"));
+            let validators = super::judging::pinned_validators(ctx, run.lane(lane).expect("lane"));
             super::judging::judge(ctx, run, lane, &validators)?;
             super::judging::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
@@ -1806,6 +1812,9 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
             .unwrap_or(Value::Null);
         super::judging::apply_dispositions(lane, &dispositions);
         if independent {
+            if lane.validators.is_empty() {
+                lane.validators = super::judging::validators_for(ctx, lane);
+            }
             lane.stage = Stage::Validate;
         } else {
             // `reason` is kept: an attempt's brief renders the previous attempt's gaps from it,

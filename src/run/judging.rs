@@ -38,6 +38,15 @@ pub fn validators_for(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
     names
 }
 
+/// The lane's validators as fixed when it first validated (computed for older states).
+pub fn pinned_validators(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
+    if lane.validators.is_empty() {
+        validators_for(ctx, lane)
+    } else {
+        lane.validators.clone()
+    }
+}
+
 pub fn validator_driver(ctx: &Ctx<'_>) -> Driver {
     if ctx.settings.validator.is_some() {
         Driver::Process
@@ -125,16 +134,22 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &str) -> StepRepor
     let attempt = lane.attempt;
     let sandbox = sandbox(lane, key, attempt);
     let record = lane.record_mut(key).expect("a prepared record");
+    let first = record
+        .outcome
+        .as_ref()
+        .is_none_or(|o| o.get("handed").is_none());
     if let Some(Value::Object(o)) = record.outcome.as_mut() {
         o.insert("handed".into(), true.into());
     }
     let nonce = record.nonce.clone();
-    emit(
-        &ctx.paths,
-        &run_id,
-        "agent_start",
-        json!({"lane": lane_id, "attempt": attempt, "role": role_of(key), "lens": name_of(key), "driver": "host"}),
-    );
+    if first {
+        emit(
+            &ctx.paths,
+            &run_id,
+            "agent_start",
+            json!({"lane": lane_id, "attempt": attempt, "role": role_of(key), "lens": name_of(key), "driver": "host"}),
+        );
+    }
     let lane = run.lane(lane_id).expect("lane");
     let mut report = StepReport::for_lane(
         run,
@@ -147,6 +162,7 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &str) -> StepRepor
         ),
     );
     report.role = Some(role_of(key));
+    report.lens = Some(name_of(key).to_owned());
     report.read_only = Some(true);
     report.brief = Some(
         prompt_path(ctx, &run_id, lane_id, key, attempt)

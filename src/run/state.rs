@@ -139,6 +139,10 @@ pub struct Lane {
     /// Validator answers thrown away because the validator changed its tree.
     #[serde(default)]
     pub mutations: u32,
+    /// The validators of this lane, fixed when it first validates: a config edited during the
+    /// run does not change what the loop waits for and judges.
+    #[serde(default)]
+    pub validators: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

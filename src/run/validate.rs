@@ -505,6 +505,35 @@ pub fn contract_findings(
             add(id, by, ev, "S1-stop-the-line");
         }
     }
+    let named_files: Vec<&str> = answers
+        .iter()
+        .filter_map(|(_, a)| a.as_ref())
+        .flat_map(|a| a.findings.iter().map(|f| f.file_path.as_str()))
+        .collect();
+    for path in &merged.out_of_scope {
+        if named_files.contains(&path.as_str()) {
+            continue;
+        }
+        let by = answers
+            .iter()
+            .find(|(_, a)| a.as_ref().is_some_and(|a| a.out_of_scope.contains(path)))
+            .map_or_else(|| "validators".to_owned(), |(n, _)| n.clone());
+        out.push((
+            by,
+            Evidence {
+                file_path: path.clone(),
+                criterion_ref: "Scope".into(),
+                finding_category: "behavioral-drift".into(),
+                severity: "S2-major".into(),
+                summary: format!("`{path}` changed, outside the unit's Scope"),
+                failure_scenario: Scenario {
+                    inputs: format!("the delivered range's change to `{path}`"),
+                    expected: "changes only within the Scope's In list".into(),
+                    actual: format!("`{path}` changed"),
+                },
+            },
+        ));
+    }
     out
 }
 
@@ -772,6 +801,47 @@ mod tests {
             "answer-invalid"
         );
         assert_eq!(code("not json at all".into()).code, "answer-unparsable");
+    }
+
+    #[test]
+    fn merging_lets_any_failure_win_and_mints_what_no_finding_names() {
+        let unit = crate::unit::parse_unit(
+            "## Intent\n### Constraints\n- [C1] c\n### Failure conditions\n- [F1] f\n## Expectations\n- [E1] e {verify: test | t}\n- [E2] m {verify: manual | look}\n",
+        );
+        let a: Answer = serde_json::from_str(r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass"}], "out_of_scope": ["src/other.rs", "intent/x/iced.md"]}"#).unwrap();
+        let b: Answer = serde_json::from_str(r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "fail", "evidence": "it breaks"}], "failures": [{"id": "F1", "triggered": true, "evidence": "seen"}]}"#).unwrap();
+        let answers = vec![
+            ("full".to_owned(), Some(a)),
+            ("ruthless".to_owned(), Some(b)),
+            ("rules".to_owned(), None),
+        ];
+        let m = merge(&unit, &answers);
+        assert_eq!(m.expectations["E1"], "fail");
+        assert_eq!(m.expectations["E2"], "unknown");
+        assert!(m.failures["F1"]);
+        assert!(!m.constraints["C1"]);
+        assert_eq!(
+            m.out_of_scope,
+            ["src/other.rs"],
+            "ICED's own records never count"
+        );
+        assert!(m.needs_human && m.unanswered == ["rules"]);
+        let minted = contract_findings(&unit, &m, &answers);
+        let refs: Vec<(&str, &str)> = minted
+            .iter()
+            .map(|(_, e)| (e.criterion_ref.as_str(), e.severity.as_str()))
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                ("E1", "S2-major"),
+                ("F1", "S1-stop-the-line"),
+                ("Scope", "S2-major")
+            ]
+        );
+        assert_eq!(minted[0].0, "ruthless");
+        assert_eq!(minted[2].1.file_path, "src/other.rs");
+        assert_eq!(manual_expectations(&unit), ["E2"]);
     }
 
     #[test]
