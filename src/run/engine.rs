@@ -660,7 +660,7 @@ fn logged<T>(ctx: &Ctx<'_>, run_id: &str, result: Result<T, Refusal>) -> Result<
 /// What phase 1 left for phase 2.
 enum Pending {
     /// Nothing left to do; report this.
-    Report(StepReport),
+    Report(Box<StepReport>),
     AddWorktree {
         lane: String,
     },
@@ -962,18 +962,18 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
     let run_id = run.id.clone();
     let report = |run: &Run, lane_id: &str, action: &'static str, next: String| {
         let lane = run.lane(lane_id).expect("the lane exists");
-        Pending::Report(StepReport::for_lane(run, lane, action, next))
+        Pending::Report(Box::new(StepReport::for_lane(run, lane, action, next)))
     };
     Ok(match next {
-        Next::Ended => Pending::Report(ended_report(run)),
+        Next::Ended => Pending::Report(Box::new(ended_report(run))),
         Next::Paused => {
             let lane = &run.lanes[0];
-            Pending::Report(StepReport::for_lane(
+            Pending::Report(Box::new(StepReport::for_lane(
                 run,
                 lane,
                 "paused",
                 format!("run `{run_id}` is paused: `iced run resume {run_id}` lets it go on"),
-            ))
+            )))
         }
         Next::Wait { lane, why } => {
             report(run, lane, "waiting", format!("{why}; call again later"))
@@ -1062,7 +1062,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
                     json!({"lane": lane, "step": "implement", "attempt": l.attempt, "driver": "host"}),
                 );
             }
-            Pending::Report(start_agent_report(ctx, run, lane))
+            Pending::Report(Box::new(start_agent_report(ctx, run, lane)))
         }
         Next::CheckReceipt { lane } => {
             let l = run.lane_mut(lane).expect("lane");
@@ -1205,7 +1205,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             }
         }
         Next::HandValidator { lane, key } => {
-            Pending::Report(super::judging::hand(ctx, run, lane, key))
+            Pending::Report(Box::new(super::judging::hand(ctx, run, lane, key)))
         }
         Next::CheckValidator { lane, key } => {
             let (pid, pid_start) = me();
@@ -1267,7 +1267,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
         }
         Next::Finish => {
             end_run(ctx, run, RunStatus::Delivered)?;
-            Pending::Report(ended_report(run))
+            Pending::Report(Box::new(ended_report(run)))
         }
     })
 }
@@ -1326,7 +1326,7 @@ fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> StepReport {
 /// Phase 2: the side effect, outside the lock; then record its outcome if still current.
 fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Refusal> {
     match pending {
-        Pending::Report(report) => Ok(report),
+        Pending::Report(report) => Ok(*report),
         Pending::AddWorktree { lane } => {
             let branch = snapshot
                 .lane(&lane)
