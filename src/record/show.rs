@@ -161,6 +161,7 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
                 | LaneStage::Implement
                 | LaneStage::Receipt => "building",
                 LaneStage::Validate | LaneStage::Refute | LaneStage::Deliver => "verifying",
+                LaneStage::Land | LaneStage::Retire => "done",
                 LaneStage::Delivered => "done",
                 LaneStage::Blocked | LaneStage::Handback => "blocked",
             };

@@ -19,6 +19,10 @@ pub struct DecideView {
     pub validators: Vec<String>,
     pub validator_driver: Driver,
     pub max_mutations: u32,
+    /// `land.mode`: none, merge or pr.
+    pub land_mode: String,
+    /// `land.arm` is auto: a pull request is armed once open.
+    pub arm_auto: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +51,8 @@ pub enum Next {
     },
     LaunchDod {
         lane: String,
+        /// `dod` for a receipt, `retest-<round>` after the target came into the lane.
+        prefix: String,
         slots: Vec<(usize, usize)>,
     },
     RelaunchDod {
@@ -90,6 +96,16 @@ pub enum Next {
     RedoValidator {
         lane: String,
         key: String,
+    },
+    /// A landing step done outside the lock with git or the forge (`integrate-<r>`,
+    /// `landcommit-<r>`, `land-<r>`, `push-branch`, `pr-open`, `pr-arm`, `retire`).
+    Sync {
+        lane: String,
+        step: String,
+    },
+    /// The target moved under the landing: a new round integrates it again.
+    LandAgain {
+        lane: String,
     },
     /// Every validator answered (or could not): merge, mint findings, decide the round.
     Judge {
@@ -201,6 +217,11 @@ pub fn decide_with(
             },
             _ => Next::Deliver { lane: id },
         },
+        Stage::Land => land(lane, view, expected, crash_budget_left),
+        Stage::Retire => sync_step(lane, "retire").unwrap_or(Next::Wait {
+            lane: id,
+            why: "the lane has landed".into(),
+        }),
         Stage::Delivered | Stage::Blocked | Stage::Handback => Next::Ended,
     }
 }
@@ -307,10 +328,186 @@ fn validators(
     }
 }
 
+/// A synchronous landing step: what it needs next, or None when it is done.
+fn sync_step(lane: &Lane, step: &str) -> Option<Next> {
+    let id = lane.id.clone();
+    match lane.record(step) {
+        None => Some(Next::Sync {
+            lane: id,
+            step: step.to_owned(),
+        }),
+        Some(r) if in_hand(r) => Some(Next::Wait {
+            lane: id,
+            why: format!("another call is doing `{step}`"),
+        }),
+        Some(r) if r.status == StepStatus::Started => Some(Next::Sync {
+            lane: id,
+            step: step.to_owned(),
+        }),
+        Some(r) if r.status == StepStatus::Failed => {
+            let o = r.outcome.clone().unwrap_or_default();
+            if o.get("again").is_some_and(|v| v == true) {
+                // Not a failure of the work: the world is not there yet (a target moved, a pull
+                // request waits to be merged). The step is tried again, by this round or the next.
+                if o.get("new_round").is_some_and(|v| v == true) {
+                    Some(Next::LandAgain { lane: id })
+                } else {
+                    Some(Next::Sync {
+                        lane: id,
+                        step: step.to_owned(),
+                    })
+                }
+            } else {
+                Some(Next::Block {
+                    lane: id,
+                    reason: o
+                        .get("error")
+                        .and_then(|e| e.as_str())
+                        .unwrap_or("landing failed")
+                        .to_owned(),
+                })
+            }
+        }
+        Some(_) => None,
+    }
+}
+
+/// Landing a delivered lane, by `land.mode`.
+fn land(
+    lane: &Lane,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+    crash_budget_left: bool,
+) -> Next {
+    let id = lane.id.clone();
+    if view.land_mode == "pr" {
+        let mut steps = vec!["push-branch", "pr-open"];
+        if view.arm_auto {
+            steps.push("pr-arm");
+        }
+        for step in steps {
+            if let Some(next) = sync_step(lane, step) {
+                return next;
+            }
+        }
+        return Next::Wait {
+            lane: id,
+            why: "the pull request is open".into(),
+        };
+    }
+    let round = lane.land_round.max(1);
+    let integrate = format!("integrate-{round}");
+    if let Some(next) = sync_step(lane, &integrate) {
+        return next;
+    }
+    let merged = lane
+        .record(&integrate)
+        .and_then(|r| r.outcome.as_ref())
+        .is_some_and(|o| o.get("merged").is_some_and(|v| v == true));
+    if merged {
+        // The target's changes came into the lane: untested code never lands.
+        let prefix = format!("retest-{round}");
+        if let Some(next) = dod(lane, view, expected, crash_budget_left, &prefix) {
+            return next;
+        }
+        if !dod_all_passed(lane, view, expected, &prefix) {
+            return Next::Block {
+                lane: id,
+                reason: "with the target's changes merged in, the definition of done fails; the lane's branch holds the merge".into(),
+            };
+        }
+    }
+    for step in [format!("landcommit-{round}"), format!("land-{round}")] {
+        if let Some(next) = sync_step(lane, &step) {
+            return next;
+        }
+    }
+    Next::Wait {
+        lane: id,
+        why: "the lane has landed".into(),
+    }
+}
+
 /// A synchronous step some call has started and is still doing. The engine clears the owner of a
 /// record whose process died (while observing, before `decide`), so such a record is redone.
 fn in_hand(record: &super::state::StepRecord) -> bool {
     record.status == StepStatus::Started && record.pid.is_some()
+}
+
+/// The definition-of-done commands of a lane under `prefix` (`<prefix>-<i>-<j>`): what to launch,
+/// wait for, or relaunch; None when every one that should run has finished.
+fn dod(
+    lane: &Lane,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+    crash_budget_left: bool,
+    prefix: &str,
+) -> Option<Next> {
+    let id = lane.id.clone();
+    let mut launch = Vec::new();
+    let mut running = false;
+    for (i, &len) in view.dod_shape.iter().enumerate() {
+        // Sequential definition of done: an entry starts only when every earlier one finished.
+        if !view.dod_parallel && (!launch.is_empty() || running) {
+            break;
+        }
+        for j in 0..len {
+            let key = format!("{prefix}-{i}-{j}");
+            match lane.record(&key) {
+                None => {
+                    launch.push((i, j));
+                    break;
+                }
+                Some(r) if r.status == StepStatus::Started => {
+                    running = true;
+                    break;
+                }
+                Some(r) if r.status == StepStatus::Failed => {
+                    return Some(if crash_budget_left {
+                        Next::RelaunchDod { lane: id, key }
+                    } else {
+                        Next::Block {
+                            lane: id,
+                            reason: format!("`{key}` crashed and the crash budget is spent"),
+                        }
+                    });
+                }
+                Some(_) => {
+                    if dod_passed(lane, &key, &expected(i, j)) != Some(true) {
+                        // A sequence stops at its first failure.
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if !launch.is_empty() {
+        Some(Next::LaunchDod {
+            lane: id,
+            prefix: prefix.to_owned(),
+            slots: launch,
+        })
+    } else if running {
+        Some(Next::Wait {
+            lane: id,
+            why: "the definition-of-done commands are running".into(),
+        })
+    } else {
+        None
+    }
+}
+
+/// Did every definition-of-done command under `prefix` pass (a sequence that stopped early fails)?
+pub fn dod_all_passed(
+    lane: &Lane,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+    prefix: &str,
+) -> bool {
+    view.dod_shape.iter().enumerate().all(|(i, &len)| {
+        (0..len)
+            .all(|j| dod_passed(lane, &format!("{prefix}-{i}-{j}"), &expected(i, j)) == Some(true))
+    })
 }
 
 fn receipt(
@@ -336,54 +533,5 @@ fn receipt(
     if checks.get("handback").is_some_and(|h| !h.is_null()) {
         return Next::FinishReceipt { lane: id };
     }
-    let mut launch = Vec::new();
-    let mut running = false;
-    for (i, &len) in view.dod_shape.iter().enumerate() {
-        // Sequential definition of done: an entry starts only when every earlier one finished.
-        if !view.dod_parallel && (!launch.is_empty() || running) {
-            break;
-        }
-        for j in 0..len {
-            let key = format!("dod-{i}-{j}");
-            match lane.record(&key) {
-                None => {
-                    launch.push((i, j));
-                    break;
-                }
-                Some(r) if r.status == StepStatus::Started => {
-                    running = true;
-                    break;
-                }
-                Some(r) if r.status == StepStatus::Failed => {
-                    return if crash_budget_left {
-                        Next::RelaunchDod { lane: id, key }
-                    } else {
-                        Next::Block {
-                            lane: id,
-                            reason: format!("`{key}` crashed and the crash budget is spent"),
-                        }
-                    };
-                }
-                Some(_) => {
-                    if dod_passed(lane, &key, &expected(i, j)) != Some(true) {
-                        // A sequence stops at its first failure.
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    if !launch.is_empty() {
-        Next::LaunchDod {
-            lane: id,
-            slots: launch,
-        }
-    } else if running {
-        Next::Wait {
-            lane: id,
-            why: "the definition-of-done commands are running".into(),
-        }
-    } else {
-        Next::FinishReceipt { lane: id }
-    }
+    dod(lane, view, expected, crash_budget_left, "dod").unwrap_or(Next::FinishReceipt { lane: id })
 }

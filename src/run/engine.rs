@@ -467,6 +467,7 @@ pub fn admit(
             findings: Vec::new(),
             mutations: 0,
             validators: Vec::new(),
+            land_round: 0,
         }],
     };
     ensure_dir(&ctx.paths.dir, step)?;
@@ -587,6 +588,8 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             .unwrap_or_default(),
         validator_driver: super::judging::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
+        land_mode: ctx.settings.land.mode.clone(),
+        arm_auto: ctx.settings.land.arm == "auto",
     }
 }
 
@@ -614,7 +617,12 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         if *run != before {
             run.updated_at = crate::clock::now_iso();
         }
-        Ok((applied, run.clone()))
+        let snapshot = run.clone();
+        // A delivery that landed and retired leaves the state; its record stays (SPEC 23.3).
+        if snapshot.status == RunStatus::Delivered && is_retired(&snapshot) {
+            state.runs.remove(run_id);
+        }
+        Ok((applied, snapshot))
     })?;
     let started_step = match &next {
         Pending::AddWorktree { lane } => Some((lane, "worktree")),
@@ -622,6 +630,7 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         Pending::CheckReceipt { lane } => Some((lane, "receipt")),
         Pending::Deliver { lane } => Some((lane, "deliver")),
         Pending::PrepareValidators { lane, .. } => Some((lane, "validate")),
+        Pending::Sync { lane, step } => Some((lane, step.as_str())),
         Pending::Report(_)
         | Pending::LaunchDod { .. }
         | Pending::LaunchValidators { .. }
@@ -638,6 +647,62 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
     }
     // Phase 2: act outside the lock, when the decision has a side effect.
     act(ctx, &snapshot, next)
+}
+
+/// Every lane of the run has landed and been retired.
+fn is_retired(run: &Run) -> bool {
+    run.lanes.iter().all(|l| l.outcome("retire").is_some())
+}
+
+/// `iced run retire`: retire the lanes of delivered runs whose work is in the target (a person
+/// merged a `none`-mode delivery, or a retire was left undone), and let those runs leave the state.
+pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refusal> {
+    let state = State::load(&ctx.paths, ctx.step)?;
+    let mut out = Vec::new();
+    for run in state
+        .runs
+        .values()
+        .filter(|r| r.status.is_ended() && only.is_none_or(|o| o == r.id))
+    {
+        let target = super::landing::target(ctx, run).unwrap_or_default();
+        let landed_in =
+            super::land::rev(&ctx.repo.root, &format!("refs/heads/{target}")).unwrap_or_default();
+        let mut all = true;
+        let mut lanes = Vec::new();
+        for lane in &run.lanes {
+            let worktree = lane.worktree.as_deref().map(PathBuf::from);
+            let branch = lane.branch.clone().unwrap_or_default();
+            let result = if run.status == RunStatus::Delivered {
+                super::land::retire(&ctx.repo.root, worktree.as_deref(), &branch, &landed_in)
+            } else {
+                // An abandoned or handed-back run's work never landed: its branch is kept for a
+                // person; only a clean worktree goes.
+                Ok(super::land::Retired::NotLanded)
+            };
+            let said = match result {
+                Ok(super::land::Retired::Removed) => "retired".to_owned(),
+                Ok(super::land::Retired::DirtyKept(p)) => {
+                    format!("kept: `{}` has uncommitted changes", p.display())
+                }
+                Ok(super::land::Retired::NotLanded) => format!("not landed in `{target}` yet"),
+                Err(e) => e,
+            };
+            all &= said == "retired";
+            lanes.push(json!({"lane": lane.id, "result": said}));
+        }
+        if all {
+            ctx.transact(|state| {
+                if let Some(r) = state.runs.get(&run.id) {
+                    super::record::write(ctx, r);
+                }
+                state.runs.remove(&run.id);
+                Ok(())
+            })?;
+            emit(&ctx.paths, &run.id, "run_retired", json!({}));
+        }
+        out.push(json!({"run": run.id, "retired": all, "lanes": lanes}));
+    }
+    Ok(out)
 }
 
 /// `step`, logging a refusal as an event of the run it refused.
@@ -678,6 +743,10 @@ enum Pending {
     Deliver {
         lane: String,
     },
+    Sync {
+        lane: String,
+        step: String,
+    },
     PrepareValidators {
         lane: String,
         keys: Vec<String>,
@@ -713,7 +782,7 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     .as_ref()
                     .is_none_or(|o| o.get("finished").is_none());
             let is_activity = record.step == "implement" && run.driver == Driver::Process
-                || record.step.starts_with("dod-")
+                || is_dod_key(&record.step)
                 || validator_process;
             if !is_activity {
                 // A synchronous step whose call died: clear its owner, so `decide` redoes it.
@@ -796,6 +865,12 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A definition-of-done command's step: `dod-<i>-<j>`, or `retest-<round>-<i>-<j>` after landing
+/// brought the target in.
+pub(super) fn is_dod_key(step: &str) -> bool {
+    step.starts_with("dod-") || step.starts_with("retest-")
+}
+
 /// A launch whose supervisor has not registered 10 seconds after its spec was written died before
 /// it could (wall clock of the file system, not `ICED_NOW`: a pinned clock must not hide a crash).
 /// Declaring it crashed is safe even if it is only slow: the gate then refuses it.
@@ -811,7 +886,11 @@ fn launch_stale(dir: &Path) -> bool {
 /// to the bytes the agent was (or will be) given.
 fn check_inputs(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
     for lane in &run.lanes {
-        if lane.stage.is_final() {
+        // The brief feeds the attempt's work up to its validation; from delivery on the lane
+        // works from its own branch, and landing rightly changes the unit in the person's checkout.
+        if lane.stage.is_final()
+            || matches!(lane.stage, Stage::Deliver | Stage::Land | Stage::Retire)
+        {
             continue;
         }
         let Some(record) = lane
@@ -953,6 +1032,7 @@ fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusa
         "run_end",
         json!({"status": status.as_str()}),
     );
+    super::record::write(ctx, run);
     Ok(())
 }
 
@@ -1073,11 +1153,15 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             l.steps.push(record);
             Pending::CheckReceipt { lane: lane.clone() }
         }
-        Next::LaunchDod { lane, slots } => {
+        Next::LaunchDod {
+            lane,
+            prefix,
+            slots,
+        } => {
             let l = run.lane_mut(lane).expect("lane");
             let mut keys = Vec::new();
             for &(i, j) in slots {
-                let key = format!("dod-{i}-{j}");
+                let key = format!("{prefix}-{i}-{j}");
                 let nonce = new_nonce();
                 let record = started(&key, l.attempt, None, Some(nonce.clone()));
                 l.steps
@@ -1269,19 +1353,65 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             end_run(ctx, run, RunStatus::Delivered)?;
             Pending::Report(Box::new(ended_report(run)))
         }
+        Next::Sync { lane, step } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let record = started(step, l.attempt, None, None);
+            l.steps
+                .retain(|r| !(r.step == *step && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::Sync {
+                lane: lane.clone(),
+                step: step.clone(),
+            }
+        }
+        Next::LandAgain { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            l.land_round += 1;
+            let round = l.land_round;
+            report(
+                run,
+                lane,
+                "advanced",
+                format!("the target moved under the landing; round {round} brings it in again"),
+            )
+        }
     })
 }
 
 fn ended_report(run: &Run) -> StepReport {
     let lane = &run.lanes[0];
     let (action, next) = match run.status {
-        RunStatus::Delivered => (
-            "delivered",
-            format!(
-                "delivered on branch `{}`",
-                lane.branch.clone().unwrap_or_default()
-            ),
-        ),
+        RunStatus::Delivered => {
+            let landed = lane
+                .steps
+                .iter()
+                .rev()
+                .find(|r| r.step.starts_with("land-") && r.status == StepStatus::Done)
+                .and_then(|r| r.outcome.clone());
+            let pr = lane
+                .outcome("pr-open")
+                .and_then(|o| o["url"].as_str().map(str::to_owned));
+            let next = match (landed, pr) {
+                (Some(o), _) => format!(
+                    "landed in `{}` as {}{}",
+                    o["target"].as_str().unwrap_or(""),
+                    o["commit"].as_str().unwrap_or(""),
+                    if lane.outcome("retire").is_some() {
+                        "; the lane is retired"
+                    } else {
+                        ""
+                    }
+                ),
+                (None, Some(url)) => {
+                    format!("landed through pull request {url}; the lane is retired")
+                }
+                (None, None) => format!(
+                    "delivered on branch `{}` (land.mode none: merge it when you are ready)",
+                    lane.branch.clone().unwrap_or_default()
+                ),
+            };
+            ("delivered", next)
+        }
         RunStatus::Handback => (
             "handback",
             format!("handed back: {}", lane.reason.clone().unwrap_or_default()),
@@ -1460,6 +1590,20 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                 ))
             })
         }
+        Pending::Sync { lane, step } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let done = super::landing::perform(ctx, snapshot, l, &step);
+            record_after(ctx, &snapshot.id, &lane, &step, |l, record| {
+                finish(record, done.status, done.outcome.clone());
+                if let Some(stage) = done.stage {
+                    l.stage = stage;
+                }
+                if let Some(reason) = &done.reason {
+                    l.reason = Some(reason.clone());
+                }
+                Ok((done.action, done.next.clone()))
+            })
+        }
         Pending::PrepareValidators { lane, keys } => {
             super::judging::prepare(ctx, snapshot, &lane, &keys)
         }
@@ -1480,11 +1624,23 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                 |l, record| match &result {
                     Ok(commit) => {
                         finish(record, StepStatus::Done, json!({"commit": commit}));
-                        l.stage = Stage::Delivered;
-                        Ok((
-                            "advanced",
-                            "delivered on the lane branch; call again to finish".to_owned(),
-                        ))
+                        if ctx.settings.land.mode == "none" {
+                            l.stage = Stage::Delivered;
+                            Ok((
+                                "advanced",
+                                "delivered on the lane branch; call again to finish".to_owned(),
+                            ))
+                        } else {
+                            l.stage = Stage::Land;
+                            l.land_round = 1;
+                            Ok((
+                                "advanced",
+                                format!(
+                                    "the close is committed; it lands by `{}` next",
+                                    ctx.settings.land.mode
+                                ),
+                            ))
+                        }
                     }
                     Err(e) => {
                         finish(record, StepStatus::Failed, json!({"error": e}));

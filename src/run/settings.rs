@@ -32,6 +32,23 @@ pub struct Runner {
     pub timeout: Duration,
 }
 
+/// `land`: how a delivered lane reaches its target (SPEC 23.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Landing {
+    /// `none`, `merge` or `pr`.
+    pub mode: String,
+    /// The branch landed into; `None` is the branch the run started from.
+    pub target: Option<String>,
+    /// `ff`, `merge` or `squash`.
+    pub strategy: String,
+    pub remote: Option<String>,
+    pub pr_open: Vec<String>,
+    pub pr_arm: Vec<String>,
+    pub pr_find: Option<Vec<String>>,
+    /// `auto` or `human`.
+    pub arm: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Each entry is a sequence: its commands run in order and stop at the first failure.
@@ -50,6 +67,7 @@ pub struct Settings {
     pub distinct_model: bool,
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
+    pub land: Landing,
     pub worktree_dir: Option<PathBuf>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -263,6 +281,7 @@ impl Settings {
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(invalid(step, "verify.refute", "must be true or false")),
         };
+        let land = landing(at("/land").unwrap_or(&Value::Null), step)?;
         let worktree_dir = match at("/build/worktreeDir") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(PathBuf::from(s)),
@@ -303,6 +322,7 @@ impl Settings {
             validator_model,
             distinct_model,
             max_mutations: 2,
+            land,
             worktree_dir,
             lock_wait,
             kill_grace,
@@ -312,6 +332,79 @@ impl Settings {
                 .unwrap_or_default(),
         })
     }
+}
+
+fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
+    if !(value.is_null() || value.is_object()) {
+        return Err(invalid(step, "land", "must be an object"));
+    }
+    let text =
+        |key: &str, default: Option<&str>, allowed: &[&str]| -> Result<Option<String>, Refusal> {
+            match value.get(key) {
+                None | Some(Value::Null) => Ok(default.map(str::to_owned)),
+                Some(Value::String(s)) if allowed.is_empty() || allowed.contains(&s.as_str()) => {
+                    Ok(Some(s.clone()))
+                }
+                Some(_) if allowed.is_empty() => {
+                    Err(invalid(step, &format!("land.{key}"), "must be a string"))
+                }
+                Some(_) => Err(invalid(
+                    step,
+                    &format!("land.{key}"),
+                    &format!("must be one of {}", allowed.join(", ")),
+                )),
+            }
+        };
+    let argv = |key: &str| -> Result<Option<Vec<String>>, Refusal> {
+        match value.pointer(&format!("/pr/{key}")) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => strings(v)
+                .filter(|l| !l.is_empty())
+                .map(Some)
+                .ok_or_else(|| {
+                    invalid(
+                        step,
+                        &format!("land.pr.{key}"),
+                        "must be a non-empty list of strings (argv, never a shell)",
+                    )
+                }),
+        }
+    };
+    let mode = text("mode", Some("none"), &["none", "merge", "pr"])?.unwrap_or_default();
+    let land = Landing {
+        target: text("target", None, &[])?,
+        strategy: text("strategy", Some("merge"), &["ff", "merge", "squash"])?.unwrap_or_default(),
+        remote: text("remote", None, &[])?,
+        pr_open: argv("open")?.unwrap_or_default(),
+        pr_arm: argv("arm")?.unwrap_or_default(),
+        pr_find: argv("find")?,
+        arm: text("arm", Some("auto"), &["auto", "human"])?.unwrap_or_default(),
+        mode,
+    };
+    if land.mode == "pr" {
+        if land.remote.is_none() {
+            return Err(invalid(
+                step,
+                "land.remote",
+                "must name the remote a pull request's branch is pushed to",
+            ));
+        }
+        if land.pr_open.is_empty() {
+            return Err(invalid(
+                step,
+                "land.pr.open",
+                "must be the argv that opens a pull request",
+            ));
+        }
+        if land.arm == "auto" && land.pr_arm.is_empty() {
+            return Err(invalid(
+                step,
+                "land.pr.arm",
+                "must be the argv that arms a pull request (or set land.arm to human)",
+            ));
+        }
+    }
+    Ok(land)
 }
 
 fn known(

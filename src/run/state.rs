@@ -92,6 +92,8 @@ pub enum Stage {
     Validate,
     Refute,
     Deliver,
+    Land,
+    Retire,
     Delivered,
     Blocked,
     Handback,
@@ -107,6 +109,8 @@ impl Stage {
             Stage::Validate => "validate",
             Stage::Refute => "refute",
             Stage::Deliver => "deliver",
+            Stage::Land => "land",
+            Stage::Retire => "retire",
             Stage::Delivered => "delivered",
             Stage::Blocked => "blocked",
             Stage::Handback => "handback",
@@ -143,6 +147,9 @@ pub struct Lane {
     /// run does not change what the loop waits for and judges.
     #[serde(default)]
     pub validators: Vec<String>,
+    /// Landing attempts: a target that moves under the landing starts a new round.
+    #[serde(default)]
+    pub land_round: u32,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -58,6 +58,16 @@ pub enum RunCommand {
     Resume(RunId),
     /// End a run: releases its claim and stops its activities, keeps its worktree and branch; refuses a run that has ended.
     Abandon(RunId),
+    /// Retire the lanes of delivered runs whose work is in the target: removes their worktrees and branches (never a dirty worktree) and lets the runs leave the state; refuses nothing.
+    Retire(OptionalRun),
+    /// Print what a fresh driver needs to continue: settings in force, each lane's next move, what is awaited, hazards; writes nothing.
+    Handover(OptionalRun),
+}
+
+#[derive(clap::Args)]
+pub struct OptionalRun {
+    /// The run (default: every run).
+    pub run: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -163,7 +173,12 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
                 last_line = line;
             }
         }
-        if report.is_final() || (args.no_wait && report.action == "waiting") {
+        // A pull request waiting for the forge is not something to poll for here: cron or a host
+        // stepping the run later retires the lane once it has landed.
+        let awaiting_forge = report.action == "waiting"
+            && ctx.settings.land.mode == "pr"
+            && matches!(report.stage.as_deref(), Some("land" | "retire"));
+        if report.is_final() || awaiting_forge || (args.no_wait && report.action == "waiting") {
             let state = State::load(&RunPaths::new(&repo.root), step)?;
             let status = state
                 .runs
@@ -246,6 +261,55 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             };
             Ok(Output::new(Value::Array(runs), text))
         }
+        RunCommand::Show(id) if !state.runs.keys().any(|k| k.contains(&id.run)) => {
+            // A run that left the state (landed and retired): its record.
+            let record = std::fs::read_dir(&ctx.paths.dir)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|name| name.contains(&id.run))
+                .find_map(|name| crate::run::record::read(&ctx.paths, &name))
+                .ok_or_else(|| {
+                    Refusal::new(
+                        step,
+                        "run-not-found",
+                        format!("no run `{}`", id.run),
+                        "`iced run list` shows the runs",
+                    )
+                })?;
+            let run = &record["run"];
+            let mut text = format!(
+                "{} ({}, from its record: it has left the state)\n",
+                run["id"].as_str().unwrap_or(""),
+                run["status"].as_str().unwrap_or("")
+            );
+            for lane in run["lanes"].as_array().into_iter().flatten() {
+                text.push_str(&format!(
+                    "lane {} stage {} attempt {}\n",
+                    lane["id"].as_str().unwrap_or(""),
+                    lane["stage"].as_str().unwrap_or(""),
+                    lane["attempt"]
+                ));
+                for r in lane["steps"].as_array().into_iter().flatten() {
+                    text.push_str(&format!(
+                        "  ({}, {}) {}\n",
+                        r["step"].as_str().unwrap_or(""),
+                        r["attempt"],
+                        r["status"].as_str().unwrap_or("")
+                    ));
+                }
+                for f in lane["findings"].as_array().into_iter().flatten() {
+                    text.push_str(&format!(
+                        "  finding {} {} {}\n",
+                        f["id"].as_str().unwrap_or(""),
+                        f["evidence"]["severity"].as_str().unwrap_or(""),
+                        f["status"].as_str().unwrap_or("")
+                    ));
+                }
+            }
+            Ok(Output::new(record, text))
+        }
         RunCommand::Show(id) => {
             let run_id = find(&id.run)?;
             let run = state.runs.get(&run_id).expect("found");
@@ -305,6 +369,64 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                     "Resumed {}: `iced implement step` or `iced build {}` drives it on.",
                     run.id, run.unit
                 ),
+            ))
+        }
+        RunCommand::Retire(which) => {
+            let run = match &which.run {
+                Some(r) => Some(find(r)?),
+                None => None,
+            };
+            let results = engine::retire_runs(&ctx, run.as_deref())?;
+            let text = if results.is_empty() {
+                "No ended run to retire.".to_owned()
+            } else {
+                results
+                    .iter()
+                    .map(|r| {
+                        let lanes: Vec<String> = r["lanes"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|l| {
+                                format!(
+                                    "{}: {}",
+                                    l["lane"].as_str().unwrap_or(""),
+                                    l["result"].as_str().unwrap_or("")
+                                )
+                            })
+                            .collect();
+                        format!(
+                            "{} {}: {}",
+                            r["run"].as_str().unwrap_or(""),
+                            if r["retired"] == true {
+                                "retired"
+                            } else {
+                                "kept"
+                            },
+                            lanes.join("; ")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Output::new(Value::Array(results), text))
+        }
+        RunCommand::Handover(which) => {
+            let chosen: Vec<&crate::run::state::Run> = match &which.run {
+                Some(r) => {
+                    let id = find(r)?;
+                    state.runs.get(&id).into_iter().collect()
+                }
+                None => state
+                    .runs
+                    .values()
+                    .filter(|r| !r.status.is_ended())
+                    .collect(),
+            };
+            let text = crate::run::record::handover(&ctx, &chosen);
+            Ok(Output::new(
+                json!({"handover": text, "runs": chosen.iter().map(|r| run_summary(r)).collect::<Vec<_>>()}),
+                text,
             ))
         }
         RunCommand::Abandon(id) => {

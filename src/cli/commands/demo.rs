@@ -15,6 +15,10 @@ pub struct Args {
     /// Where to make the demo repository (default: a new directory under the system temp dir).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Kill the build's own driver (SIGKILL) after its Nth step, then resume it: a crash costs
+    /// nothing.
+    #[arg(long)]
+    pub kill_at: Option<usize>,
 }
 
 const UNIT_BODY: &str = "
@@ -171,6 +175,7 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     config["verify"]["commands"] = serde_json::json!(["sh test.sh"]);
     config["runners"] = serde_json::json!({"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"], "timeoutSec": 60}});
     config["roles"] = serde_json::json!({"implementer": {"runner": "scripted"}, "validator": {"runner": "scripted"}});
+    config["land"] = serde_json::json!({"mode": "merge", "strategy": "merge"});
     std::fs::write(
         &config_path,
         format!(
@@ -183,17 +188,72 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     git(&repo, &["add", "-A"])?;
     git(&repo, &["commit", "-q", "-m", &format!("approve {id}")])?;
     log.push_str(&format!("\n$ git commit -m \"approve {id}\"\n"));
+    if let Some(n) = args.kill_at {
+        kill_build_at(&mut log, &repo, &exe, &id, n)?;
+    }
     step(&mut log, &repo, &exe, &["build", &id])?;
     step(&mut log, &repo, &exe, &["status", &id])?;
-    let branch = format!("iced/{id}/{id}");
-    let history = crate::git::run(&repo, &["log", "--oneline", &branch]).unwrap_or_default();
-    log.push_str(&format!("\n$ git log --oneline {branch}\n{history}\n"));
+    let history =
+        crate::git::run(&repo, &["log", "--oneline", "--graph", "-8"]).unwrap_or_default();
+    log.push_str(&format!("\n$ git log --oneline --graph\n{history}\n"));
+    let run = std::fs::read_dir(repo.join(".iced/run"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .find(|n| n.starts_with("run-"))
+        .unwrap_or_default();
     log.push_str(&format!(
-        "\nDelivered. The lane branch `{branch}` carries the fix and the unit's close (evidence.md, verify.json, status done); the validator's minor finding is noted in evidence.md.\nThe demo repository is kept at `{}`; remove it when done.",
+        "\nLanded: `main` now has the fix and the unit's close (status done, evidence.md, verify.json); the lane's worktree and branch are gone, and the run's record stays. The validator's minor finding is noted in evidence.md.\n\nLook around:\n  cd {}\n  iced run show {run}\n  iced status {id}\n  git log --stat -3\n\nThe demo repository is kept at `{}`; remove it when done.",
+        repo.display(),
         base.display()
     ));
     Ok(Output::new(
-        serde_json::json!({"dir": base, "repo": repo, "unit": id, "branch": branch, "status": "delivered"}),
+        serde_json::json!({"dir": base, "repo": repo, "unit": id, "run": run, "status": "landed"}),
         log,
     ))
+}
+
+/// Start `iced build`, kill it with SIGKILL after its `n`th step report, and say so: the next
+/// build resumes the same run from its recorded steps.
+fn kill_build_at(
+    log: &mut String,
+    dir: &Path,
+    exe: &Path,
+    id: &str,
+    n: usize,
+) -> Result<(), Refusal> {
+    use std::io::BufRead;
+    log.push_str(&format!(
+        "\n$ iced build {id}   (killed with SIGKILL after step {n})\n"
+    ));
+    let mut child = Command::new(exe)
+        .args(["build", id, "--json"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| io_error("demo", format!("cannot run iced: {e}")))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut seen = 0;
+    for line in std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+    {
+        seen += 1;
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        log.push_str(&format!(
+            "  step {seen}: {} {} {}\n",
+            v["stage"].as_str().unwrap_or(""),
+            v["action"].as_str().unwrap_or(""),
+            v["status"].as_str().unwrap_or("")
+        ));
+        if seen >= n {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    log.push_str("  killed. Whatever it launched runs on; what it recorded stays.\n");
+    Ok(())
 }

@@ -1,0 +1,357 @@
+//! The landing steps of a lane, as the engine runs them outside the lock: each returns the
+//! outcome to record, and where the lane goes next. Idempotent on replay: a step that finds its
+//! work already done (the target already moved, the pull request already open, the worktree
+//! already gone) records that.
+
+use super::engine::Ctx;
+use super::land::{self, Integrated, Retired};
+use super::state::{Lane, Run, Stage, StepStatus};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// What a landing step did.
+pub struct Done {
+    pub status: StepStatus,
+    pub outcome: Value,
+    /// Where the lane goes when the step is done (None: stays).
+    pub stage: Option<Stage>,
+    pub reason: Option<String>,
+    pub action: &'static str,
+    pub next: String,
+}
+
+fn ok(outcome: Value, stage: Option<Stage>, next: impl Into<String>) -> Done {
+    Done {
+        status: StepStatus::Done,
+        outcome,
+        stage,
+        reason: None,
+        action: "advanced",
+        next: next.into(),
+    }
+}
+
+fn failed(error: impl Into<String>) -> Done {
+    let error = error.into();
+    Done {
+        status: StepStatus::Failed,
+        outcome: json!({"error": error}),
+        stage: None,
+        reason: None,
+        action: "advanced",
+        next: format!("{error}; the lane blocks"),
+    }
+}
+
+/// Not a failure: the world is not there yet. `new_round`: the target moved, integrate again.
+fn again(why: impl Into<String>, new_round: bool) -> Done {
+    let why = why.into();
+    Done {
+        status: StepStatus::Failed,
+        outcome: json!({"again": true, "new_round": new_round, "why": why}),
+        stage: None,
+        reason: None,
+        action: "waiting",
+        next: why,
+    }
+}
+
+/// `-c user.name=.. -c user.email=..` when the repository has no identity of its own.
+fn identity(dir: &Path) -> Vec<String> {
+    if crate::git::run(dir, &["config", "user.email"]).is_ok() {
+        Vec::new()
+    } else {
+        ["-c", "user.name=iced", "-c", "user.email=iced@localhost"]
+            .map(str::to_owned)
+            .to_vec()
+    }
+}
+
+/// The branch a run lands into.
+pub fn target(ctx: &Ctx<'_>, run: &Run) -> Option<String> {
+    ctx.settings
+        .land
+        .target
+        .clone()
+        .or_else(|| run.base.branch.clone())
+}
+
+/// The target's commit as the landing sees it: the remote's (fetched) when a remote is set.
+fn target_commit(ctx: &Ctx<'_>, target: &str) -> Result<String, String> {
+    match &ctx.settings.land.remote {
+        Some(remote) => land::fetch(&ctx.repo.root, remote, target),
+        None => land::rev(&ctx.repo.root, &format!("refs/heads/{target}")),
+    }
+}
+
+pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
+    let Some(target) = target(ctx, run) else {
+        return failed(
+            "the run started on a detached HEAD and `land.target` names no branch to land into",
+        );
+    };
+    let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
+    let branch = lane.branch.clone().unwrap_or_default();
+    let root = &ctx.repo.root;
+    let settings = &ctx.settings.land;
+    let delivered = lane
+        .outcome("deliver")
+        .and_then(|o| o["commit"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let (kind, _round) = step.rsplit_once('-').map_or((step, ""), |(k, r)| (k, r));
+    match kind {
+        "integrate" => {
+            let target_head = match target_commit(ctx, &target) {
+                Ok(c) => c,
+                Err(e) => return failed(format!("the target `{target}` could not be read: {e}")),
+            };
+            let result = land::integrate(&worktree, &target_head, &identity(&worktree));
+            crate::failpoint::hit("land-after-integrate");
+            match result {
+                // Whether the target came in is judged against the delivery commit, so a call
+                // that died after merging still knows the definition of done must run again.
+                Ok(Integrated::AlreadyIn | Integrated::Merged { .. }) => {
+                    let merged = !land::is_ancestor(&worktree, &target_head, &delivered);
+                    let head = land::rev(&worktree, "HEAD").unwrap_or_default();
+                    ok(
+                        json!({"target": target, "target_commit": target_head, "merged": merged, "head": head}),
+                        None,
+                        if merged { "the target moved: it is merged into the lane and the definition of done runs again" } else { "the lane contains the target" },
+                    )
+                }
+                Ok(Integrated::Conflict { files }) => failed(format!(
+                    "merging `{target}` into the lane conflicts in {}; resolve it on the lane branch `{branch}` and resume",
+                    files.join(", ")
+                )),
+                Err(e) => failed(format!("merging `{target}` into the lane failed: {e}")),
+            }
+        }
+        "landcommit" => {
+            let round = lane.land_round.max(1);
+            let integrated = lane
+                .outcome(&format!("integrate-{round}"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let target_head = integrated["target_commit"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let head = match land::rev(&worktree, "HEAD") {
+                Ok(h) => h,
+                Err(e) => return failed(e),
+            };
+            let message = format!(
+                "{} ({})\n\nLanded by iced: run {}, lane {}.\n\nIced-Run: {}\nIced-Lane: {}\n",
+                lane.unit, settings.strategy, run.id, lane.id, run.id, lane.id
+            );
+            match land::landed_commit(
+                root,
+                &settings.strategy,
+                &head,
+                &target_head,
+                &message,
+                &identity(root),
+            ) {
+                Ok(commit) => ok(
+                    json!({"landed": commit, "from": target_head, "strategy": settings.strategy}),
+                    None,
+                    "the landed commit is made",
+                ),
+                Err(e) => failed(e),
+            }
+        }
+        "land" => {
+            let round = lane.land_round.max(1);
+            let made = lane
+                .outcome(&format!("landcommit-{round}"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let commit = made["landed"].as_str().unwrap_or_default().to_owned();
+            let from = made["from"].as_str().unwrap_or_default().to_owned();
+            let result = match &settings.remote {
+                Some(remote) => match land::push(root, remote, &commit, &target) {
+                    Ok(true) => Ok(json!({"commit": commit, "target": target, "remote": remote})),
+                    Ok(false) => {
+                        return again(
+                            format!(
+                                "`{remote}/{target}` moved while landing; landing starts again"
+                            ),
+                            true,
+                        )
+                    }
+                    Err(e) => Err(e),
+                },
+                None => match land::move_target(root, &target, &from, &commit) {
+                    Ok(()) => Ok(json!({"commit": commit, "target": target})),
+                    Err(e) if e.contains("moved to") => return again(e, true),
+                    Err(e) => Err(e),
+                },
+            };
+            crate::failpoint::hit("land-after-move");
+            match result {
+                Ok(outcome) => ok(
+                    outcome,
+                    Some(Stage::Retire),
+                    format!("landed in `{target}`"),
+                ),
+                Err(e) => failed(e),
+            }
+        }
+        "push" => {
+            // push-branch: the lane branch goes to the remote for its pull request.
+            let remote = settings.remote.clone().unwrap_or_default();
+            let head = land::rev(&worktree, "HEAD").unwrap_or_default();
+            match land::push(root, &remote, &head, &branch) {
+                Ok(true) => ok(json!({"remote": remote, "branch": branch, "commit": head}), None, "the lane branch is pushed"),
+                Ok(false) => failed(format!("`{remote}` refused the lane branch `{branch}` (it holds other commits there); the loop never forces a push")),
+                Err(e) => failed(e),
+            }
+        }
+        "pr" if step == "pr-open" => {
+            let body = super::record::pr_body(run, lane);
+            let body_file = ctx
+                .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
+                .join("body.md");
+            if let Some(dir) = body_file.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = crate::store::write_atomic(&body_file, body.as_bytes(), 0o600) {
+                return failed(e.to_string());
+            }
+            let title = format!("{}: {}", lane.unit, unit_title(ctx, lane));
+            let values = placeholders(&branch, &target, &title, &body_file, "", "");
+            // A call that died after opening left a pull request: find it rather than open a second.
+            if let Some(find) = &settings.pr_find {
+                if let Ok(out) = land::forge(root, &super::engine::expand(find, &values)) {
+                    if let Some((url, number)) = land::pr_from_output(&out) {
+                        return ok(
+                            json!({"url": url, "number": number, "found": true}),
+                            None,
+                            format!("pull request {url} is open"),
+                        );
+                    }
+                }
+            }
+            let out = land::forge(root, &super::engine::expand(&settings.pr_open, &values));
+            crate::failpoint::hit("pr-after-open");
+            match out {
+                Ok(out) => match land::pr_from_output(&out) {
+                    Some((url, number)) => {
+                        let stage = (settings.arm != "auto").then_some(Stage::Retire);
+                        ok(
+                            json!({"url": url, "number": number}),
+                            stage,
+                            format!("pull request {url} is open"),
+                        )
+                    }
+                    None => failed(format!(
+                        "the open command printed no pull request URL: {}",
+                        out.trim()
+                    )),
+                },
+                Err(e) => failed(format!("opening the pull request failed: {e}")),
+            }
+        }
+        "pr" => {
+            // pr-arm: from here on, the loop never pushes to this pull request.
+            let opened = lane.outcome("pr-open").cloned().unwrap_or(Value::Null);
+            let url = opened["url"].as_str().unwrap_or_default().to_owned();
+            let number = opened["number"]
+                .as_u64()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            let title = format!("{}: {}", lane.unit, unit_title(ctx, lane));
+            let body_file = ctx
+                .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
+                .join("body.md");
+            let values = placeholders(&branch, &target, &title, &body_file, &url, &number);
+            match land::forge(root, &super::engine::expand(&settings.pr_arm, &values)) {
+                Ok(_) => ok(
+                    json!({"url": url, "armed": true}),
+                    Some(Stage::Retire),
+                    format!("pull request {url} is armed; it lands under the repository's rule"),
+                ),
+                Err(e) => failed(format!("arming the pull request failed: {e}")),
+            }
+        }
+        "retire" => {
+            let landed_in = match &settings.remote {
+                Some(remote) if settings.mode != "none" => match land::fetch(root, remote, &target)
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return again(
+                            format!("`{remote}/{target}` could not be fetched: {e}"),
+                            false,
+                        )
+                    }
+                },
+                _ => match land::rev(root, &format!("refs/heads/{target}")) {
+                    Ok(c) => c,
+                    Err(e) => return failed(e),
+                },
+            };
+            let retired = land::retire(root, Some(&worktree), &branch, &landed_in);
+            crate::failpoint::hit("retire-after-remove");
+            match retired {
+                Ok(Retired::Removed) => ok(
+                    json!({"retired": true}),
+                    Some(Stage::Delivered),
+                    "the lane is retired: worktree and branch removed",
+                ),
+                Ok(Retired::DirtyKept(path)) => {
+                    let mut d = ok(
+                        json!({"retired": false, "kept": path}),
+                        Some(Stage::Delivered),
+                        format!(
+                            "landed; the worktree `{}` has uncommitted changes and is kept",
+                            path.display()
+                        ),
+                    );
+                    d.reason = Some(format!(
+                        "worktree kept: `{}` has uncommitted or untracked changes",
+                        path.display()
+                    ));
+                    d
+                }
+                Ok(Retired::NotLanded) => again(
+                    match lane.outcome("pr-open").and_then(|o| o["url"].as_str()) {
+                        Some(url) => {
+                            format!("the pull request {url} has not landed in `{target}` yet")
+                        }
+                        None => format!("the lane has not landed in `{target}` yet"),
+                    },
+                    false,
+                ),
+                Err(e) => failed(e),
+            }
+        }
+        _ => failed(format!("unknown landing step `{step}`")),
+    }
+}
+
+fn placeholders(
+    branch: &str,
+    target: &str,
+    title: &str,
+    body_file: &Path,
+    url: &str,
+    number: &str,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("branch", branch.to_owned()),
+        ("target", target.to_owned()),
+        ("title", title.to_owned()),
+        ("body_file", body_file.display().to_string()),
+        ("pr_url", url.to_owned()),
+        ("pr_number", number.to_owned()),
+    ]
+}
+
+fn unit_title(ctx: &Ctx<'_>, lane: &Lane) -> String {
+    crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+        .ok()
+        .and_then(|t| crate::unit::parse_unit(&t).title)
+        .unwrap_or_default()
+}

@@ -1,0 +1,215 @@
+//! The run record (`.iced/run/<run>/record.json`), the body of a pull request, and the handover
+//! block: three ways of telling a run from what the loop recorded, for a machine, a reviewer and a
+//! fresh driver.
+
+use super::engine::Ctx;
+use super::state::{Lane, Run, RunPaths, StepStatus};
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+/// The record of a run: the run as the state holds it, every step record of earlier attempts
+/// (from `history.jsonl`), and the settings it ran under.
+pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
+    let history: Vec<Value> = std::fs::read_to_string(ctx.paths.history(&run.id))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let s = &ctx.settings;
+    json!({
+        "run": run,
+        "history": history,
+        "settings": {
+            "implementer": s.implementer.as_ref().map(|r| json!({"runner": r.name, "argv": r.argv, "model": s.implementer_model})),
+            "validator": s.validator.as_ref().map(|r| json!({"runner": r.name, "argv": r.argv, "model": s.validator_model})),
+            "lenses": s.lenses, "reviewers": s.reviewers, "refute": s.refute,
+            "max_attempts": s.max_attempts, "independent": s.independent,
+            "land": {"mode": s.land.mode, "target": s.land.target, "strategy": s.land.strategy, "remote": s.land.remote, "arm": s.land.arm},
+        },
+        "cost": "unknown",
+        "written_at": crate::clock::now_iso(),
+    })
+}
+
+/// Write the record (atomic, 0600). Called when a run ends; kept after the run leaves the state.
+pub fn write(ctx: &Ctx<'_>, run: &Run) {
+    let dir = ctx.paths.run_dir(&run.id);
+    if super::state::ensure_dir(&dir, ctx.step).is_err() {
+        return;
+    }
+    let mut text = serde_json::to_vec_pretty(&record(ctx, run)).expect("serialises");
+    text.push(b'\n');
+    let _ = crate::store::write_atomic(&dir.join("record.json"), &text, 0o600);
+}
+
+/// A record written earlier, for a run no longer in the state.
+pub fn read(paths: &RunPaths, run: &str) -> Option<Value> {
+    let bytes =
+        crate::store::read_limited(&paths.run_dir(run).join("record.json"), 16 * 1024 * 1024)
+            .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The body of a lane's pull request: the unit, each expectation's result, the findings and
+/// what became of them, the commands and their exit codes.
+pub fn pr_body(run: &Run, lane: &Lane) -> String {
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "Delivers ICED unit `{}` (run `{}`, attempt {}).\n",
+        lane.unit, run.id, lane.attempt
+    );
+    let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    if let Some(summary) = receipt["summary"].as_str() {
+        let _ = writeln!(b, "{summary}\n");
+    }
+    let merged = lane
+        .outcome("judge")
+        .map(|j| j["merged"].clone())
+        .unwrap_or(Value::Null);
+    let _ = writeln!(b, "## Expectations\n");
+    match merged["expectations"].as_object() {
+        Some(map) => {
+            for (id, result) in map {
+                let _ = writeln!(b, "- {id}: {}", result.as_str().unwrap_or("?"));
+            }
+        }
+        None => {
+            let _ = writeln!(
+                b,
+                "Judged by the loop's own checks only (no independent validator)."
+            );
+        }
+    }
+    let _ = writeln!(b, "\n## Findings\n");
+    if lane.findings.is_empty() {
+        let _ = writeln!(b, "None.");
+    }
+    for f in &lane.findings {
+        let _ = writeln!(
+            b,
+            "- {} ({}): {} — {}",
+            f.id, f.evidence.severity, f.evidence.summary, f.status
+        );
+    }
+    let _ = writeln!(b, "\n## Definition of done\n");
+    for c in receipt["commands"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            b,
+            "- `{}`: exit {}",
+            c["command"].as_str().unwrap_or(""),
+            c["exit_code"]
+        );
+    }
+    let _ = writeln!(
+        b,
+        "\nThe unit's close (status, evidence.md, verify.json) is part of this change."
+    );
+    b
+}
+
+/// A short block a fresh driver reads once to continue: settings in force, each live lane's next
+/// move, what is awaited and where, and the hazards. From the state alone.
+pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
+    let s = &ctx.settings;
+    let mut b = String::new();
+    let role = |r: &Option<super::settings::Runner>, m: &Option<String>| match r {
+        Some(r) => format!(
+            "runner `{}`{}",
+            r.name,
+            m.as_ref()
+                .map(|m| format!(", model {m}"))
+                .unwrap_or_default()
+        ),
+        None => "the host starts it".to_owned(),
+    };
+    let _ = writeln!(b, "# Handover\n");
+    let _ = writeln!(
+        b,
+        "In force: implementer {}; validators {} ({}{}); up to {} attempts; landing `{}`.\n",
+        role(&s.implementer, &s.implementer_model),
+        role(&s.validator, &s.validator_model),
+        s.lenses
+            .as_ref()
+            .map_or("auto lenses".to_owned(), |l| l.join(", ")),
+        if s.reviewers.is_empty() {
+            String::new()
+        } else {
+            format!(" + {}", s.reviewers.join(", "))
+        },
+        s.max_attempts,
+        s.land.mode
+    );
+    if runs.is_empty() {
+        let _ = writeln!(b, "No live run. Start one with `iced build <id>`.");
+        return b;
+    }
+    for run in runs {
+        let _ = writeln!(
+            b,
+            "## {} ({}, {} driver)\n",
+            run.id,
+            run.status.as_str(),
+            match run.driver {
+                super::state::Driver::Host => "host",
+                super::state::Driver::Process => "process",
+            }
+        );
+        for lane in &run.lanes {
+            let _ = writeln!(
+                b,
+                "- {}: {} (attempt {}). {}",
+                lane.id,
+                lane.stage.as_str(),
+                lane.attempt,
+                next_move(ctx, run, lane)
+            );
+            let open: Vec<&str> = lane
+                .findings
+                .iter()
+                .filter(|f| f.status == "open")
+                .map(|f| f.id.as_str())
+                .collect();
+            if !open.is_empty() {
+                let _ = writeln!(b, "  Open findings: {}.", open.join(", "));
+            }
+            if let Some(reason) = lane
+                .reason
+                .as_ref()
+                .filter(|_| lane.stage == super::state::Stage::Blocked)
+            {
+                let _ = writeln!(b, "  Blocked: {}", reason.lines().next().unwrap_or(""));
+            }
+        }
+        b.push('\n');
+    }
+    let _ = writeln!(
+        b,
+        "Drive it with `iced implement step` (repeat while it says `advanced` or `waiting`)."
+    );
+    b
+}
+
+/// One sentence: what this lane needs next and where it is awaited.
+fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
+    use super::state::Stage::*;
+    let started: Vec<&str> = lane
+        .steps
+        .iter()
+        .filter(|r| r.attempt == lane.attempt && r.status == StepStatus::Started)
+        .map(|r| r.step.as_str())
+        .collect();
+    match lane.stage {
+        Implement if lane.record("implement").is_some() => format!(
+            "Awaiting the implementer's report at `{}`.",
+            ctx.receipt_path(&run.id, &lane.id, lane.attempt).display()
+        ),
+        Implement => "Next: start the implementer.".into(),
+        Validate | Refute if !started.is_empty() => format!("Awaiting {}.", started.join(", ")),
+        Delivered => "Done.".into(),
+        Blocked => "Needs a person (`iced run resume` after fixing what the reason names).".into(),
+        Handback => "Handed back: the contract needs a person.".into(),
+        _ if !started.is_empty() => format!("In progress: {}.", started.join(", ")),
+        stage => format!("Next: {}.", stage.as_str()),
+    }
+}
