@@ -46,4 +46,8 @@ pub const ALL: &[&str] = &[
     "deliver-after-commit",
     "deliver-after-record",
     "end-before-release",
+    "land-after-integrate",
+    "land-after-move",
+    "pr-after-open",
+    "retire-after-remove",
 ];

@@ -597,13 +597,21 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
 fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
     let (next, snapshot) = ctx.transact(|state| {
-        let run = state.runs.get_mut(run_id).ok_or_else(|| {
-            ctx.refuse(
+        let Some(run) = state.runs.get_mut(run_id) else {
+            // Landed and retired (by a concurrent call, since this one chose the run): the run
+            // has left the state, and its record says how it ended.
+            if let Some(run) = super::record::read(&ctx.paths, run_id)
+                .and_then(|r| serde_json::from_value::<Run>(r["run"].clone()).ok())
+                .filter(|r| r.status.is_ended())
+            {
+                return Ok((Pending::Report(Box::new(ended_report(&run))), run));
+            }
+            return Err(ctx.refuse(
                 "run-not-found",
                 format!("no run `{run_id}`"),
                 "`iced run list` shows the runs",
-            )
-        })?;
+            ));
+        };
         let before = run.clone();
         observe(ctx, run)?;
         check_inputs(ctx, run)?;
@@ -651,7 +659,9 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
 
 /// Every lane of the run has landed and been retired.
 fn is_retired(run: &Run) -> bool {
-    run.lanes.iter().all(|l| l.outcome("retire").is_some())
+    run.lanes
+        .iter()
+        .all(|l| l.outcome("retire").is_some_and(|o| o["retired"] == true))
 }
 
 /// `iced run retire`: retire the lanes of delivered runs whose work is in the target (a person
@@ -673,7 +683,14 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
             let worktree = lane.worktree.as_deref().map(PathBuf::from);
             let branch = lane.branch.clone().unwrap_or_default();
             let result = if run.status == RunStatus::Delivered {
-                super::land::retire(&ctx.repo.root, worktree.as_deref(), &branch, &landed_in)
+                let landed = super::landing::landed_by_loop(lane);
+                super::land::retire(
+                    &ctx.repo.root,
+                    worktree.as_deref(),
+                    &branch,
+                    &landed_in,
+                    landed.as_ref().map(|(c, h)| (c.as_str(), h.as_str())),
+                )
             } else {
                 // An abandoned or handed-back run's work never landed: its branch is kept for a
                 // person; only a clean worktree goes.
@@ -1391,20 +1408,23 @@ fn ended_report(run: &Run) -> StepReport {
             let pr = lane
                 .outcome("pr-open")
                 .and_then(|o| o["url"].as_str().map(str::to_owned));
+            // A worktree with uncommitted changes is kept (SPEC 23.3): the run stays in the
+            // state until `iced run retire` finds it clean.
+            let retired = match lane.outcome("retire") {
+                Some(o) if o["retired"] == true => "; the lane is retired".to_owned(),
+                Some(o) => format!(
+                    "; the worktree `{}` has uncommitted changes and is kept: clean it, then `iced run retire`",
+                    o["kept"].as_str().unwrap_or("")
+                ),
+                None => String::new(),
+            };
             let next = match (landed, pr) {
                 (Some(o), _) => format!(
-                    "landed in `{}` as {}{}",
+                    "landed in `{}` as {}{retired}",
                     o["target"].as_str().unwrap_or(""),
                     o["commit"].as_str().unwrap_or(""),
-                    if lane.outcome("retire").is_some() {
-                        "; the lane is retired"
-                    } else {
-                        ""
-                    }
                 ),
-                (None, Some(url)) => {
-                    format!("landed through pull request {url}; the lane is retired")
-                }
+                (None, Some(url)) => format!("landed through pull request {url}{retired}"),
                 (None, None) => format!(
                     "delivered on branch `{}` (land.mode none: merge it when you are ready)",
                     lane.branch.clone().unwrap_or_default()

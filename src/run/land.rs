@@ -142,6 +142,24 @@ pub fn move_target(root: &Path, target: &str, old: &str, new: &str) -> Result<()
     }
 }
 
+/// After the landed commit was pushed: bring the local `target` along when that is a
+/// fast-forward (through its checkout, so the person's files follow). The landing happened at the
+/// remote, so a local target with commits of its own, or a checkout that refuses, is left where it
+/// is and said (`Err`), not a failure of the landing.
+pub fn follow(root: &Path, target: &str, new: &str) -> Result<(), String> {
+    let current = rev(root, &format!("refs/heads/{target}"))
+        .map_err(|_| format!("there is no local `{target}` to bring along"))?;
+    if current == new {
+        return Ok(());
+    }
+    if !is_ancestor(root, &current, new) {
+        return Err(format!(
+            "the local `{target}` has commits the remote's has not; it is left as it is"
+        ));
+    }
+    move_target(root, target, &current, new)
+}
+
 /// Push `commit` to `<remote> <branch>` (never forced). A rejection is `Ok(false)`.
 pub fn push(root: &Path, remote: &str, commit: &str, branch: &str) -> Result<bool, String> {
     let out = crate::git::command(root)
@@ -251,18 +269,27 @@ pub enum Retired {
 }
 
 /// Remove a landed lane's worktree and branch. The person's branch need not be fast-forwarded:
-/// landing is judged against the target (or the remote target), not against HEAD.
+/// landing is judged against the target (or the remote target), not against HEAD. `landed` is
+/// the commit the loop moved the target to and the lane head it was made from, when the loop
+/// landed it: a squash is not a descendant of the lane's head, and such a lane has landed once
+/// that commit is in the target and the branch holds nothing after it.
 pub fn retire(
     root: &Path,
     worktree: Option<&Path>,
     branch: &str,
     landed_in: &str,
+    landed: Option<(&str, &str)>,
 ) -> Result<Retired, String> {
     let head = rev(root, &format!("refs/heads/{branch}")).ok();
-    if let Some(h) = &head {
-        if !is_ancestor(root, h, landed_in) {
-            return Ok(Retired::NotLanded);
-        }
+    let in_target = |commit: &str| is_ancestor(root, commit, landed_in);
+    let is_landed = match (landed, &head) {
+        (Some((commit, from)), Some(h)) => in_target(commit) && (h == from || in_target(h)),
+        (Some((commit, _)), None) => in_target(commit),
+        (None, Some(h)) => in_target(h),
+        (None, None) => true,
+    };
+    if !is_landed {
+        return Ok(Retired::NotLanded);
     }
     if let Some(w) = worktree.filter(|w| w.exists()) {
         if !crate::git::is_clean(w, &[]).unwrap_or(false) {

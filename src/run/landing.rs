@@ -154,7 +154,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 &identity(root),
             ) {
                 Ok(commit) => ok(
-                    json!({"landed": commit, "from": target_head, "strategy": settings.strategy}),
+                    json!({"landed": commit, "from": target_head, "head": head, "strategy": settings.strategy}),
                     None,
                     "the landed commit is made",
                 ),
@@ -171,7 +171,13 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
             let from = made["from"].as_str().unwrap_or_default().to_owned();
             let result = match &settings.remote {
                 Some(remote) => match land::push(root, remote, &commit, &target) {
-                    Ok(true) => Ok(json!({"commit": commit, "target": target, "remote": remote})),
+                    // The local target (and the person's checkout of it) follows the remote's.
+                    Ok(true) => Ok(match land::follow(root, &target, &commit) {
+                        Ok(()) => json!({"commit": commit, "target": target, "remote": remote}),
+                        Err(e) => {
+                            json!({"commit": commit, "target": target, "remote": remote, "local": e})
+                        }
+                    }),
                     Ok(false) => {
                         return again(
                             format!(
@@ -292,7 +298,14 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                     Err(e) => return failed(e),
                 },
             };
-            let retired = land::retire(root, Some(&worktree), &branch, &landed_in);
+            let landed = landed_by_loop(lane);
+            let retired = land::retire(
+                root,
+                Some(&worktree),
+                &branch,
+                &landed_in,
+                landed.as_ref().map(|(c, h)| (c.as_str(), h.as_str())),
+            );
             crate::failpoint::hit("retire-after-remove");
             match retired {
                 Ok(Retired::Removed) => ok(
@@ -329,6 +342,18 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
         }
         _ => failed(format!("unknown landing step `{step}`")),
     }
+}
+
+/// The commit the loop moved the target to, and the lane head it was made from (`merge` mode).
+pub fn landed_by_loop(lane: &Lane) -> Option<(String, String)> {
+    let round = lane.land_round.max(1);
+    let commit = lane.outcome(&format!("land-{round}"))?["commit"]
+        .as_str()?
+        .to_owned();
+    let head = lane.outcome(&format!("landcommit-{round}"))?["head"]
+        .as_str()?
+        .to_owned();
+    Some((commit, head))
 }
 
 fn placeholders(

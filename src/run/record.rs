@@ -77,8 +77,17 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
         None => {
             let _ = writeln!(
                 b,
-                "Judged by the loop's own checks only (no independent validator)."
+                "Judged by the loop's own checks only (no independent validator): the definition of done passed and the implementer gave evidence for each expectation.\n"
             );
+            for e in receipt["evidence"].as_array().into_iter().flatten() {
+                let _ = writeln!(
+                    b,
+                    "- {}: verified by the loop's checks; evidence: {} `{}`",
+                    e["expectation"].as_str().unwrap_or("?"),
+                    e["kind"].as_str().unwrap_or(""),
+                    e["ref"].as_str().unwrap_or("")
+                );
+            }
         }
     }
     let _ = writeln!(b, "\n## Findings\n");
@@ -126,16 +135,23 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
     let _ = writeln!(b, "# Handover\n");
     let _ = writeln!(
         b,
-        "In force: implementer {}; validators {} ({}{}); up to {} attempts; landing `{}`.\n",
+        "In force: implementer {}; {}; up to {} attempts; landing `{}`.\n",
         role(&s.implementer, &s.implementer_model),
-        role(&s.validator, &s.validator_model),
-        s.lenses
-            .as_ref()
-            .map_or("auto lenses".to_owned(), |l| l.join(", ")),
-        if s.reviewers.is_empty() {
-            String::new()
+        if s.independent {
+            format!(
+                "validators {} ({}{})",
+                role(&s.validator, &s.validator_model),
+                s.lenses
+                    .as_ref()
+                    .map_or("auto lenses".to_owned(), |l| l.join(", ")),
+                if s.reviewers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" + {}", s.reviewers.join(", "))
+                }
+            )
         } else {
-            format!(" + {}", s.reviewers.join(", "))
+            "no independent validators (the loop's own checks only)".to_owned()
         },
         s.max_attempts,
         s.land.mode
@@ -206,7 +222,17 @@ fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
         ),
         Implement => "Next: start the implementer.".into(),
         Validate | Refute if !started.is_empty() => format!("Awaiting {}.", started.join(", ")),
+        // Delivered on its branch (`land.mode: none`): landing it is a person's move.
+        Delivered if lane.outcome("retire").is_none() => format!(
+            "Delivered on `{}`: merge it, then `iced run retire`.",
+            lane.branch.as_deref().unwrap_or("")
+        ),
         Delivered => "Done.".into(),
+        Retire if lane.outcome("pr-open").is_some() => format!(
+            "Awaiting pull request {} to land.",
+            lane.outcome("pr-open")
+                .map_or("", |o| o["url"].as_str().unwrap_or(""))
+        ),
         Blocked => "Needs a person (`iced run resume` after fixing what the reason names).".into(),
         Handback => "Handed back: the contract needs a person.".into(),
         _ if !started.is_empty() => format!("In progress: {}.", started.join(", ")),

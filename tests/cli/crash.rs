@@ -7,6 +7,13 @@
 //! left `started`, and a history with each archived record once. Plus sixteen `implement step`
 //! callers at once on one run.
 //!
+//! The landing's failpoints (SPEC 23) are walked on cases that land (`Setup::landing`): `merge`
+//! into the local `main` checked out in the person's checkout, the same pushed to a bare `origin`,
+//! or a pull request through `origin` and fixtures/fake-forge (with `land.pr.find`). A landed case
+//! must end out of the state with its record, its lane retired, and the target holding the lane's
+//! work exactly once: one landing merge on `main` whose parents are the old `main` and the delivery
+//! (and `origin`'s `main` the same), or one pull request opened, armed, and never pushed to again.
+//!
 //! Every case works in a fresh repository holding one approved, committed unit (E1, E2), either
 //! with `verify.independent: false`, or validated (`Setup::validated`): one lens, `full`, whose
 //! validator finds an S2 on attempt 1 that the refuter confirms, so the run crosses the validate,
@@ -28,6 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const FAKE_AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/fake-agent");
+const FAKE_FORGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/fake-forge");
 /// A fast agent: one commit, a report with evidence for both expectations.
 const QUICK_AGENT: &str = "commit src/session.txt refreshed on activity\nreport-ok E1 E2\n";
 /// The agent of the concurrency test: slow enough that many callers find it running.
@@ -66,6 +74,20 @@ enum Driver {
     Host,
 }
 
+/// How a delivered lane lands (SPEC 23.2).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Land {
+    /// `land.mode: none`: delivered on the lane branch, which stays.
+    None,
+    /// `merge` with strategy `merge` into the local `main`, checked out in the person's checkout.
+    Merge,
+    /// ... and pushed to `origin` (a bare repository beside the checkout).
+    MergeRemote,
+    /// `pr` through `origin` and `fixtures/fake-forge` (with `land.pr.find`), armed; the test
+    /// plays the forge merging it once armed.
+    Pr,
+}
+
 /// How a case's repository is configured.
 #[derive(Clone, Copy)]
 struct Setup {
@@ -76,6 +98,7 @@ struct Setup {
     /// Independent validation (one lens, `full`; [`VALIDATED_AGENT`]), not the loop's own checks
     /// alone.
     validated: bool,
+    land: Land,
 }
 
 impl Setup {
@@ -85,7 +108,12 @@ impl Setup {
             dod,
             agent: QUICK_AGENT,
             validated: false,
+            land: Land::None,
         }
+    }
+
+    fn landing(self, land: Land) -> Setup {
+        Setup { land, ..self }
     }
 
     fn validated(self) -> Setup {
@@ -104,6 +132,7 @@ impl std::fmt::Debug for Setup {
             .field("driver", &self.driver)
             .field("dod", &self.dod)
             .field("validated", &self.validated)
+            .field("land", &self.land)
             .finish()
     }
 }
@@ -154,6 +183,8 @@ struct Case {
     calls: AtomicUsize,
     /// `PATH` for every `iced` call (and so for what it starts), when not the test's own.
     path: Option<std::ffi::OsString>,
+    /// `main` once the case is set up: what landing starts from.
+    base: String,
 }
 
 impl Case {
@@ -192,15 +223,71 @@ impl Case {
             ".iced/config.json",
             serde_json::to_string_pretty(&config).unwrap(),
         );
+        let forge = out.join("forge");
+        let forge_argv = |verb: &str, rest: &[&str]| {
+            let mut argv = vec![
+                "bash".to_owned(),
+                FAKE_FORGE.to_owned(),
+                forge.display().to_string(),
+                verb.to_owned(),
+            ];
+            argv.extend(rest.iter().map(|s| (*s).to_owned()));
+            argv
+        };
+        config["land"] = match setup.land {
+            Land::None => json!({"mode": "none"}),
+            Land::Merge => json!({"mode": "merge", "strategy": "merge"}),
+            Land::MergeRemote => json!({"mode": "merge", "strategy": "merge", "remote": "origin"}),
+            Land::Pr => json!({"mode": "pr", "remote": "origin", "arm": "auto", "pr": {
+                "open": forge_argv("open", &["--head", "{branch}", "--base", "{target}", "--title", "{title}", "--body-file", "{body_file}"]),
+                "arm": forge_argv("arm", &["{pr_number}", "{pr_url}"]),
+                "find": forge_argv("find", &["{branch}"]),
+            }}),
+        };
+        env.write(
+            ".iced/config.json",
+            serde_json::to_string_pretty(&config).unwrap(),
+        );
         env.git(&["add", "-A"]);
         env.git(&["commit", "-q", "-m", "approve the unit"]);
+        let mut path = None;
+        if matches!(setup.land, Land::MergeRemote | Land::Pr) {
+            let remote = out.join("remote.git");
+            crate::env::git_at(
+                &out,
+                &[
+                    "init",
+                    "-q",
+                    "--bare",
+                    "-b",
+                    "main",
+                    &remote.display().to_string(),
+                ],
+            );
+            env.git(&["remote", "add", "origin", &remote.display().to_string()]);
+            env.git(&["push", "-q", "origin", "main"]);
+        }
+        if setup.land == Land::Pr {
+            std::fs::create_dir_all(&forge).unwrap();
+            // A `git` first on PATH that logs every push to the forge's log, so the order of the
+            // pushes and the forge's calls is on one page.
+            path = Some(crate::env::git_shim(
+                &out.join("bin"),
+                &format!(
+                    "case \" $* \" in *' push '*) printf 'git push\\t%s\\n' \"$*\" >> '{}';; esac\n",
+                    forge.join("calls.log").display()
+                ),
+            ));
+        }
+        let base = env.git_out(&["rev-parse", "main"]).trim().to_owned();
         Case {
             env,
             id,
             setup,
             out,
             calls: AtomicUsize::new(0),
-            path: None,
+            path,
+            base,
         }
     }
 
@@ -233,12 +320,14 @@ impl Case {
         self.iced(&["build", &self.id, "--json"], failpoint)
     }
 
-    /// Run `iced build` without a failpoint until the run is delivered (at most three times).
+    /// Run `iced build` without a failpoint until the run is delivered (landed and retired, when
+    /// it lands; a pull request the test merges as the forge once it waits for that) at most
+    /// three times.
     fn build_to_delivery(&self, context: &str) {
         for _ in 0..3 {
             // Building a delivered unit again would start a second run: the first may have
             // finished before it was killed.
-            if self.run_status().as_deref() == Some("delivered") {
+            if self.finished() {
                 return;
             }
             let call = self.build(None);
@@ -249,14 +338,86 @@ impl Case {
             );
             assert_eq!(
                 call.last_json()["run"].as_str().map(str::to_owned),
-                self.state().runs.keys().next().cloned(),
+                Some(self.the_run()),
                 "{context}: `iced build` resumed the one run"
             );
+            self.forge_merges();
         }
-        panic!(
-            "{context}: three resuming `iced build` calls did not deliver the run; state:\n{}",
-            self.env.read(".iced/run/state.json")
-        );
+        if !self.finished() {
+            panic!(
+                "{context}: three resuming `iced build` calls did not deliver the run; state:\n{}",
+                self.env.read(".iced/run/state.json")
+            );
+        }
+    }
+
+    /// Delivered (`land.mode: none`), or landed, retired and out of the state.
+    fn finished(&self) -> bool {
+        match self.setup.land {
+            Land::None => self.run_status().as_deref() == Some("delivered"),
+            _ => {
+                std::fs::read(self.env.path(".iced/run/state.json"))
+                    .ok()
+                    .and_then(|b| State::parse(&b).ok())
+                    .is_some_and(|s| s.runs.is_empty())
+                    && self.recorded_run().is_some()
+            }
+        }
+    }
+
+    /// The one run: in the state, or, once it left it, in its record.
+    fn the_run(&self) -> String {
+        match self.state().runs.keys().next() {
+            Some(run) => run.clone(),
+            None => {
+                self.recorded_run()
+                    .expect("a run in the state or a record")
+                    .0
+            }
+        }
+    }
+
+    /// The one run with a record (`.iced/run/<run>/record.json`): its id and its `run`.
+    fn recorded_run(&self) -> Option<(String, Value)> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(self.env.path(".iced/run"))
+            .ok()?
+            .flatten()
+        {
+            let record = entry.path().join("record.json");
+            if let Ok(bytes) = std::fs::read(&record) {
+                let value: Value = serde_json::from_slice(&bytes)
+                    .unwrap_or_else(|e| panic!("{}: {e}", record.display()));
+                found.push((entry.file_name().to_string_lossy().into_owned(), value));
+            }
+        }
+        assert!(found.len() <= 1, "more than one run has a record");
+        found.pop().map(|(id, record)| (id, record["run"].clone()))
+    }
+
+    /// The forge merges the pull request once it is armed and the loop waits for it: the lane's
+    /// head becomes `origin`'s `main` (a fast-forward).
+    fn forge_merges(&self) {
+        if self.setup.land != Land::Pr {
+            return;
+        }
+        let Ok(bytes) = std::fs::read(self.env.path(".iced/run/state.json")) else {
+            return;
+        };
+        let state = State::parse(&bytes).unwrap();
+        let Some(run) = state.runs.values().next() else {
+            return;
+        };
+        let lane = &run.lanes[0];
+        if lane.stage.as_str() == "retire" && lane.outcome("pr-arm").is_some() {
+            let branch = format!("iced/{}/{}", self.id, self.id);
+            self.env.git(&[
+                "push",
+                "-q",
+                &self.out.join("remote.git").display().to_string(),
+                &format!("{branch}:refs/heads/main"),
+            ]);
+        }
     }
 
     fn state(&self) -> State {
@@ -323,14 +484,10 @@ impl Case {
             .count()
     }
 
-    /// Every step record of the run: the current attempt's (state) and older ones (history).
-    fn all_records(&self, run: &str) -> Vec<Value> {
-        let state = self.state();
-        let mut records: Vec<Value> = state.runs[run]
-            .lanes
-            .iter()
-            .flat_map(|l| l.steps.iter().map(|r| serde_json::to_value(r).unwrap()))
-            .collect();
+    /// Every step record of a lane (as the state or the record has it): its current attempt's,
+    /// and older ones (history).
+    fn records_of(&self, run: &str, lane: &Value) -> Vec<Value> {
+        let mut records: Vec<Value> = lane["steps"].as_array().expect("steps").clone();
         let history =
             std::fs::read_to_string(self.env.path(&format!(".iced/run/{run}/history.jsonl")))
                 .unwrap_or_default();
@@ -357,18 +514,12 @@ impl Case {
             .count()
     }
 
-    /// Everything a delivered run must show after any crash. `retry_allowed`: the kill may have
-    /// fallen between recording a launch and its supervisor registering, which the SPEC turns
-    /// into a crashed attempt and a retry.
-    fn assert_delivered(&self, context: &str, retry_allowed: bool) {
-        let run = self.run_id();
-        let state = self.state();
-        assert_eq!(
-            state.runs[&run].status.as_str(),
-            "delivered",
-            "{context}: the run is delivered"
-        );
-
+    /// What every finished run must show, delivered or landed: no agent started twice for one
+    /// (role, lens, attempt), the implementer (and validators) once per attempt, one verified
+    /// receipt per implementer start, every definition-of-done command once per verified attempt,
+    /// no record archived twice, no validator sandbox left. `lane` is the run's lane as the state
+    /// or the record has it.
+    fn assert_work_once(&self, context: &str, retry_allowed: bool, run: &str, lane: &Value) {
         // No agent started twice for one (role, lens, attempt): a completed step never reran.
         let starts = self.agent_starts();
         let mut per_key = std::collections::BTreeMap::<&Start, usize>::new();
@@ -411,11 +562,11 @@ impl Case {
                 refuted,
                 "{context}: the refuter's starts; every start: {starts:?}"
             );
-            for f in &state.runs[&run].lanes[0].findings {
+            for f in lane["findings"].as_array().expect("findings") {
                 assert_eq!(
-                    f.status, "applied",
+                    f["status"], "applied",
                     "{context}: finding {} ended {}",
-                    f.id, f.status
+                    f["id"], f["status"]
                 );
             }
         } else {
@@ -437,7 +588,7 @@ impl Case {
             archived,
             "{context}: a record was archived twice in history.jsonl"
         );
-        let records = self.all_records(&run);
+        let records = self.records_of(run, lane);
         // The agents always do their job, so no receipt may fail: an attempt is superseded
         // because its implementer launch crashed (recorded, never started), or (validated) by
         // the fix round its validators asked for.
@@ -446,7 +597,7 @@ impl Case {
             receipts.len() == implementer.len() && receipts.iter().all(|r| r["status"] == "done"),
             "{context}: one verified receipt per implementer start ({implementer:?}); got {receipts:#?}"
         );
-        let final_attempt = state.runs[&run].lanes[0].attempt;
+        let final_attempt = lane["attempt"].as_u64().expect("an attempt");
         for r in records.iter().filter(|r| r["step"] == "implement") {
             if r["attempt"] == final_attempt {
                 continue;
@@ -489,7 +640,7 @@ impl Case {
         if self.setup.validated {
             let sandboxes = PathBuf::from(format!(
                 "{}.validators",
-                state.runs[&run].lanes[0].worktree.as_deref().unwrap_or("")
+                lane["worktree"].as_str().unwrap_or("")
             ));
             assert!(
                 !sandboxes.exists(),
@@ -497,6 +648,26 @@ impl Case {
                 sandboxes.display()
             );
         }
+    }
+
+    /// Everything a delivered run must show after any crash. `retry_allowed`: the kill may have
+    /// fallen between recording a launch and its supervisor registering, which the SPEC turns
+    /// into a crashed attempt and a retry.
+    fn assert_delivered(&self, context: &str, retry_allowed: bool) {
+        let run = self.run_id();
+        let state = self.state();
+        assert_eq!(
+            state.runs[&run].status.as_str(),
+            "delivered",
+            "{context}: the run is delivered"
+        );
+
+        self.assert_work_once(
+            context,
+            retry_allowed,
+            &run,
+            &serde_json::to_value(&state.runs[&run].lanes[0]).unwrap(),
+        );
 
         let show = self.iced(&["run", "show", &run, "--json"], None);
         assert!(
@@ -551,6 +722,213 @@ impl Case {
         }
     }
 
+    /// What a finished case must show: delivered ([`Case::assert_delivered`]) or landed
+    /// ([`Case::assert_landed`]), by how it lands.
+    fn assert_finished(&self, context: &str, retry_allowed: bool) {
+        if self.setup.land == Land::None {
+            self.assert_delivered(context, retry_allowed);
+        } else {
+            self.assert_landed(context, retry_allowed);
+        }
+    }
+
+    /// Everything a landed run must show after any crash: the work done once
+    /// ([`Case::assert_work_once`]); the run out of the state (which parses strictly), its record
+    /// delivered with every step done; the target got the lane's work exactly once (`merge`: one
+    /// landing merge commit on `main` whose parents are the old `main` and the delivery, `origin`'s
+    /// `main` the same; `pr`: one push of the lane branch, one pull request opened and armed,
+    /// nothing pushed after arming); the lane's worktree and branch gone; the person's checkout
+    /// clean and following; the claim released.
+    fn assert_landed(&self, context: &str, retry_allowed: bool) {
+        let state = self.state();
+        assert!(
+            state.runs.is_empty(),
+            "{context}: the landed run left the state: {:?}",
+            state.runs.keys().collect::<Vec<_>>()
+        );
+        let (run, recorded) = self
+            .recorded_run()
+            .unwrap_or_else(|| panic!("{context}: the landed run has no record"));
+        assert_eq!(recorded["status"], "delivered", "{context}: {recorded:#}");
+        let lane = &recorded["lanes"][0];
+        assert_eq!(lane["stage"], "delivered", "{context}");
+        self.assert_work_once(context, retry_allowed, &run, lane);
+        for r in lane["steps"].as_array().expect("steps") {
+            assert_eq!(r["status"], "done", "{context}: a step not done: {r}");
+        }
+        let outcome = |key: &str| {
+            lane["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["step"] == key)
+                .map(|r| r["outcome"].clone())
+                .unwrap_or_else(|| panic!("{context}: no `{key}` record: {lane:#}"))
+        };
+        assert_eq!(outcome("retire")["retired"], true, "{context}");
+        let delivery = outcome("deliver")["commit"]
+            .as_str()
+            .expect("a delivery commit")
+            .to_owned();
+        let git = |args: &[&str]| self.env.git_out(args).trim().to_owned();
+        let main = git(&["rev-parse", "main"]);
+        let remote = self.out.join("remote.git");
+        let remote_main = || {
+            crate::env::git_at(&remote, &["rev-parse", "main"])
+                .trim()
+                .to_owned()
+        };
+        let work = if self.setup.validated {
+            vec![
+                "fake agent: src/idle.txt".to_owned(),
+                "fake agent: src/session.txt".to_owned(),
+            ]
+        } else {
+            vec!["fake agent: src/session.txt".to_owned()]
+        };
+        let lane_subjects = |tip: &str| {
+            let subjects: Vec<String> =
+                git(&["log", "--format=%s", &format!("{}..{tip}", self.base)])
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+            subjects
+        };
+        match self.setup.land {
+            Land::Merge | Land::MergeRemote => {
+                assert_eq!(
+                    git(&[
+                        "rev-list",
+                        "--first-parent",
+                        &format!("{}..main", self.base)
+                    ]),
+                    main,
+                    "{context}: exactly one commit landed on main's first-parent line"
+                );
+                assert_eq!(
+                    git(&["rev-list", "--parents", "-n", "1", &main]),
+                    format!("{main} {} {delivery}", self.base),
+                    "{context}: the landing merge's parents are the old main and the delivery"
+                );
+                let mut expected = vec![
+                    format!("{} (merge)", self.id),
+                    format!("iced: deliver {}", self.id),
+                ];
+                expected.extend(work);
+                assert_eq!(
+                    lane_subjects(&main),
+                    expected,
+                    "{context}: main got the lane's work once"
+                );
+                assert_eq!(
+                    outcome(&format!("land-{}", lane["land_round"]))["commit"],
+                    main.as_str()
+                );
+                if self.setup.land == Land::MergeRemote {
+                    assert_eq!(
+                        remote_main(),
+                        main,
+                        "{context}: origin's main is the landing"
+                    );
+                }
+                assert_eq!(
+                    self.env.read("src/session.txt"),
+                    "refreshed on activity\n",
+                    "{context}: the person's checkout follows main"
+                );
+                assert_eq!(git(&["symbolic-ref", "--short", "HEAD"]), "main");
+            }
+            Land::Pr => {
+                assert_eq!(
+                    main, self.base,
+                    "{context}: a pull request does not move the local main"
+                );
+                assert_eq!(
+                    remote_main(),
+                    delivery,
+                    "{context}: the forge merged the lane head"
+                );
+                assert_eq!(
+                    crate::env::git_at(
+                        &remote,
+                        &["rev-parse", &format!("iced/{}/{}", self.id, self.id)]
+                    )
+                    .trim(),
+                    delivery,
+                    "{context}: the pull request's branch is the delivery"
+                );
+                let mut expected = vec![format!("iced: deliver {}", self.id)];
+                expected.extend(work);
+                assert_eq!(lane_subjects(&remote_main()), expected, "{context}");
+                let log = std::fs::read_to_string(self.out.join("forge/calls.log")).unwrap();
+                let kinds: Vec<&str> = log.lines().map(|l| l.split('\t').next().unwrap()).collect();
+                assert_eq!(
+                    kinds.iter().filter(|k| **k == "forge open").count(),
+                    1,
+                    "{context}: one pull request opened:\n{log}"
+                );
+                assert_eq!(
+                    kinds.iter().filter(|k| **k == "forge arm").count(),
+                    1,
+                    "{context}: armed once:\n{log}"
+                );
+                assert_eq!(
+                    kinds.iter().filter(|k| **k == "git push").count(),
+                    1,
+                    "{context}: the lane branch pushed once:\n{log}"
+                );
+                let armed = kinds.iter().position(|k| *k == "forge arm").unwrap();
+                assert!(
+                    kinds[armed..].iter().all(|k| *k != "git push"),
+                    "{context}: a push after arming:\n{log}"
+                );
+                let opened = outcome("pr-open");
+                assert_eq!(opened["url"], "https://forge.test/o/r/pull/7", "{context}");
+                assert_eq!(opened["number"], 7, "{context}");
+            }
+            Land::None => unreachable!(),
+        }
+        assert!(
+            git(&["branch", "--list", "iced/*"]).is_empty(),
+            "{context}: the lane's branch is deleted"
+        );
+        assert!(
+            !Path::new(lane["worktree"].as_str().expect("a worktree")).exists(),
+            "{context}: the lane's worktree is removed"
+        );
+        assert_eq!(
+            git(&["worktree", "list", "--porcelain"])
+                .lines()
+                .filter(|l| l.starts_with("worktree "))
+                .count(),
+            1,
+            "{context}: only the person's checkout is left"
+        );
+        assert_eq!(
+            git(&["status", "--porcelain", "--untracked-files=all"]),
+            "",
+            "{context}: the person's checkout is clean"
+        );
+        assert!(
+            !self
+                .env
+                .path(&format!(".iced/run/claims/{}.json", self.id))
+                .exists(),
+            "{context}: the ended run's claim is released"
+        );
+        let show = self.iced(&["run", "show", &run, "--json"], None);
+        assert!(
+            show.status.success(),
+            "{context}: run show: {}",
+            show.describe()
+        );
+        let events = std::fs::read_to_string(self.env.path(".iced/run/events.jsonl")).unwrap();
+        for line in events.lines() {
+            serde_json::from_str::<Value>(line)
+                .unwrap_or_else(|e| panic!("{context}: events.jsonl: {e}: {line:?}"));
+        }
+    }
+
     /// Drive the run with `iced implement step` (and, host-driven, act as the host: run the fake
     /// agent once per receipt key and hand in its receipt) until it is delivered. With `arm`,
     /// the failpoint is set on each call made while the lane is at stage `arm.1` (any stage when
@@ -596,7 +974,10 @@ impl Case {
             match report["action"].as_str().unwrap_or("") {
                 "delivered" => return killed,
                 "advanced" => {}
-                "waiting" => std::thread::sleep(Duration::from_millis(30)),
+                "waiting" => {
+                    self.forge_merges();
+                    std::thread::sleep(Duration::from_millis(30))
+                }
                 "start_agent" if self.setup.driver == Driver::Host => {
                     let key = report["receipt_key"]
                         .as_str()
@@ -794,9 +1175,25 @@ fn variants(driver: Driver) -> Vec<Variant> {
         dod,
         agent: QUICK_AGENT,
         validated: false,
+        land: Land::None,
     };
     let mut out = Vec::new();
     for &name in iced::failpoint::ALL {
+        // The landing's: reached only when the lane lands (`merge`, locally and through a remote;
+        // or by pull request, found again with `land.pr.find` after the kill).
+        let lands: &[Land] = match name {
+            "land-after-integrate" | "land-after-move" | "retire-after-remove" => {
+                &[Land::Merge, Land::MergeRemote]
+            }
+            "pr-after-open" => &[Land::Pr],
+            _ => &[],
+        };
+        if !lands.is_empty() {
+            for &land in lands {
+                out.push(Variant::new(name, name, setup(1).landing(land)));
+            }
+            continue;
+        }
         if name.starts_with("validator-") {
             // Reached only with validators: the first is attempt 1's validator, the second the
             // refuter (in one `build`), the third attempt 2's validator, after the fix round.
@@ -863,6 +1260,10 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "deliver-after-commit",
             "deliver-after-record",
             "end-before-release",
+            "land-after-integrate",
+            "land-after-move",
+            "pr-after-open",
+            "retire-after-remove",
         ]
     );
 }
@@ -887,7 +1288,7 @@ fn build_killed_at_every_failpoint_resumes_to_one_delivery() {
             call.describe()
         );
         case.build_to_delivery(&context);
-        case.assert_delivered(&context, v.retry_allowed());
+        case.assert_finished(&context, v.retry_allowed());
     });
 }
 
@@ -938,7 +1339,7 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
                 killed,
                 "{context}: failpoint not reached: no `implement step` call was killed"
             );
-            case.assert_delivered(&context, v.retry_allowed());
+            case.assert_finished(&context, v.retry_allowed());
         },
     );
 }
@@ -1133,6 +1534,19 @@ fn sixteen_concurrent_implement_steps_deliver_once() {
         dod: 2,
         agent: SLOW_AGENT,
         validated: false,
+        land: Land::None,
+    });
+}
+
+/// ... and one that lands (merge, pushed to a remote): landed and retired once.
+#[test]
+fn sixteen_concurrent_implement_steps_land_once() {
+    sixteen_concurrent_implement_steps(Setup {
+        driver: Driver::Process,
+        dod: 2,
+        agent: SLOW_AGENT,
+        validated: false,
+        land: Land::MergeRemote,
     });
 }
 
@@ -1163,7 +1577,7 @@ fn sixteen_concurrent_implement_steps(setup: Setup) {
     let mut failures = Vec::new();
     let mut slowest = Duration::ZERO;
     let started = Instant::now();
-    while case.state().runs.values().next().unwrap().status.as_str() != "delivered" {
+    while !case.finished() {
         assert!(
             rounds < MAX_ROUNDS,
             "not delivered after {MAX_ROUNDS} rounds of {CALLERS} callers; state:\n{}",
@@ -1199,5 +1613,5 @@ fn sixteen_concurrent_implement_steps(setup: Setup) {
         failures.len(),
         failures.join("\n")
     );
-    case.assert_delivered(&format!("16 concurrent callers ({setup:?})"), false);
+    case.assert_finished(&format!("16 concurrent callers ({setup:?})"), false);
 }

@@ -409,3 +409,29 @@ pub fn fake_runner(env: &TestEnv, script: &str) -> Value {
         "roles": {"implementer": {"runner": "fake"}}
     })
 }
+
+/// A `git` first on PATH: a script in `bin` that runs `body` (sh, with `$REAL_GIT` set to the
+/// real git) and then the real git with its arguments. Returns the PATH to give `iced`, so that
+/// it and what it starts find the shim first.
+pub fn git_shim(bin: &Path, body: &str) -> std::ffi::OsString {
+    use std::os::unix::fs::PermissionsExt;
+    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("git"))
+        .find(|p| p.is_file())
+        .expect("git on PATH");
+    std::fs::create_dir_all(bin).unwrap();
+    let shim = bin.join("git");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nREAL_GIT='{}'\nexport REAL_GIT\n{body}exec \"$REAL_GIT\" \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut path = std::ffi::OsString::from(bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}

@@ -8,6 +8,7 @@ mod crash;
 mod examples;
 mod init;
 mod interop;
+mod landing;
 mod loop_e2e;
 mod output;
 mod refusals;

@@ -174,17 +174,24 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
             }
         }
         // A pull request waiting for the forge is not something to poll for here: cron or a host
-        // stepping the run later retires the lane once it has landed.
+        // stepping the run later retires the lane once it has landed. Nor is a landed lane whose
+        // landing is not (or no longer) in the target: only a person changes that.
         let awaiting_forge = report.action == "waiting"
-            && ctx.settings.land.mode == "pr"
-            && matches!(report.stage.as_deref(), Some("land" | "retire"));
+            && (ctx.settings.land.mode == "pr"
+                && matches!(report.stage.as_deref(), Some("land" | "retire"))
+                || report.stage.as_deref() == Some("retire"));
         if report.is_final() || awaiting_forge || (args.no_wait && report.action == "waiting") {
             let state = State::load(&RunPaths::new(&repo.root), step)?;
+            // A run that landed and retired has left the state: its record says how it ended.
             let status = state
                 .runs
                 .get(&run_id)
-                .map(|r| r.status.as_str())
-                .unwrap_or("unknown");
+                .map(|r| r.status.as_str().to_owned())
+                .or_else(|| {
+                    crate::run::record::read(&RunPaths::new(&repo.root), &run_id)
+                        .and_then(|r| r["run"]["status"].as_str().map(str::to_owned))
+                })
+                .unwrap_or_else(|| "unknown".to_owned());
             let mut out = output(&report);
             out.json = json!({"run": run_id, "status": status, "action": report.action});
             if report.action == "start_agent" {
