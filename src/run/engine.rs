@@ -675,8 +675,12 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
         .filter(|r| r.status.is_ended() && only.is_none_or(|o| o == r.id))
     {
         let target = super::landing::target(ctx, run).unwrap_or_default();
-        let landed_in =
-            super::land::rev(&ctx.repo.root, &format!("refs/heads/{target}")).unwrap_or_default();
+        // Landed means in the remote's target when a remote is set (SPEC 23.3), fetched now.
+        let landed_in = match &ctx.settings.land.remote {
+            Some(remote) => super::land::fetch(&ctx.repo.root, remote, &target),
+            None => super::land::rev(&ctx.repo.root, &format!("refs/heads/{target}")),
+        }
+        .unwrap_or_default();
         let mut all = true;
         let mut lanes = Vec::new();
         for lane in &run.lanes {
@@ -2111,9 +2115,39 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
         } else if run.status == RunStatus::Paused {
             run.status = RunStatus::Running;
         } else if run.status == RunStatus::Blocked {
-            // Resuming a blocked run: a fresh attempt of every blocked lane, with a fresh budget.
+            // Resuming a blocked run: a fresh attempt of every blocked lane, with a fresh budget;
+            // a lane that blocked while landing (its close is committed) lands again instead, in
+            // a new round that takes whatever the person did on its branch.
             let run_id = run.id.clone();
             for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked) {
+                if lane.is_done("deliver") {
+                    if lane.is_done("pr-arm") {
+                        return Err(ctx.refuse(
+                            "pr-armed",
+                            format!(
+                                "lane `{}` has an armed pull request ({}); the loop never pushes to a pull request after arming it",
+                                lane.id,
+                                lane.outcome("pr-open").and_then(|o| o["url"].as_str()).unwrap_or("?")
+                            ),
+                            "change it on the forge yourself, or close it and abandon this run (`iced run abandon`), then build again",
+                        ));
+                    }
+                    // Landing steps that are not keyed by round are tried afresh.
+                    let attempt = lane.attempt;
+                    let failed: Vec<StepRecord> = lane
+                        .steps
+                        .iter()
+                        .filter(|r| r.attempt == attempt && r.status == StepStatus::Failed)
+                        .filter(|r| matches!(r.step.as_str(), "push-branch" | "pr-open" | "pr-arm" | "retire"))
+                        .cloned()
+                        .collect();
+                    lane.steps.retain(|r| !failed.contains(r));
+                    archive(ctx, &run_id, &lane.id, &failed)?;
+                    lane.stage = Stage::Land;
+                    lane.land_round = lane.land_round.max(1) + 1;
+                    lane.crashes = 0;
+                    continue;
+                }
                 let reason = lane.reason.clone().unwrap_or_else(|| "resumed".into());
                 let had_worktree = lane.worktree.is_some();
                 new_attempt(

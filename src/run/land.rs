@@ -126,20 +126,72 @@ pub fn move_target(root: &Path, target: &str, old: &str, new: &str) -> Result<()
         ));
     }
     match checked_out_at(root, target) {
-        Some(checkout) => git(&checkout, &["merge", "--ff-only", "--quiet", new])
-            .map(|_| ())
-            .map_err(|e| {
-                format!(
-                    "`{target}` is checked out at `{}` and could not be fast-forwarded there: {e}",
-                    checkout.display()
-                )
-            }),
+        Some(checkout) => fast_forward(&checkout, new).map_err(|e| {
+            format!(
+                "`{target}` is checked out at `{}` and could not be fast-forwarded there: {e}",
+                checkout.display()
+            )
+        }),
         None => git(
             root,
             &["update-ref", &format!("refs/heads/{target}"), new, old],
         )
         .map(|_| ()),
     }
+}
+
+/// `git merge --ff-only <new>` in a checkout. When git refuses because the checkout's own changes
+/// would be overwritten, the error names those files (git lists them on lines of their own).
+fn fast_forward(checkout: &Path, new: &str) -> Result<(), String> {
+    let out = crate::git::command(checkout)
+        .args(["merge", "--ff-only", "--quiet", new])
+        .output()
+        .map_err(|e| format!("git could not start: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let files: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with('\t'))
+        .map(str::trim)
+        .collect();
+    if files.is_empty() {
+        Err(err
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or("git refused")
+            .to_owned())
+    } else {
+        Err(format!(
+            "its uncommitted changes to {} would be overwritten; commit or stash them, then `iced run resume`",
+            files.join(", ")
+        ))
+    }
+}
+
+/// The lane's changes are in the target by content, though not by ancestry: every file the lane
+/// changed (since it parted from the target) is the same at the target. That is how a squash
+/// merge, by the forge or by a person, shows.
+pub fn content_landed(root: &Path, head: &str, target: &str) -> bool {
+    let Ok(base) = git(root, &["merge-base", head, target]) else {
+        return false;
+    };
+    let Ok(files) = git(root, &["diff", "--name-only", &base, head]) else {
+        return false;
+    };
+    let files: Vec<&str> = files.lines().filter(|f| !f.is_empty()).collect();
+    if files.is_empty() {
+        return false;
+    }
+    let mut args = vec!["diff", "--quiet", head, target, "--"];
+    args.extend(files);
+    crate::git::command(root)
+        .args(&args)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// After the landed commit was pushed: bring the local `target` along when that is a
@@ -285,7 +337,7 @@ pub fn retire(
     let is_landed = match (landed, &head) {
         (Some((commit, from)), Some(h)) => in_target(commit) && (h == from || in_target(h)),
         (Some((commit, _)), None) => in_target(commit),
-        (None, Some(h)) => in_target(h),
+        (None, Some(h)) => in_target(h) || content_landed(root, h, landed_in),
         (None, None) => true,
     };
     if !is_landed {

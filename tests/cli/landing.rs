@@ -451,6 +451,10 @@ fn an_uncommitted_change_the_landing_would_overwrite_blocks_the_lane() {
         "the reason says the checkout refused: {reason}"
     );
     assert!(
+        reason.contains("README.md"),
+        "the reason names the file that would be overwritten: {reason}"
+    );
+    assert!(
         str_of(&reports(&out).pop().unwrap(), "next").contains("could not be fast-forwarded"),
         "{out:#?}"
     );
@@ -1692,4 +1696,142 @@ fn with_a_remote_a_checkout_that_cannot_follow_is_left_as_it_was() {
         str_of(outcome, "local").contains("could not be fast-forwarded"),
         "the outcome says the checkout did not follow: {outcome}"
     );
+}
+
+// ---- resuming a lane blocked while landing --------------------------------------------------------
+
+/// A lane blocked by a conflict while landing: the person resolves it on the lane branch and
+/// resumes. The landing goes on in a new round with their resolution; no implementer runs again,
+/// and the close is not committed twice.
+#[test]
+fn resuming_a_landing_conflict_lands_the_resolution_without_a_new_attempt() {
+    let (env, id) = landing_env(
+        "commit README.md the agent's readme\nreport-ok E1 E2\n",
+        1,
+        json!({"mode": "merge", "strategy": "merge"}),
+    );
+    let (_, started) = build(&env, &id, &["--no-wait"], 0);
+    let run = str_of(&started, "run").to_owned();
+    env.write("README.md", "the person's readme\n");
+    env.commit_all("the person's readme");
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked");
+    let starts_before = env.agent_starts().len();
+
+    // The person resolves the conflict on the lane branch, in the lane's worktree.
+    let worktree = worktree_of(&env, &id);
+    let _ = Command::new("git")
+        .args(["merge", "--no-edit", "main"])
+        .current_dir(&worktree)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    std::fs::write(worktree.join("README.md"), "both readmes, resolved\n").unwrap();
+    git_at(&worktree, &["add", "README.md"]);
+    git_at(&worktree, &["commit", "-q", "--no-edit"]);
+
+    env.iced_json(&["run", "resume", &run]).ok();
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(
+        env.agent_starts().len(),
+        starts_before,
+        "no implementer ran again"
+    );
+    assert_eq!(
+        env.read("README.md"),
+        "both readmes, resolved\n",
+        "the resolution landed"
+    );
+    let closes = env.git_out(&["log", "--format=%s", "main"]);
+    assert_eq!(
+        closes
+            .lines()
+            .filter(|l| l.starts_with("iced: deliver"))
+            .count(),
+        1,
+        "one close: {closes}"
+    );
+    let record = run_show(&env, &run);
+    let steps = steps_of(&record["run"]["lanes"][0]);
+    assert!(
+        steps.iter().any(|s| s.starts_with("integrate-2")),
+        "{steps:?}"
+    );
+}
+
+/// A pull request the forge squash-merges never makes the lane head an ancestor of the target;
+/// its content is there all the same, and the lane retires.
+#[test]
+fn a_squash_merged_pull_request_retires_its_lane() {
+    let (env, id, _forge, remote, path) = pr_env("human", false);
+    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
+    let last = json_lines(&out).pop().unwrap();
+    let run = str_of(&last, "run").to_owned();
+    let branch = lane_branch(&id);
+
+    // The forge squash-merges: one commit on the remote's main with the lane's tree.
+    let clone = env.root().parent().unwrap().join("squasher");
+    let git = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(
+        env.root().parent().unwrap(),
+        &["clone", "-q", remote.to_str().unwrap(), "squasher"],
+    );
+    git(&clone, &["config", "user.name", "Forge"]);
+    git(&clone, &["config", "user.email", "forge@example.test"]);
+    git(&clone, &["fetch", "-q", "origin", &branch]);
+    git(&clone, &["merge", "-q", "--squash", "FETCH_HEAD"]);
+    git(
+        &clone,
+        &["commit", "-q", "-m", "squash-merged by the forge"],
+    );
+    git(&clone, &["push", "-q", "origin", "main"]);
+
+    let done = step_until(&env, |s| s["action"] == "delivered");
+    assert_eq!(done["action"], "delivered", "{done}");
+    assert!(!branch_exists(&env, &branch), "the lane branch is deleted");
+    assert!(state(&env).runs.is_empty(), "the run left the state");
+    let _ = run;
+}
+
+/// After a pull request is armed the loop never pushes to it: resuming a lane blocked after
+/// arming is refused, naming the pull request.
+#[test]
+fn resuming_after_arming_is_refused() {
+    let (env, id, _remote, _forge, path) = pr_env("auto", false);
+    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
+    let run = str_of(&json_lines(&out).pop().unwrap(), "run").to_owned();
+    // Block the lane after arming (as a failure at retire would), by hand.
+    let mut s = state(&env);
+    {
+        let r = s.runs.get_mut(&run).unwrap();
+        assert!(r.lanes[0].is_done("pr-arm"), "armed");
+        r.lanes[0].stage = Stage::Blocked;
+        r.lanes[0].reason = Some("a failure after arming".into());
+        r.status = RunStatus::Blocked;
+    }
+    let mut text = serde_json::to_vec_pretty(&s).unwrap();
+    text.push(b'\n');
+    std::fs::write(env.path(".iced/run/state.json"), &text).unwrap();
+    let before = env.read(".iced/run/state.json");
+    let refused = env
+        .iced_json(&["run", "resume", &run])
+        .refused(3, "pr-armed");
+    assert!(
+        str_of(&refused, "reason").contains("https://forge.test/"),
+        "{refused}"
+    );
+    assert_eq!(env.read(".iced/run/state.json"), before, "nothing changed");
 }
