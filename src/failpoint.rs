@@ -42,6 +42,7 @@ pub const ALL: &[&str] = &[
     "validator-after-prepare",
     "validator-after-launch",
     "validator-after-check",
+    "validator-after-remove",
     "archive-after-append",
     "deliver-after-commit",
     "deliver-after-record",

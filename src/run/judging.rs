@@ -88,6 +88,7 @@ fn remove_sandbox(root: &Path, path: &Path) {
         let shown = path.display().to_string();
         let _ = crate::git::run(root, &["worktree", "remove", "--force", &shown]);
         let _ = std::fs::remove_dir_all(path);
+        crate::failpoint::hit("validator-after-remove");
     }
     let _ = crate::git::run(root, &["worktree", "prune"]);
     // The `<lane>.validators` folder goes when its last sandbox does.
@@ -703,8 +704,9 @@ pub fn check(
     report
 }
 
-/// Remove every sandbox a lane's validators left (a call that died between recording a check and
-/// removing its sandbox leaves one); before delivering, when no validator of the lane runs.
+/// Remove every sandbox a lane's validators left, and their folder; before delivering, when no
+/// validator of the lane runs. A call that died between recording a check and removing its
+/// sandbox leaves one; a call that died after removing the last sandbox leaves the folder empty.
 pub fn remove_sandboxes(ctx: &Ctx<'_>, lane: &Lane) {
     let Some(worktree) = &lane.worktree else {
         return;
@@ -713,6 +715,7 @@ pub fn remove_sandboxes(ctx: &Ctx<'_>, lane: &Lane) {
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         remove_sandbox(&ctx.repo.root, &entry.path());
     }
+    let _ = std::fs::remove_dir(&dir);
 }
 
 fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {

@@ -1256,6 +1256,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "validator-after-prepare",
             "validator-after-launch",
             "validator-after-check",
+            "validator-after-remove",
             "archive-after-append",
             "deliver-after-commit",
             "deliver-after-record",
