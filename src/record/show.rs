@@ -153,28 +153,57 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
         .runs
         .values()
         .filter(|r| r.status != RunStatus::Abandoned)
-        .filter_map(|r| {
-            let lane = r.lanes.first()?;
-            let unit_status = match lane.stage {
-                LaneStage::Brief
-                | LaneStage::Worktree
-                | LaneStage::Implement
-                | LaneStage::Receipt => "building",
-                LaneStage::Validate | LaneStage::Refute | LaneStage::Deliver => "verifying",
-                LaneStage::Land | LaneStage::Retire => "done",
-                LaneStage::Delivered => "done",
-                LaneStage::Blocked | LaneStage::Handback => "blocked",
+        .flat_map(|r| {
+            let overlay = |lane: &crate::run::state::Lane| {
+                let unit_status = match lane.stage {
+                    LaneStage::Brief
+                    | LaneStage::Worktree
+                    | LaneStage::Implement
+                    | LaneStage::Receipt => "building",
+                    LaneStage::Validate | LaneStage::Refute | LaneStage::Deliver => "verifying",
+                    LaneStage::Land | LaneStage::Retire => "done",
+                    LaneStage::Delivered => "done",
+                    LaneStage::Blocked | LaneStage::Handback => "blocked",
+                    LaneStage::Discarded => return None,
+                };
+                Some((
+                    lane.unit.clone(),
+                    RunOverlay {
+                        id: r.id.clone(),
+                        status: r.status.as_str(),
+                        stage: lane.stage.as_str(),
+                        attempt: lane.attempt,
+                        unit_status,
+                    },
+                ))
             };
-            Some((
-                r.unit.clone(),
-                RunOverlay {
-                    id: r.id.clone(),
-                    status: r.status.as_str(),
-                    stage: lane.stage.as_str(),
-                    attempt: lane.attempt,
-                    unit_status,
-                },
-            ))
+            let mut out: Vec<(String, RunOverlay)> = Vec::new();
+            if r.lanes.len() == 1 && r.lanes[0].unit == r.unit {
+                out.extend(overlay(&r.lanes[0]));
+            } else {
+                // A project run (SPEC 23.6): each lane that has begun speaks for its unit; the
+                // project itself is building while the run is live.
+                out.extend(
+                    r.lanes
+                        .iter()
+                        .filter(|l| crate::run::decide::started(l))
+                        .filter_map(overlay),
+                );
+                if !r.status.is_ended() {
+                    let lane = crate::run::engine::focus_lane(r);
+                    out.push((
+                        r.unit.clone(),
+                        RunOverlay {
+                            id: r.id.clone(),
+                            status: r.status.as_str(),
+                            stage: lane.stage.as_str(),
+                            attempt: lane.attempt,
+                            unit_status: "building",
+                        },
+                    ));
+                }
+            }
+            out
         })
         .collect()
 }

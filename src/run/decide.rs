@@ -15,8 +15,10 @@ pub struct DecideView {
     pub max_crash_retries: u32,
     pub independent: bool,
     pub paused: bool,
-    /// The validators of this unit (lens and reviewer names), in order.
-    pub validators: Vec<String>,
+    /// The validators of each live lane (lens and reviewer names), in order, by lane id.
+    pub validators: std::collections::BTreeMap<String, Vec<String>>,
+    /// `pace.lanes`: how many lanes may be active (started, not yet past validation) at once.
+    pub pace_lanes: usize,
     pub validator_driver: Driver,
     pub max_mutations: u32,
     /// `land.mode`: none, merge or pr.
@@ -74,8 +76,14 @@ pub enum Next {
     Deliver {
         lane: String,
     },
-    /// Every lane is delivered: end the run.
+    /// Every lane is final: end the run (delivered when every lane is delivered or discarded).
     Finish,
+    /// No lane can move until a person acts: a lane blocked or handed back holds the others
+    /// (a project run, SPEC 23.6). The run is blocked, naming `lane`.
+    Stall {
+        lane: String,
+        reason: String,
+    },
     /// Make the sandbox worktree and the prompt of these validator steps (`validate-<name>`, `refute`).
     PrepareValidators {
         lane: String,
@@ -145,13 +153,164 @@ pub fn decide_with(
     if view.paused {
         return Next::Paused;
     }
-    let Some(lane) = run.lanes.iter().find(|l| !l.stage.is_final()) else {
-        return if run.lanes.iter().all(|l| l.stage == Stage::Delivered) {
-            Next::Finish
-        } else {
-            Next::Ended
+    lanes_next(run, view, expected)
+}
+
+/// A lane has begun: it has a step on record, or has left its first stage.
+pub fn started(lane: &Lane) -> bool {
+    !lane.steps.is_empty() || lane.stage != Stage::Brief
+}
+
+/// Counts against `pace.lanes`: started and not yet past validation.
+pub fn active(lane: &Lane) -> bool {
+    started(lane)
+        && matches!(
+            lane.stage,
+            Stage::Brief
+                | Stage::Worktree
+                | Stage::Implement
+                | Stage::Receipt
+                | Stage::Validate
+                | Stage::Refute
+        )
+}
+
+/// A lane that holds its siblings before landing: blocked or handed back, not released.
+pub fn holder(run: &Run) -> Option<&Lane> {
+    run.lanes
+        .iter()
+        .find(|l| matches!(l.stage, Stage::Blocked | Stage::Handback) && !l.released)
+}
+
+/// Whether a lane's landing has begun (a step of it is on record): a hold no longer stops it.
+pub fn landing_begun(lane: &Lane) -> bool {
+    lane.steps.iter().any(|r| {
+        ["integrate-", "landcommit-", "land-"]
+            .iter()
+            .any(|p| r.step.starts_with(p))
+            || r.step == "push-branch"
+    })
+}
+
+/// The next move of the run's lanes, whatever the run's status says: the first lane, in order,
+/// with something to do; else a lane that waits on an activity or the host; else, when lanes
+/// remain that only a person can free, `Stall`.
+pub fn lanes_next(
+    run: &Run,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+) -> Next {
+    let hold = holder(run);
+    let active_count = run.lanes.iter().filter(|l| active(l)).count();
+    let mut passive: Option<Next> = None;
+    let mut stuck: Option<(String, String)> = None;
+    for lane in &run.lanes {
+        if lane.stage.is_final() {
+            continue;
+        }
+        if !started(lane) {
+            let failed_dep = lane.depends.iter().find_map(|d| {
+                let dep = run.lane(d)?;
+                let never = dep.stage == Stage::Discarded
+                    || dep.stage == Stage::Handback
+                    || (dep.stage == Stage::Blocked && dep.released);
+                never.then(|| (d.clone(), dep.stage.as_str()))
+            });
+            if let Some((dep, stage)) = failed_dep {
+                return Next::Block {
+                    lane: lane.id.clone(),
+                    reason: format!("it depends on `{dep}`, which is {stage} and will not deliver"),
+                };
+            }
+            let ready = lane
+                .depends
+                .iter()
+                .all(|d| run.lane(d).is_some_and(|l| l.stage == Stage::Delivered));
+            if !ready {
+                stuck.get_or_insert((lane.id.clone(), "waits for its dependencies".into()));
+                continue;
+            }
+            if let Some(h) = hold {
+                stuck.get_or_insert((
+                    lane.id.clone(),
+                    format!("does not start while `{}` holds the run", h.id),
+                ));
+                continue;
+            }
+            if active_count >= view.pace_lanes.max(1) {
+                stuck.get_or_insert((lane.id.clone(), "waits for a free lane".into()));
+                continue;
+            }
+            if !lane.depends.is_empty() {
+                // It starts from the target as its dependencies left it.
+                if let Some(next) = sync_step(lane, "base") {
+                    return next;
+                }
+            }
+            return lane_next(lane, view, expected);
+        }
+        if let Some(h) = hold {
+            if lane.stage == Stage::Land && !landing_begun(lane) {
+                stuck.get_or_insert((
+                    lane.id.clone(),
+                    format!("waits to land while `{}` holds the run", h.id),
+                ));
+                continue;
+            }
+        }
+        if lane.stage == Stage::Brief && !lane.depends.is_empty() && lane.record("base").is_none() {
+            // A lane resumed after its base step was archived: take the base again.
+            if let Some(next) = sync_step(lane, "base") {
+                return next;
+            }
+        }
+        let next = lane_next(lane, view, expected);
+        let waits = match &next {
+            Next::Wait { .. } => true,
+            // Handed to the host already: asked again only when nothing else can act.
+            Next::HandToHost { .. } => lane.record("implement").is_some(),
+            Next::HandValidator { key, .. } => lane.record(key).is_some_and(|r| {
+                r.outcome
+                    .as_ref()
+                    .is_some_and(|o| o.get("handed").is_some_and(|v| v == true))
+            }),
+            _ => false,
         };
-    };
+        if waits {
+            passive.get_or_insert(next);
+            continue;
+        }
+        return next;
+    }
+    if let Some(next) = passive {
+        return next;
+    }
+    if run.lanes.iter().all(|l| l.stage.is_final()) {
+        return Next::Finish;
+    }
+    match (hold, stuck) {
+        (Some(h), _) => Next::Stall {
+            lane: h.id.clone(),
+            reason: format!(
+                "lane `{}` is {}{}; the other lanes wait before landing",
+                h.id,
+                h.stage.as_str(),
+                h.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+        },
+        (None, Some((lane, why))) => Next::Stall {
+            lane: lane.clone(),
+            reason: format!("lane `{lane}` {why}, and no lane can move"),
+        },
+        (None, None) => Next::Finish,
+    }
+}
+
+/// The next move of one lane that has started (or may start now).
+fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> Vec<i32>) -> Next {
     let id = lane.id.clone();
     let crash_budget_left = lane.crashes < view.max_crash_retries;
     match lane.stage {
@@ -199,7 +358,9 @@ pub fn decide_with(
         Stage::Validate => {
             let keys: Vec<String> = view
                 .validators
-                .iter()
+                .get(&lane.id)
+                .into_iter()
+                .flatten()
                 .map(|v| format!("validate-{v}"))
                 .collect();
             validators(lane, view, &keys, crash_budget_left).unwrap_or(Next::Judge { lane: id })
@@ -222,7 +383,7 @@ pub fn decide_with(
             lane: id,
             why: "the lane has landed".into(),
         }),
-        Stage::Delivered | Stage::Blocked | Stage::Handback => Next::Ended,
+        Stage::Delivered | Stage::Blocked | Stage::Handback | Stage::Discarded => Next::Ended,
     }
 }
 

@@ -70,7 +70,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
             "log",
             "--reverse",
             "--format=%H %s",
-            &format!("{}..{head}", run.base.commit),
+            &format!("{}..{head}", run.base_of(lane)),
         ],
     )?;
     // `<sha> <subject>` per line: verify.json keeps the shas, evidence.md the subjects too.
@@ -288,7 +288,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
         "independent": validated,
         "needs_human": needs_human,
         "status": status,
-        "base": c.run.base.commit,
+        "base": c.run.base_of(lane),
         "head": c.head,
         "commits": c.commits.iter().map(|(sha, _)| *sha).collect::<Vec<_>>(),
         "commands": c.receipt["commands"],

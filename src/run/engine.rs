@@ -303,101 +303,16 @@ pub fn admit(
             format!("merge that branch (`git merge {branch}`); its delivery commit carries the unit's close"),
         ));
     }
-    let unit = repo.read_unit(&id, step)?;
-    let status = unit
-        .parsed
-        .frontmatter
-        .str("status")
-        .and_then(|s| Status::from_str(s).ok());
-    if status != Some(Status::Approved) {
-        return Err(ctx.refuse(
-            "unit-not-approved",
-            format!(
-                "`{id}` is {}; only an approved unit is built",
-                status.map_or("without a valid status".to_owned(), |s| s.to_string())
-            ),
-            match status {
-                Some(Status::Draft) | Some(Status::Blocked) => {
-                    format!("sign it off first: `iced approve {id}`")
-                }
-                _ => format!("`iced status {id}` shows where it stands"),
-            },
-        ));
-    }
-    crate::record::refuse_if_held(&unit, step)?;
-    if let Some(q) = unit.parsed.open_questions().next() {
-        return Err(ctx.refuse(
-            "open-questions",
-            format!("`{id}` has an open question: [{}] {}", q.id, q.text),
-            format!(
-                "answer it in the unit (`- [{}] ... -> A: <answer>`), approve again, then build",
-                q.id
-            ),
-        ));
-    }
     let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
-    let signoff = repo.lint_unit(&unit, LintStage::Signoff, &numbers);
-    if !signoff.is_clean() {
-        return Err(ctx
-            .refuse(
-                "lint-errors",
-                format!(
-                    "`{id}` has {} lint error(s) at stage signoff",
-                    signoff.errors.len()
-                ),
-                format!("`iced lint {id} --stage signoff` lists them; fix them and approve again"),
-            )
-            .detail("lint", serde_json::to_value(&signoff).expect("serialises")));
-    }
-    let validate = repo.lint_unit(&unit, LintStage::Validate, &numbers);
-    if validate.errors.iter().any(|e| e.code == "contract-changed") {
-        return Err(ctx.refuse(
-            "contract-changed",
-            format!("`{id}`: Intent or Expectations changed after approval"),
-            format!("restore the approved text (`git diff intent/{id}/iced.md`), or approve the new contract: set status back to draft by `iced abandon` and a new unit, or edit and re-approve"),
-        ));
-    }
-    let rel = format!("intent/{id}");
-    match crate::git::is_clean(&repo.root, &[&rel]) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(ctx.refuse(
-                "unit-uncommitted",
-                format!("`{rel}/` has changes that are not committed; the lane's worktree starts from HEAD and would not see them"),
-                format!("commit the approved unit: `git add {rel} && git commit -m \"approve {id}\"`, then build again"),
-            ))
+    let unit = check_unit(ctx, &state, &id, session, &numbers)?;
+    let plan = if unit.parsed.frontmatter.str("type") == Some("project") {
+        plan_project(ctx, &state, &id, session, &numbers)?
+    } else {
+        ProjectPlan {
+            lanes: vec![(id.clone(), Vec::new())],
+            skipped: Vec::new(),
         }
-        Err(e) => return Err(io_error(step, e)),
-    }
-    if let Some(claim) = claims::read(&ctx.paths, &id) {
-        let holder_live = state
-            .runs
-            .get(&claim.run)
-            .is_some_and(|r| !r.status.is_ended());
-        let same_session = session.is_some() && claim.session.as_deref() == session;
-        // The claim and the run are written in one hold of the lock, so a claim naming a run the
-        // state does not hold was left by a `build` that died in between (or is being written
-        // right now, which the re-check under the lock below resolves): nobody holds the unit.
-        let orphaned = !state.runs.contains_key(&claim.run);
-        if !orphaned && (holder_live || !same_session) {
-            return Err(ctx.refuse(
-                "unit-claimed",
-                format!(
-                    "`{id}` is claimed by run `{}` (session {}, host {}, pid {}, since {})",
-                    claim.run,
-                    claim.session.as_deref().unwrap_or("none"),
-                    claim.host,
-                    claim.pid,
-                    claim.at
-                ),
-                if holder_live {
-                    format!("step that run instead (`iced implement step --run {}`), or end it: `iced run abandon {}`", claim.run, claim.run)
-                } else {
-                    format!("the claim names no live run here; if nobody else is building `{id}`, remove `.iced/run/claims/{id}.json` and build again")
-                },
-            ));
-        }
-    }
+    };
     if ctx.settings.independent && ctx.settings.distinct_model {
         let same = ctx.settings.validator_model.is_some()
             && ctx.settings.validator_model == ctx.settings.implementer_model;
@@ -454,21 +369,27 @@ pub fn admit(
             branch: branch_base,
         },
         next_eligible_at: None,
-        lanes: vec![Lane {
-            id: id.clone(),
-            unit: id.clone(),
-            stage: Stage::Brief,
-            attempt: 1,
-            crashes: 0,
-            worktree: None,
-            branch: Some(format!("iced/{id}/{id}")),
-            reason: None,
-            steps: Vec::new(),
-            findings: Vec::new(),
-            mutations: 0,
-            validators: Vec::new(),
-            land_round: 0,
-        }],
+        lanes: plan
+            .lanes
+            .iter()
+            .map(|(unit, depends)| Lane {
+                id: unit.clone(),
+                unit: unit.clone(),
+                stage: Stage::Brief,
+                attempt: 1,
+                crashes: 0,
+                worktree: None,
+                branch: Some(format!("iced/{id}/{unit}")),
+                reason: None,
+                steps: Vec::new(),
+                findings: Vec::new(),
+                mutations: 0,
+                validators: Vec::new(),
+                land_round: 0,
+                depends: depends.clone(),
+                released: false,
+            })
+            .collect(),
     };
     ensure_dir(&ctx.paths.dir, step)?;
     let _ = crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600);
@@ -486,18 +407,35 @@ pub fn admit(
                 return Ok(Err(claim.run));
             }
         }
-        claims::write(
-            &ctx.paths,
-            &id,
-            &Claim {
-                run: run_id.clone(),
-                session: session.map(str::to_owned),
-                host: claims::host_name(),
-                pid,
-                at: now.clone(),
-            },
-            step,
-        )?;
+        for (unit, _) in plan.lanes.iter().filter(|(u, _)| *u != id) {
+            if let Some(claim) = claims::read(&ctx.paths, unit) {
+                if state
+                    .runs
+                    .get(&claim.run)
+                    .is_some_and(|r| !r.status.is_ended())
+                {
+                    return Err(ctx.refuse(
+                        "unit-claimed",
+                        format!("`{unit}` was just claimed by run `{}`", claim.run),
+                        format!(
+                            "step that run (`iced implement step --run {}`), or end it first",
+                            claim.run
+                        ),
+                    ));
+                }
+            }
+        }
+        let claim = Claim {
+            run: run_id.clone(),
+            session: session.map(str::to_owned),
+            host: claims::host_name(),
+            pid,
+            at: now.clone(),
+        };
+        claims::write(&ctx.paths, &id, &claim, step)?;
+        for (unit, _) in plan.lanes.iter().filter(|(u, _)| *u != id) {
+            claims::write(&ctx.paths, unit, &claim, step)?;
+        }
         crate::failpoint::hit("admit-after-claim");
         state.runs.insert(run_id.clone(), run);
         Ok(Ok(()))
@@ -509,12 +447,299 @@ pub fn admit(
                 &ctx.paths,
                 &run_id,
                 "run_start",
-                json!({"unit": id, "driver": ctx.driver(), "session": session}),
+                json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped}),
             );
             Ok((run_id, false))
         }
         Err(existing) => Ok((existing, true)),
     }
+}
+
+/// The checks every unit a run builds must pass (SPEC 20.3), in order, each its own refusal. Only
+/// reads: nothing is written.
+fn check_unit(
+    ctx: &Ctx<'_>,
+    state: &State,
+    id: &str,
+    session: Option<&str>,
+    numbers: &crate::repo::Numbers,
+) -> Result<crate::repo::UnitFile, Refusal> {
+    let step = ctx.step;
+    let repo = ctx.repo;
+    let id = id.to_owned();
+    let unit = repo.read_unit(&id, step)?;
+    let status = unit
+        .parsed
+        .frontmatter
+        .str("status")
+        .and_then(|s| Status::from_str(s).ok());
+    if status != Some(Status::Approved) {
+        return Err(ctx.refuse(
+            "unit-not-approved",
+            format!(
+                "`{id}` is {}; only an approved unit is built",
+                status.map_or("without a valid status".to_owned(), |s| s.to_string())
+            ),
+            match status {
+                Some(Status::Draft) | Some(Status::Blocked) => {
+                    format!("sign it off first: `iced approve {id}`")
+                }
+                _ => format!("`iced status {id}` shows where it stands"),
+            },
+        ));
+    }
+    crate::record::refuse_if_held(&unit, step)?;
+    if let Some(q) = unit.parsed.open_questions().next() {
+        return Err(ctx.refuse(
+            "open-questions",
+            format!("`{id}` has an open question: [{}] {}", q.id, q.text),
+            format!(
+                "answer it in the unit (`- [{}] ... -> A: <answer>`), approve again, then build",
+                q.id
+            ),
+        ));
+    }
+    let signoff = repo.lint_unit(&unit, LintStage::Signoff, numbers);
+    if !signoff.is_clean() {
+        return Err(ctx
+            .refuse(
+                "lint-errors",
+                format!(
+                    "`{id}` has {} lint error(s) at stage signoff",
+                    signoff.errors.len()
+                ),
+                format!("`iced lint {id} --stage signoff` lists them; fix them and approve again"),
+            )
+            .detail("lint", serde_json::to_value(&signoff).expect("serialises")));
+    }
+    let validate = repo.lint_unit(&unit, LintStage::Validate, numbers);
+    if validate.errors.iter().any(|e| e.code == "contract-changed") {
+        return Err(ctx.refuse(
+            "contract-changed",
+            format!("`{id}`: Intent or Expectations changed after approval"),
+            format!("restore the approved text (`git diff intent/{id}/iced.md`), or approve the new contract: set status back to draft by `iced abandon` and a new unit, or edit and re-approve"),
+        ));
+    }
+    let rel = format!("intent/{id}");
+    match crate::git::is_clean(&repo.root, &[&rel]) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(ctx.refuse(
+                "unit-uncommitted",
+                format!("`{rel}/` has changes that are not committed; the lane's worktree starts from HEAD and would not see them"),
+                format!("commit the approved unit: `git add {rel} && git commit -m \"approve {id}\"`, then build again"),
+            ))
+        }
+        Err(e) => return Err(io_error(step, e)),
+    }
+    if let Some(claim) = claims::read(&ctx.paths, &id) {
+        let holder_live = state
+            .runs
+            .get(&claim.run)
+            .is_some_and(|r| !r.status.is_ended());
+        let same_session = session.is_some() && claim.session.as_deref() == session;
+        // The claim and the run are written in one hold of the lock, so a claim naming a run the
+        // state does not hold was left by a `build` that died in between (or is being written
+        // right now, which the re-check under the lock below resolves): nobody holds the unit.
+        let orphaned = !state.runs.contains_key(&claim.run);
+        if !orphaned && (holder_live || !same_session) {
+            return Err(ctx.refuse(
+                "unit-claimed",
+                format!(
+                    "`{id}` is claimed by run `{}` (session {}, host {}, pid {}, since {})",
+                    claim.run,
+                    claim.session.as_deref().unwrap_or("none"),
+                    claim.host,
+                    claim.pid,
+                    claim.at
+                ),
+                if holder_live {
+                    format!("step that run instead (`iced implement step --run {}`), or end it: `iced run abandon {}`", claim.run, claim.run)
+                } else {
+                    format!("the claim names no live run here; if nobody else is building `{id}`, remove `.iced/run/claims/{id}.json` and build again")
+                },
+            ));
+        }
+    }
+    Ok(unit)
+}
+
+/// What a run builds: its lanes in dependency order, each with the lanes it waits for, and the
+/// units below a project that it leaves out, with why.
+struct ProjectPlan {
+    lanes: Vec<(String, Vec<String>)>,
+    skipped: Vec<Value>,
+}
+
+/// The `depends:` entries of a unit: ids or numbers, by commas or spaces, `[a, b]` read the same.
+fn depends_of(unit: &crate::repo::UnitFile) -> Vec<String> {
+    use crate::unit::frontmatter::Scalar;
+    // `depends: 3` is read as a number by the frontmatter; it names unit 3 all the same.
+    let text = match unit.parsed.frontmatter.get("depends") {
+        Some(Scalar::Str(s)) => s.clone(),
+        Some(Scalar::Int(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    text.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The lanes of a project run (SPEC 23.6): every approved, unheld unit below the project that is
+/// not itself a project, ordered so that each comes after its parent (when that is a lane) and
+/// after what it `depends:` on; ties by id. Each lane's unit passes the checks any unit does.
+fn plan_project(
+    ctx: &Ctx<'_>,
+    state: &State,
+    project: &str,
+    session: Option<&str>,
+    numbers: &crate::repo::Numbers,
+) -> Result<ProjectPlan, Refusal> {
+    let step = ctx.step;
+    let repo = ctx.repo;
+    // Every readable unit; one that cannot be read cannot say whose child it is (lint names it).
+    let units: BTreeMap<String, crate::repo::UnitFile> = repo
+        .unit_ids(step)?
+        .into_iter()
+        .filter_map(|u| repo.read_unit(&u, step).ok().map(|f| (u, f)))
+        .collect();
+    let field = |u: &str, key: &str| -> Option<String> {
+        units
+            .get(u)
+            .and_then(|f| f.parsed.frontmatter.str(key))
+            .map(str::to_owned)
+    };
+    let status_of = |u: &str| field(u, "status").and_then(|s| Status::from_str(&s).ok());
+    // Below the project: by parent, transitively.
+    let mut below: Vec<String> = Vec::new();
+    let mut frontier = vec![project.to_owned()];
+    while let Some(p) = frontier.pop() {
+        for (u, _) in units
+            .iter()
+            .filter(|(u, _)| field(u, "parent").as_deref() == Some(&p))
+        {
+            if !below.contains(u) && u != project {
+                below.push(u.clone());
+                frontier.push(u.clone());
+            }
+        }
+    }
+    below.sort();
+    let mut lanes: Vec<String> = Vec::new();
+    let mut skipped = Vec::new();
+    for u in &below {
+        let file = &units[u];
+        let status = status_of(u);
+        let why = if field(u, "type").as_deref() == Some("project") {
+            Some("a project: its children are lanes".to_owned())
+        } else if crate::record::refuse_if_held(file, step).is_err() {
+            Some("held".to_owned())
+        } else if status != Some(Status::Approved) {
+            Some(status.map_or("no valid status".to_owned(), |s| s.to_string()))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => skipped.push(json!({"unit": u, "why": why})),
+            None => lanes.push(u.clone()),
+        }
+    }
+    if lanes.is_empty() {
+        return Err(ctx.refuse(
+            "project-empty",
+            format!("project `{project}` has no approved child to build"),
+            format!("approve its children (`iced approve <child>`), or add one: `iced child {project} <title>`"),
+        ));
+    }
+    // What each lane waits for.
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for u in &lanes {
+        let mut wants: Vec<String> = Vec::new();
+        if let Some(parent) = field(u, "parent").filter(|p| p != project) {
+            wants.push(parent);
+        }
+        for entry in depends_of(&units[u]) {
+            let Ok(d) = repo.resolve(&entry, step) else {
+                return Err(ctx.refuse(
+                    "dependency-unknown",
+                    format!("`{u}` depends on `{entry}`, which names no unit"),
+                    format!("fix the `depends:` line of `intent/{u}/iced.md`"),
+                ));
+            };
+            wants.push(d);
+        }
+        let mut mine = Vec::new();
+        for d in wants {
+            if lanes.contains(&d) {
+                if !mine.contains(&d) {
+                    mine.push(d);
+                }
+                continue;
+            }
+            // Outside the run: its work must already be there. A nested project is not work.
+            let closed = matches!(status_of(&d), Some(Status::Done | Status::Accepted));
+            if !closed && field(&d, "type").as_deref() != Some("project") {
+                return Err(ctx.refuse(
+                    "dependency-open",
+                    format!(
+                        "`{u}` depends on `{d}`, which is {} and not part of this run",
+                        status_of(&d).map_or("unreadable".to_owned(), |s| s.to_string())
+                    ),
+                    format!("deliver `{d}` first, or approve it so the run builds it too"),
+                ));
+            }
+        }
+        deps.insert(u.clone(), mine);
+    }
+    // Dependency order, ties by id (Kahn's algorithm over a sorted set).
+    let mut ordered: Vec<String> = Vec::new();
+    let mut left: std::collections::BTreeSet<String> = lanes.iter().cloned().collect();
+    while !left.is_empty() {
+        let ready = left
+            .iter()
+            .find(|u| deps[*u].iter().all(|d| ordered.contains(d)))
+            .cloned();
+        match ready {
+            Some(u) => {
+                left.remove(&u);
+                ordered.push(u);
+            }
+            None => {
+                return Err(ctx.refuse(
+                    "dependency-cycle",
+                    format!(
+                        "the children of `{project}` depend on each other in a cycle: {}",
+                        left.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    "break the cycle in their `parent:` or `depends:` lines",
+                ))
+            }
+        }
+    }
+    if ctx.settings.land.mode == "none" && deps.values().any(|d| !d.is_empty()) {
+        return Err(ctx.refuse(
+            "project-needs-landing",
+            format!("children of `{project}` depend on each other, but `land.mode` is `none`: a lane would start from a target its dependencies never reach"),
+            "set `land.mode` to `merge` or `pr` in `.iced/config.json`, or build the children one by one",
+        ));
+    }
+    for u in &ordered {
+        check_unit(ctx, state, u, session, numbers)?;
+    }
+    Ok(ProjectPlan {
+        lanes: ordered
+            .into_iter()
+            .map(|u| {
+                let d = deps.remove(&u).unwrap_or_default();
+                (u, d)
+            })
+            .collect(),
+        skipped,
+    })
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -583,9 +808,10 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         validators: run
             .lanes
             .iter()
-            .find(|l| !l.stage.is_final())
-            .map(|l| super::judging::pinned_validators(ctx, l))
-            .unwrap_or_default(),
+            .filter(|l| matches!(l.stage, Stage::Validate | Stage::Refute))
+            .map(|l| (l.id.clone(), super::judging::pinned_validators(ctx, l)))
+            .collect(),
+        pace_lanes: ctx.settings.pace_lanes,
         validator_driver: super::judging::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
         land_mode: ctx.settings.land.mode.clone(),
@@ -620,6 +846,7 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         let next = decide_with(run, &view, &expected);
         // Quick decisions are applied here, under the same lock.
         let applied = apply_quick(ctx, run, &next)?;
+        settle(ctx, run);
         // Only a step that changed something is an update: asking again (a host polling for its
         // `start_agent`) must write nothing (SPEC 20.2).
         if *run != before {
@@ -659,9 +886,9 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
 
 /// Every lane of the run has landed and been retired.
 fn is_retired(run: &Run) -> bool {
-    run.lanes
-        .iter()
-        .all(|l| l.outcome("retire").is_some_and(|o| o["retired"] == true))
+    run.lanes.iter().all(|l| {
+        l.stage == Stage::Discarded || l.outcome("retire").is_some_and(|o| o["retired"] == true)
+    })
 }
 
 /// `iced run retire`: retire the lanes of delivered runs whose work is in the target (a person
@@ -728,7 +955,37 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
 
 /// `step`, logging a refusal as an event of the run it refused.
 pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
-    logged(ctx, run_id, step_once(ctx, run_id))
+    logged(ctx, run_id, step_once(ctx, run_id)).map(|r| lane_not_run(ctx, run_id, r))
+}
+
+/// In a project run, one lane blocking or handed back ends nothing while the run goes on: the
+/// report says what happened to the lane and asks to call again (SPEC 23.6). Only the run's own
+/// end, or a run every lane of which waits for a person, is final for the caller.
+fn lane_not_run(ctx: &Ctx<'_>, run_id: &str, mut report: StepReport) -> StepReport {
+    if !matches!(report.action, "blocked" | "handback") {
+        return report;
+    }
+    let Ok(state) = State::load(&ctx.paths, ctx.step) else {
+        return report;
+    };
+    let Some(run) = state.runs.get(run_id) else {
+        return report;
+    };
+    if run.lanes.len() < 2 || run.status != RunStatus::Running {
+        return report;
+    }
+    report.next = format!(
+        "lane `{}` is {}: {}; the other lanes go on: call again",
+        report.lane.as_deref().unwrap_or(""),
+        if report.action == "blocked" {
+            "blocked"
+        } else {
+            "handed back"
+        },
+        report.next
+    );
+    report.action = "advanced";
+    report
 }
 
 fn logged<T>(ctx: &Ctx<'_>, run_id: &str, result: Result<T, Refusal>) -> Result<T, Refusal> {
@@ -975,7 +1232,7 @@ fn render_brief(ctx: &Ctx<'_>, run: &Run, lane: &Lane, worktree: &Path) -> Resul
         run: &run.id,
         lane: &lane.id,
         attempt: lane.attempt,
-        base_commit: &run.base.commit,
+        base_commit: run.base_of(lane),
         branch: &branch,
         worktree,
         receipt_path: &receipt,
@@ -996,7 +1253,7 @@ pub(super) fn new_attempt(
     let (old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane
         .steps
         .drain(..)
-        .partition(|r| r.attempt == attempt && r.step != "worktree");
+        .partition(|r| r.attempt == attempt && r.step != "worktree" && r.step != "base");
     lane.steps = keep;
     archive(ctx, run_id, &lane.id, &old)?;
     lane.attempt += 1;
@@ -1047,6 +1304,9 @@ fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusa
     run.status = status;
     crate::failpoint::hit("end-before-release");
     claims::release(&ctx.paths, &run.unit, &run.id, ctx.step)?;
+    for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
+        claims::release(&ctx.paths, &lane.unit, &run.id, ctx.step)?;
+    }
     emit(
         &ctx.paths,
         &run.id,
@@ -1371,7 +1631,36 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             report(run, lane, action, next)
         }
         Next::Finish => {
-            end_run(ctx, run, RunStatus::Delivered)?;
+            let landed = |l: &Lane| matches!(l.stage, Stage::Delivered | Stage::Discarded);
+            let status = if run.lanes.iter().all(landed)
+                && run.lanes.iter().any(|l| l.stage == Stage::Delivered)
+            {
+                RunStatus::Delivered
+            } else if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
+                RunStatus::Handback
+            } else if run.lanes.iter().all(|l| l.stage == Stage::Discarded) {
+                RunStatus::Abandoned
+            } else {
+                RunStatus::Blocked
+            };
+            if status == RunStatus::Blocked {
+                // Not an end: `iced run resume` starts the blocked lanes' next attempts.
+                run.status = status;
+                let lane = focus_lane(run).id.clone();
+                emit(&ctx.paths, &run_id, "run_blocked", json!({"lane": lane}));
+            } else {
+                end_run(ctx, run, status)?;
+            }
+            Pending::Report(Box::new(ended_report(run)))
+        }
+        Next::Stall { lane, reason } => {
+            run.status = RunStatus::Blocked;
+            emit(
+                &ctx.paths,
+                &run_id,
+                "run_blocked",
+                json!({"lane": lane, "reason": reason}),
+            );
             Pending::Report(Box::new(ended_report(run)))
         }
         Next::Sync { lane, step } => {
@@ -1399,7 +1688,37 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
     })
 }
 
+/// The lane a report about the whole run is about: one that holds the run, else one not
+/// delivered, else the first.
+pub fn focus_lane(run: &Run) -> &Lane {
+    super::decide::holder(run)
+        .or_else(|| {
+            run.lanes
+                .iter()
+                .find(|l| matches!(l.stage, Stage::Blocked | Stage::Handback))
+        })
+        .or_else(|| run.lanes.iter().find(|l| !l.stage.is_final()))
+        .unwrap_or(&run.lanes[0])
+}
+
+/// A project run that can move again after a lane blocked (the others go on): running again.
+/// A run whose every lane waits for a person stays blocked (SPEC 23.6).
+fn settle(ctx: &Ctx<'_>, run: &mut Run) {
+    if run.lanes.len() < 2 || run.status != RunStatus::Blocked {
+        return;
+    }
+    let view = decide_view(ctx, run);
+    let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
+    match super::decide::lanes_next(run, &view, &expected) {
+        Next::Stall { .. } | Next::Finish => {}
+        _ => run.status = RunStatus::Running,
+    }
+}
+
 fn ended_report(run: &Run) -> StepReport {
+    if run.lanes.len() > 1 {
+        return project_report(run);
+    }
     let lane = &run.lanes[0];
     let (action, next) = match run.status {
         RunStatus::Delivered => {
@@ -1454,6 +1773,51 @@ fn ended_report(run: &Run) -> StepReport {
     StepReport::for_lane(run, lane, action, next)
 }
 
+/// How a project run ended or stands: a line per lane that is not simply delivered.
+fn project_report(run: &Run) -> StepReport {
+    let lane = focus_lane(run);
+    let count = |stage: Stage| run.lanes.iter().filter(|l| l.stage == stage).count();
+    let tally = format!(
+        "{} of {} lanes delivered{}",
+        count(Stage::Delivered),
+        run.lanes.len(),
+        match count(Stage::Discarded) {
+            0 => String::new(),
+            n => format!(", {n} discarded"),
+        }
+    );
+    let (action, next) = match run.status {
+        RunStatus::Delivered => ("delivered", tally),
+        RunStatus::Handback => (
+            "handback",
+            format!(
+                "{tally}; `{}` was handed back: {}",
+                lane.id,
+                lane.reason.clone().unwrap_or_default()
+            ),
+        ),
+        RunStatus::Abandoned => ("nothing", "the run was abandoned".to_owned()),
+        RunStatus::Blocked => {
+            let id = &run.id;
+            let l = &lane.id;
+            let why = match lane.stage {
+                Stage::Blocked | Stage::Handback => format!(
+                    "lane `{l}` is {}: {}",
+                    lane.stage.as_str(),
+                    lane.reason.clone().unwrap_or_default()
+                ),
+                _ => format!("lane `{l}` cannot move"),
+            };
+            (
+                "blocked",
+                format!("{tally}; {why}; the other lanes wait before landing. `iced run release {id} {l}` lets them land, `iced run discard {id} {l}` drops it, or fix it and `iced run resume {id}`"),
+            )
+        }
+        RunStatus::Paused | RunStatus::Running => ("nothing", tally),
+    };
+    StepReport::for_lane(run, lane, action, next)
+}
+
 fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> StepReport {
     let lane = run.lane(lane_id).expect("lane");
     let key = lane.record("implement").and_then(|r| r.nonce.clone());
@@ -1487,7 +1851,10 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                 .and_then(|l| l.branch.clone())
                 .expect("a lane has a branch");
             let path = ctx.worktree_path(&lane);
-            let result = add_worktree(ctx, &path, &branch, &snapshot.base.commit);
+            let base = snapshot
+                .base_of(snapshot.lane(&lane).expect("lane"))
+                .to_owned();
+            let result = add_worktree(ctx, &path, &branch, &base);
             crate::failpoint::hit("worktree-after-add");
             record_after(
                 ctx,
@@ -1778,6 +2145,8 @@ pub(super) fn record_after(
         lane.steps.insert(index, record);
         if lane.stage == Stage::Blocked {
             run.status = RunStatus::Blocked;
+            // A project run's other lanes may still move.
+            settle(ctx, run);
         }
         let lane = run.lane(lane_id).expect("lane");
         Ok(StepReport::for_lane(run, lane, action, next))
@@ -1853,7 +2222,7 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         &[
             "rev-list",
             "--count",
-            &format!("{}..{branch}", run.base.commit),
+            &format!("{}..{branch}", run.base_of(lane)),
         ],
     )
     .ok()
@@ -1862,7 +2231,7 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     if ahead == 0 {
         missing.push(format!(
             "no commit on `{branch}` ahead of the base {}",
-            &run.base.commit[..run.base.commit.len().min(12)]
+            &run.base_of(lane)[..run.base_of(lane).len().min(12)]
         ));
     }
     match crate::git::is_clean(&worktree, &[]) {
@@ -2026,6 +2395,7 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
 /// `implement receipt <path>`: the host hands in its agent's report for the current attempt.
 pub fn submit_receipt(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
     logged(ctx, run_id, submit_receipt_once(ctx, run_id, path))
+        .map(|r| lane_not_run(ctx, run_id, r))
 }
 
 fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
@@ -2036,9 +2406,25 @@ fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepR
         if let Some(report) = super::judging::host_answer(ctx, run, &given)? {
             return Ok(report);
         }
-        let lane = run.lanes.iter_mut().find(|l| l.stage == Stage::Implement).ok_or_else(|| {
-            ctx.refuse("receipt-superseded", format!("run `{run_id}` is not waiting for a receipt"), "`iced implement step` says what the run needs now")
-        })?;
+        // The lane this path belongs to: the one whose receipt goes there now, else one in
+        // Implement (whose path it then is not; refused below).
+        let at = |l: &Lane, a: u32| {
+            let p = ctx.receipt_path(&run_snapshot.id, &l.id, a);
+            p.canonicalize().unwrap_or(p) == given
+        };
+        let index = run
+            .lanes
+            .iter()
+            .position(|l| l.stage == Stage::Implement && at(l, l.attempt))
+            .or_else(|| run.lanes.iter().position(|l| (1..=l.attempt).any(|a| at(l, a))))
+            .or_else(|| run.lanes.iter().position(|l| l.stage == Stage::Implement))
+            .ok_or_else(|| {
+                ctx.refuse("receipt-superseded", format!("run `{run_id}` is not waiting for a receipt"), "`iced implement step` says what the run needs now")
+            })?;
+        let lane = &mut run.lanes[index];
+        if lane.stage != Stage::Implement {
+            return Err(ctx.refuse("receipt-superseded", format!("lane `{}` is not waiting for a receipt (it is at {})", lane.id, lane.stage.as_str()), "`iced implement step` says what the run needs now"));
+        }
         let expected = ctx.receipt_path(&run_snapshot.id, &lane.id, lane.attempt);
         let expected_c = expected.canonicalize().unwrap_or_else(|_| expected.clone());
         if given != expected_c {
@@ -2073,8 +2459,9 @@ fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepR
         lane.stage = Stage::Receipt;
         emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "driver": "host"}));
         emit(&ctx.paths, run_id, "step_done", json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
+        let lane_id = lane.id.clone();
         let run = state.runs.get(run_id).expect("run");
-        let lane = &run.lanes[0];
+        let lane = run.lane(&lane_id).expect("lane");
         Ok(StepReport::for_lane(run, lane, "advanced", "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
     })
 }
@@ -2144,10 +2531,12 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                     lane.steps.retain(|r| !failed.contains(r));
                     archive(ctx, &run_id, &lane.id, &failed)?;
                     lane.stage = Stage::Land;
+                    lane.released = false;
                     lane.land_round = lane.land_round.max(1) + 1;
                     lane.crashes = 0;
                     continue;
                 }
+                lane.released = false;
                 let reason = lane.reason.clone().unwrap_or_else(|| "resumed".into());
                 let had_worktree = lane.worktree.is_some();
                 new_attempt(
@@ -2195,6 +2584,122 @@ pub fn abandon(ctx: &Ctx<'_>, run_id: &str) -> Result<Run, Refusal> {
     Ok(run)
 }
 
+/// The lane of a run a verb names: by id, or by a unique part of it.
+fn named_lane<'r>(ctx: &Ctx<'_>, run: &'r mut Run, lane: &str) -> Result<&'r mut Lane, Refusal> {
+    let hits: Vec<usize> = run
+        .lanes
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.id == lane || l.id.contains(lane))
+        .map(|(i, _)| i)
+        .collect();
+    let exact = run.lanes.iter().position(|l| l.id == lane);
+    match (exact, hits.as_slice()) {
+        (Some(i), _) => Ok(&mut run.lanes[i]),
+        (None, [i]) => Ok(&mut run.lanes[*i]),
+        (None, []) => Err(ctx.refuse(
+            "lane-not-found",
+            format!("run `{}` has no lane `{lane}`", run.id),
+            format!("`iced run show {}` lists its lanes", run.id),
+        )),
+        (None, _) => Err(ctx.refuse(
+            "lane-ambiguous",
+            format!("`{lane}` matches several lanes of run `{}`", run.id),
+            "name the lane by its full id",
+        )),
+    }
+}
+
+/// `iced run release <run> <lane>`: a blocked or handed-back lane stops holding its siblings'
+/// landing (SPEC 23.6). The lane itself stays as it is.
+pub fn release(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> {
+    ctx.transact(|state| {
+        let run = open_run(ctx, state, run_id, "release")?;
+        let l = named_lane(ctx, run, lane)?;
+        if !matches!(l.stage, Stage::Blocked | Stage::Handback) {
+            return Err(ctx.refuse(
+                "lane-not-held",
+                format!(
+                    "lane `{}` is {}; only a blocked or handed-back lane holds its siblings",
+                    l.id,
+                    l.stage.as_str()
+                ),
+                "`iced run show` says where each lane stands",
+            ));
+        }
+        l.released = true;
+        let lane_id = l.id.clone();
+        if run.status == RunStatus::Blocked {
+            run.status = RunStatus::Running;
+        }
+        run.updated_at = crate::clock::now_iso();
+        emit(
+            &ctx.paths,
+            run_id,
+            "lane_released",
+            json!({"lane": lane_id}),
+        );
+        Ok(run.clone())
+    })
+}
+
+/// `iced run discard <run> <lane>`: the lane leaves the run (SPEC 23.6): its activities are
+/// stopped, its claim released; its worktree and branch are kept.
+pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> {
+    let (run, lane_id) = ctx.transact(|state| {
+        let run = open_run(ctx, state, run_id, "discard")?;
+        let run_key = run.id.clone();
+        let l = named_lane(ctx, run, lane)?;
+        if l.stage == Stage::Delivered || l.stage == Stage::Discarded {
+            return Err(ctx.refuse(
+                "lane-final",
+                format!("lane `{}` is already {}", l.id, l.stage.as_str()),
+                "nothing to discard",
+            ));
+        }
+        if super::decide::landing_begun(l) || matches!(l.stage, Stage::Retire) {
+            return Err(ctx.refuse(
+                "lane-landing",
+                format!(
+                    "lane `{}` has begun landing; discarding it now could leave half a landing",
+                    l.id
+                ),
+                format!("let it land (`iced run resume {run_key}`), or abandon the whole run"),
+            ));
+        }
+        l.stage = Stage::Discarded;
+        l.reason = Some("discarded by a person".into());
+        let (lane_id, unit) = (l.id.clone(), l.unit.clone());
+        if unit != run.unit {
+            claims::release(&ctx.paths, &unit, &run_key, ctx.step)?;
+        }
+        if run.status == RunStatus::Blocked {
+            run.status = RunStatus::Running;
+        }
+        run.updated_at = crate::clock::now_iso();
+        emit(
+            &ctx.paths,
+            run_id,
+            "lane_discarded",
+            json!({"lane": lane_id}),
+        );
+        Ok((run.clone(), lane_id))
+    })?;
+    // Stop what still runs (outside the lock); the gate refuses what has not started.
+    if let Some(lane) = run.lane(&lane_id) {
+        for record in lane
+            .steps
+            .iter()
+            .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
+        {
+            let dir = ctx.activity_dir(&run.id, &lane.id, &record.step, record.attempt);
+            let _ = activity::stop(&dir);
+            activity::kill_orphans(&dir);
+        }
+    }
+    Ok(run)
+}
+
 /// The gate a supervisor asks before it starts its child: is this launch still current?
 pub struct RunGate;
 
@@ -2226,7 +2731,7 @@ impl activity::Gate for RunGate {
         let Some(lane) = run.lane_mut(lane_id) else {
             return Ok(false);
         };
-        if lane.attempt != attempt {
+        if lane.attempt != attempt || lane.stage.is_final() {
             return Ok(false);
         }
         let Some(record) = lane.record_mut(step) else {

@@ -425,7 +425,7 @@ pub fn prepare(
         &[
             "diff",
             "--name-only",
-            &format!("{}..HEAD", snapshot.base.commit),
+            &format!("{}..HEAD", snapshot.base_of(lane)),
         ],
     )
     .unwrap_or_default()
@@ -496,7 +496,7 @@ pub fn prepare(
             report: &report,
             commands: &receipt["commands"],
             changed_files: &changed,
-            base: &snapshot.base.commit,
+            base: snapshot.base_of(lane),
             head: &head,
             worktree: &path,
             output: &output,
@@ -733,31 +733,32 @@ pub fn host_answer(
     given: &Path,
 ) -> Result<Option<StepReport>, Refusal> {
     let run_id = run.id.clone();
-    let Some(lane) = run
-        .lanes
-        .iter_mut()
-        .find(|l| matches!(l.stage, Stage::Validate | Stage::Refute))
-    else {
-        return Ok(None);
-    };
-    let attempt = lane.attempt;
+    // The lane whose validator writes to `given` (a project run has several in validation).
     let mut hit = None;
-    for r in lane
-        .steps
-        .iter()
-        .filter(|r| r.attempt == attempt && r.status == StepStatus::Started)
-    {
-        if !(r.step.starts_with("validate-") || r.step == "refute") {
+    for (i, lane) in run.lanes.iter().enumerate() {
+        if !matches!(lane.stage, Stage::Validate | Stage::Refute) {
             continue;
         }
-        let expected = output_path(ctx, &run_id, &lane.id, &r.step, attempt);
-        if expected.canonicalize().unwrap_or(expected.clone()) == given {
-            hit = Some((r.step.clone(), expected));
+        let attempt = lane.attempt;
+        for r in lane
+            .steps
+            .iter()
+            .filter(|r| r.attempt == attempt && r.status == StepStatus::Started)
+        {
+            if !(r.step.starts_with("validate-") || r.step == "refute") {
+                continue;
+            }
+            let expected = output_path(ctx, &run_id, &lane.id, &r.step, attempt);
+            if expected.canonicalize().unwrap_or(expected.clone()) == given {
+                hit = Some((i, r.step.clone(), expected));
+            }
         }
     }
-    let Some((key, path)) = hit else {
+    let Some((index, key, path)) = hit else {
         return Ok(None);
     };
+    let lane = &mut run.lanes[index];
+    let attempt = lane.attempt;
     let text = crate::store::read_limited(&path, validate::OUTPUT_LIMIT)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|e| {
@@ -850,7 +851,7 @@ pub fn disposition_gaps(
                             .is_ok();
                     let after_base = crate::git::run(
                         &worktree,
-                        &["merge-base", "--is-ancestor", c, &run.base.commit],
+                        &["merge-base", "--is-ancestor", c, run.base_of(lane)],
                     )
                     .is_err();
                     if !(on_branch && after_base) {

@@ -101,6 +101,18 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
         .to_owned();
     let (kind, _round) = step.rsplit_once('-').map_or((step, ""), |(k, r)| (k, r));
     match kind {
+        // A project's lane with dependencies starts from the target as they left it (SPEC 23.6).
+        "base" => match target_commit(ctx, &target) {
+            Ok(commit) => ok(
+                json!({"commit": commit, "target": target}),
+                None,
+                format!(
+                    "the lane starts from `{target}` at {}",
+                    &commit[..commit.len().min(12)]
+                ),
+            ),
+            Err(e) => failed(format!("the target `{target}` could not be read: {e}")),
+        },
         "integrate" => {
             let target_head = match target_commit(ctx, &target) {
                 Ok(c) => c,

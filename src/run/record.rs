@@ -207,7 +207,7 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
 }
 
 /// One sentence: what this lane needs next and where it is awaited.
-fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
+pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
     use super::state::Stage::*;
     let started: Vec<&str> = lane
         .steps
@@ -215,7 +215,31 @@ fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
         .filter(|r| r.attempt == lane.attempt && r.status == StepStatus::Started)
         .map(|r| r.step.as_str())
         .collect();
+    let holder = super::decide::holder(run).filter(|h| h.id != lane.id && run.lanes.len() > 1);
+    if !super::decide::started(lane) {
+        return match (lane.depends.is_empty(), holder) {
+            (_, Some(h)) => format!("Queued; nothing starts while `{}` holds the run.", h.id),
+            (true, None) => "Queued for a free lane.".into(),
+            (false, None) => format!("Queued after {}.", lane.depends.join(", ")),
+        };
+    }
+    if let Some(h) = holder.filter(|_| lane.stage == Land && !super::decide::landing_begun(lane)) {
+        return format!("Validated; waits to land while `{}` holds the run.", h.id);
+    }
+    let release = if run.lanes.len() > 1 && !lane.released {
+        format!(
+            " It holds the other lanes: `iced run release {} {}` or `iced run discard {} {}`.",
+            run.id, lane.id, run.id, lane.id
+        )
+    } else {
+        String::new()
+    };
     match lane.stage {
+        Blocked => format!(
+            "Needs a person (`iced run resume` after fixing what the reason names).{release}"
+        ),
+        Handback => format!("Handed back: the contract needs a person.{release}"),
+        Discarded => "Discarded; its branch is kept.".into(),
         Implement if lane.record("implement").is_some() => format!(
             "Awaiting the implementer's report at `{}`.",
             ctx.receipt_path(&run.id, &lane.id, lane.attempt).display()
@@ -233,8 +257,6 @@ fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
             lane.outcome("pr-open")
                 .map_or("", |o| o["url"].as_str().unwrap_or(""))
         ),
-        Blocked => "Needs a person (`iced run resume` after fixing what the reason names).".into(),
-        Handback => "Handed back: the contract needs a person.".into(),
         _ if !started.is_empty() => format!("In progress: {}.", started.join(", ")),
         stage => format!("Next: {}.", stage.as_str()),
     }

@@ -68,6 +68,8 @@ pub struct Settings {
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
     pub land: Landing,
+    /// `pace.lanes`: how many lanes of a run work at once (at least 1).
+    pub pace_lanes: usize,
     pub worktree_dir: Option<PathBuf>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -323,6 +325,14 @@ impl Settings {
             distinct_model,
             max_mutations: 2,
             land,
+            pace_lanes: match at("/pace/lanes") {
+                None | Some(Value::Null) => 2,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .map(|n| n as usize)
+                    .ok_or_else(|| invalid(step, "pace.lanes", "must be a positive integer"))?,
+            },
             worktree_dir,
             lock_wait,
             kill_grace,

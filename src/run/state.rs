@@ -97,6 +97,8 @@ pub enum Stage {
     Delivered,
     Blocked,
     Handback,
+    /// Dropped from its run by a person (`iced run discard`); its branch is kept.
+    Discarded,
 }
 
 impl Stage {
@@ -114,11 +116,15 @@ impl Stage {
             Stage::Delivered => "delivered",
             Stage::Blocked => "blocked",
             Stage::Handback => "handback",
+            Stage::Discarded => "discarded",
         }
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, Stage::Delivered | Stage::Blocked | Stage::Handback)
+        matches!(
+            self,
+            Stage::Delivered | Stage::Blocked | Stage::Handback | Stage::Discarded
+        )
     }
 }
 
@@ -150,6 +156,14 @@ pub struct Lane {
     /// Landing attempts: a target that moves under the landing starts a new round.
     #[serde(default)]
     pub land_round: u32,
+    /// Lanes of the same run that must be delivered before this one starts (a project's
+    /// children, by their `depends` field).
+    #[serde(default)]
+    pub depends: Vec<String>,
+    /// A blocked or handed-back lane a person released (`iced run release`): it no longer holds
+    /// its siblings' landing.
+    #[serde(default)]
+    pub released: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -205,6 +219,14 @@ impl Lane {
 }
 
 impl Run {
+    /// The commit a lane starts from: the target as its dependencies left it (step `base`, SPEC
+    /// 23.6), else the run's base.
+    pub fn base_of<'a>(&'a self, lane: &'a Lane) -> &'a str {
+        lane.outcome("base")
+            .and_then(|o| o["commit"].as_str())
+            .unwrap_or(&self.base.commit)
+    }
+
     pub fn lane(&self, id: &str) -> Option<&Lane> {
         self.lanes.iter().find(|l| l.id == id)
     }

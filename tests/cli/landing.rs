@@ -78,7 +78,7 @@ fn dod_runs(env: &TestEnv, k: usize) -> usize {
 }
 
 /// A bare repository beside the checkout, added as `origin`, with `main` pushed to it.
-fn add_remote(env: &TestEnv) -> PathBuf {
+pub(crate) fn add_remote(env: &TestEnv) -> PathBuf {
     let remote = env.outside("remote.git");
     git_at(
         remote.parent().unwrap(),
@@ -97,7 +97,7 @@ fn add_remote(env: &TestEnv) -> PathBuf {
 }
 
 /// The commit `reference` names in the bare `remote`, if any.
-fn remote_rev(remote: &Path, reference: &str) -> Option<String> {
+pub(crate) fn remote_rev(remote: &Path, reference: &str) -> Option<String> {
     let out = Command::new("git")
         .args(["rev-parse", "--verify", "--quiet", reference])
         .env_clear()
@@ -111,7 +111,7 @@ fn remote_rev(remote: &Path, reference: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn rev(env: &TestEnv, reference: &str) -> String {
+pub(crate) fn rev(env: &TestEnv, reference: &str) -> String {
     env.git_out(&["rev-parse", "--verify", reference])
         .trim()
         .to_owned()
@@ -126,7 +126,7 @@ fn parents(env: &TestEnv, commit: &str) -> Vec<String> {
         .collect()
 }
 
-fn is_ancestor(env: &TestEnv, a: &str, b: &str) -> bool {
+pub(crate) fn is_ancestor(env: &TestEnv, a: &str, b: &str) -> bool {
     Command::new("git")
         .args(["merge-base", "--is-ancestor", a, b])
         .current_dir(env.root())
@@ -136,12 +136,12 @@ fn is_ancestor(env: &TestEnv, a: &str, b: &str) -> bool {
         .success()
 }
 
-fn branch_exists(env: &TestEnv, branch: &str) -> bool {
+pub(crate) fn branch_exists(env: &TestEnv, branch: &str) -> bool {
     !env.git_out(&["branch", "--list", branch]).trim().is_empty()
 }
 
 /// The state file, parsed strictly.
-fn state(env: &TestEnv) -> State {
+pub(crate) fn state(env: &TestEnv) -> State {
     State::parse(&env.read_bytes(".iced/run/state.json"))
         .unwrap_or_else(|e| panic!("state.json does not parse strictly: {e:?}"))
 }
@@ -1198,8 +1198,9 @@ In force: implementer runner `fake`; no independent validators (the loop's own c
 
 No live run. Start one with `iced build <id>`.
 "#;
-const SHOW_DELIVERED: &str = r#"{"id":"<run>","unit":"<unit>","status":"delivered","driver":"process","stage":"delivered","attempt":1,"created_at":"<now>","updated_at":"<now>","reason":null}
+const SHOW_DELIVERED: &str = r#"<run> delivered: <unit> (driver process, updated <now>)
 lane <unit> stage delivered attempt 1 branch iced/<unit>/<unit>
+  next: Delivered on `iced/<unit>/<unit>`: merge it, then `iced run retire`.
   (<unit>, brief, 1) Done <outcome>
   (<unit>, worktree, 1) Done <outcome>
   (<unit>, implement, 1) Done <outcome>
@@ -1322,6 +1323,8 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 mutations: 0,
                 validators: Vec::new(),
                 land_round: 0,
+                depends: Vec::new(),
+                released: false,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {

@@ -11,5 +11,6 @@ mod interop;
 mod landing;
 mod loop_e2e;
 mod output;
+mod project;
 mod refusals;
 mod validation;

@@ -58,6 +58,10 @@ pub enum RunCommand {
     Resume(RunId),
     /// End a run: releases its claim and stops its activities, keeps its worktree and branch; refuses a run that has ended.
     Abandon(RunId),
+    /// Let a project run's blocked or handed-back lane stop holding its siblings, which then land; the lane stays as it is.
+    Release(RunLane),
+    /// Drop a lane from a project run: stops its activities, releases its unit, keeps its worktree and branch; refuses a lane that has begun landing.
+    Discard(RunLane),
     /// Retire the lanes of delivered runs whose work is in the target: removes their worktrees and branches (never a dirty worktree) and lets the runs leave the state; refuses nothing.
     Retire(OptionalRun),
     /// Print what a fresh driver needs to continue: settings in force, each lane's next move, what is awaited, hazards; writes nothing.
@@ -68,6 +72,14 @@ pub enum RunCommand {
 pub struct OptionalRun {
     /// The run (default: every run).
     pub run: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct RunLane {
+    /// The run id (or a unique part of it).
+    pub run: String,
+    /// The lane (a unit id of the project, or a unique part of it).
+    pub lane: String,
 }
 
 #[derive(clap::Args)]
@@ -234,10 +246,18 @@ pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
 }
 
 fn run_summary(run: &crate::run::state::Run) -> Value {
-    let lane = &run.lanes[0];
-    json!({"id": run.id, "unit": run.unit, "status": run.status.as_str(), "driver": run.driver,
+    let lane = engine::focus_lane(run);
+    let mut v = json!({"id": run.id, "unit": run.unit, "status": run.status.as_str(), "driver": run.driver,
            "stage": lane.stage.as_str(), "attempt": lane.attempt, "created_at": run.created_at,
-           "updated_at": run.updated_at, "reason": lane.reason})
+           "updated_at": run.updated_at, "reason": lane.reason});
+    if run.lanes.len() > 1 {
+        v["lanes"] = run
+            .lanes
+            .iter()
+            .map(|l| json!({"id": l.id, "stage": l.stage.as_str(), "attempt": l.attempt}))
+            .collect();
+    }
+    v
 }
 
 pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
@@ -321,7 +341,18 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             let run_id = find(&id.run)?;
             let run = state.runs.get(&run_id).expect("found");
             let json = serde_json::to_value(run).expect("serialises");
-            let mut text = format!("{}\n", run_summary(run));
+            let mut text = format!(
+                "{} {}: {} (driver {}, updated {})\n",
+                run.id,
+                run.status.as_str(),
+                run.unit,
+                if run.driver == crate::run::state::Driver::Host {
+                    "host"
+                } else {
+                    "process"
+                },
+                run.updated_at
+            );
             for lane in &run.lanes {
                 text.push_str(&format!(
                     "lane {} stage {} attempt {} branch {}\n",
@@ -333,6 +364,10 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                 if let Some(reason) = &lane.reason {
                     text.push_str(&format!("  reason: {reason}\n"));
                 }
+                text.push_str(&format!(
+                    "  next: {}\n",
+                    crate::run::record::next_move(&ctx, run, lane)
+                ));
                 for r in &lane.steps {
                     text.push_str(&format!(
                         "  ({}, {}, {}) {:?} {}\n",
@@ -434,6 +469,26 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             Ok(Output::new(
                 json!({"handover": text, "runs": chosen.iter().map(|r| run_summary(r)).collect::<Vec<_>>()}),
                 text,
+            ))
+        }
+        RunCommand::Release(rl) => {
+            let run = engine::release(&ctx, &find(&rl.run)?, &rl.lane)?;
+            Ok(Output::new(
+                run_summary(&run),
+                format!(
+                    "Released lane {} of {}: the other lanes may land; `iced implement step` or `iced build {}` drives it on.",
+                    rl.lane, run.id, run.unit
+                ),
+            ))
+        }
+        RunCommand::Discard(rl) => {
+            let run = engine::discard(&ctx, &find(&rl.run)?, &rl.lane)?;
+            Ok(Output::new(
+                run_summary(&run),
+                format!(
+                    "Discarded lane {} of {}; its worktree and branch are kept. `iced implement step` or `iced build {}` drives the rest on.",
+                    rl.lane, run.id, run.unit
+                ),
             ))
         }
         RunCommand::Abandon(id) => {
