@@ -51,4 +51,5 @@ pub const ALL: &[&str] = &[
     "land-after-move",
     "pr-after-open",
     "retire-after-remove",
+    "discard-before-release",
 ];

@@ -651,7 +651,25 @@ fn plan_project(
     if lanes.is_empty() {
         return Err(ctx.refuse(
             "project-empty",
-            format!("project `{project}` has no approved child to build"),
+            format!(
+                "project `{project}` has no approved child to build{}",
+                if skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        skipped
+                            .iter()
+                            .map(|s| format!(
+                                "{}: {}",
+                                s["unit"].as_str().unwrap_or(""),
+                                s["why"].as_str().unwrap_or("")
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ),
             format!("approve its children (`iced approve <child>`), or add one: `iced child {project} <title>`"),
         ));
     }
@@ -2650,10 +2668,15 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
         let run = open_run(ctx, state, run_id, "discard")?;
         let run_key = run.id.clone();
         let l = named_lane(ctx, run, lane)?;
-        if l.stage == Stage::Delivered || l.stage == Stage::Discarded {
+        if l.stage == Stage::Discarded {
+            // Again: finish what a call killed after recording it left (its claim, its activities).
+            let id = l.id.clone();
+            return Ok((run.clone(), id));
+        }
+        if l.stage == Stage::Delivered {
             return Err(ctx.refuse(
                 "lane-final",
-                format!("lane `{}` is already {}", l.id, l.stage.as_str()),
+                format!("lane `{}` is already delivered", l.id),
                 "nothing to discard",
             ));
         }
@@ -2669,10 +2692,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
         }
         l.stage = Stage::Discarded;
         l.reason = Some("discarded by a person".into());
-        let (lane_id, unit) = (l.id.clone(), l.unit.clone());
-        if unit != run.unit {
-            claims::release(&ctx.paths, &unit, &run_key, ctx.step)?;
-        }
+        let lane_id = l.id.clone();
         if run.status == RunStatus::Blocked {
             run.status = RunStatus::Running;
         }
@@ -2685,6 +2705,11 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
         );
         Ok((run.clone(), lane_id))
     })?;
+    // The lane left the run first; only then may its unit be claimed by another run.
+    crate::failpoint::hit("discard-before-release");
+    if let Some(lane) = run.lane(&lane_id).filter(|l| l.unit != run.unit) {
+        claims::release(&ctx.paths, &lane.unit, &run.id, ctx.step)?;
+    }
     // Stop what still runs (outside the lock); the gate refuses what has not started.
     if let Some(lane) = run.lane(&lane_id) {
         for record in lane
