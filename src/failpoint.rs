@@ -52,4 +52,5 @@ pub const ALL: &[&str] = &[
     "pr-after-open",
     "retire-after-remove",
     "discard-before-release",
+    "answer-after-write",
 ];

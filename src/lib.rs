@@ -17,6 +17,7 @@ pub mod record;
 pub mod refusal;
 pub mod repo;
 pub mod run;
+pub mod runner;
 pub mod store;
 pub mod templates;
 pub mod text;

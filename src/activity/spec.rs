@@ -22,6 +22,104 @@ pub struct ActivitySpec {
     pub nonce: String,
     /// Opaque to this module: handed back to the [`Gate`](super::Gate) unread.
     pub gate: serde_json::Value,
+    /// A file given to the child as its standard input (else it reads nothing).
+    #[serde(default)]
+    pub stdin: Option<PathBuf>,
+    /// Variables of the supervisor's own environment whose names start with one of these, passed
+    /// on as they are (credentials: never written here, only named).
+    #[serde(default)]
+    pub inherit_prefixes: Vec<String>,
+    /// Variables set last, each value with `${VAR}` replaced by the supervisor's own `VAR` (unset
+    /// is empty), so that what they name is never written here either.
+    #[serde(default)]
+    pub env_templates: BTreeMap<String, String>,
+}
+
+impl ActivitySpec {
+    /// The child's whole environment, given the supervisor's own (`vars`).
+    pub fn child_env(&self, vars: &[(String, String)]) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        for (k, v) in vars {
+            if self
+                .inherit_prefixes
+                .iter()
+                .any(|p| k.starts_with(p.as_str()))
+            {
+                env.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, template) in &self.env_templates {
+            env.insert(k.clone(), expand_vars(template, vars));
+        }
+        env
+    }
+}
+
+/// `template` with every `${NAME}` replaced by `NAME`'s value in `vars` (unset is empty); a `$`
+/// not followed by `{NAME}` stays as it is.
+pub fn expand_vars(template: &str, vars: &[(String, String)]) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        match after.find('}') {
+            Some(end)
+                if !after[..end].is_empty()
+                    && after[..end]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                let name = &after[..end];
+                if let Some((_, v)) = vars.iter().find(|(k, _)| k == name) {
+                    out.push_str(v);
+                }
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str("${");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_name_variables_and_prefixes_pass_them_on() {
+        let vars = vec![
+            ("ANTHROPIC_API_KEY".to_owned(), "sk-secret".to_owned()),
+            ("PROXY".to_owned(), "http://127.0.0.1:9".to_owned()),
+            ("GIT_DIR".to_owned(), "/elsewhere".to_owned()),
+        ];
+        assert_eq!(expand_vars("${PROXY}/v1", &vars), "http://127.0.0.1:9/v1");
+        assert_eq!(expand_vars("a${UNSET}b", &vars), "ab");
+        assert_eq!(expand_vars("$HOME ${ bad} ${", &vars), "$HOME ${ bad} ${");
+        let spec = ActivitySpec {
+            argv: vec!["x".into()],
+            cwd: PathBuf::from("/"),
+            env: BTreeMap::from([("PATH".into(), "/bin".into())]),
+            timeout_ms: 1,
+            grace_ms: 1,
+            nonce: "n".into(),
+            gate: serde_json::Value::Null,
+            stdin: None,
+            inherit_prefixes: vec!["ANTHROPIC_".into()],
+            env_templates: BTreeMap::from([("ANTHROPIC_BASE_URL".into(), "${PROXY}".into())]),
+        };
+        let env = spec.child_env(&vars);
+        assert_eq!(env["ANTHROPIC_API_KEY"], "sk-secret");
+        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+        assert!(!env.contains_key("GIT_DIR"));
+        // Nothing secret is in what is written.
+        let written = serde_json::to_string(&spec).unwrap();
+        assert!(!written.contains("sk-secret") && !written.contains("127.0.0.1"));
+    }
 }
 
 /// `supervisor.json`: the supervisor's identity. A pid alone is not one (pids are reused), so the

@@ -161,13 +161,23 @@ fn spawn(spec: &ActivitySpec) -> io::Result<Child> {
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the command is empty"))?;
     let supervisor = Pid::this();
+    let stdin = match &spec.stdin {
+        Some(path) => Stdio::from(std::fs::File::open(path)?),
+        None => Stdio::null(),
+    };
     let mut command = Command::new(program);
     command
         .args(args)
         .current_dir(&spec.cwd)
         .env_clear()
-        .envs(&spec.env)
-        .stdin(Stdio::null())
+        .envs(
+            spec.child_env(
+                &std::env::vars_os()
+                    .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                    .collect::<Vec<_>>(),
+            ),
+        )
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // setpgid(0, 0) in the child before exec: the group is what timeouts and the final

@@ -44,6 +44,9 @@ fn spec_for(cwd: &Path, argv: &[&str], timeout_ms: u64, grace_ms: u64) -> Activi
         grace_ms,
         nonce: "n-1".into(),
         gate: serde_json::json!({"lane": "a", "attempt": 1}),
+        stdin: None,
+        inherit_prefixes: Vec::new(),
+        env_templates: BTreeMap::new(),
     }
 }
 

@@ -166,6 +166,8 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
 {{\"summary\": \"what you did, in a few sentences\",\n \
 \"evidence\": [{{\"expectation\": \"E1\", \"kind\": \"test\", \"ref\": \"the test or command that shows it\", \"note\": \"optional\"}}]}}\n\
 ```\n\n\
+If you cannot write that file, end your final message with the report as its only ```json \
+block instead.\n\n\
 Give evidence for every expectation; in a fix round add `\"dispositions\": [{{\"finding_id\": \"...\", \"action\": \"applied\", \"commit\": \"<sha>\"}}, {{\"finding_id\": \"...\", \"action\": \"rejected\", \"reason\": \"...\"}}]`. Only `summary`, `evidence`, `handback` and `dispositions` are \
 allowed; a report with a verdict, finding ids, token counts or any other key is refused.\n\
 To hand the lane back instead (the contract cannot be met as written), write \

@@ -1114,8 +1114,45 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     );
                 }
                 Observation::Finished(outcome) if outcome.nonce == nonce => {
+                    let harness = (record.step == "implement")
+                        .then_some(ctx.settings.implementer.as_ref())
+                        .flatten()
+                        .filter(|r| r.kind.is_harness())
+                        .map(|r| {
+                            let receipt = ctx.receipt_path(&run_id, &lane_id, attempt);
+                            read_harness(
+                                &dir,
+                                r.kind,
+                                (outcome.exit_code, outcome.timed_out),
+                                false,
+                                &receipt,
+                            )
+                        });
                     crate::failpoint::hit("observe-before-record");
-                    let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
+                    let mut summary =
+                        serde_json::to_value(&outcome).expect("an outcome serialises");
+                    if let Some((result, failed)) = &harness {
+                        summary["harness"] = result.clone();
+                        if let Some(why) = failed {
+                            // The harness says the run failed: a crash, whatever it exited with.
+                            summary["crashed"] = true.into();
+                            summary["harness_failed"] = why.clone().into();
+                            finish(record, StepStatus::Failed, summary);
+                            emit(
+                                &ctx.paths,
+                                &run_id,
+                                "agent_end",
+                                json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": {"exit_code": outcome.exit_code, "harness_failed": why}}),
+                            );
+                            emit(
+                                &ctx.paths,
+                                &run_id,
+                                "step_failed",
+                                json!({"lane": lane_id, "step": record.step, "attempt": attempt, "outcome": "harness_failed"}),
+                            );
+                            continue;
+                        }
+                    }
                     finish(record, StepStatus::Done, summary);
                     let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
                     if record.step == "implement" {
@@ -1148,6 +1185,14 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     // in the worktree while the next attempt starts.
                     activity::kill_orphans(&dir);
                     finish(record, StepStatus::Failed, json!({"crashed": true}));
+                    if record.step == "implement" || validator_process {
+                        emit(
+                            &ctx.paths,
+                            &run_id,
+                            "agent_end",
+                            json!({"lane": lane_id, "attempt": attempt, "role": role_of_step(&record.step), "step": record.step, "outcome": "crashed"}),
+                        );
+                    }
                     emit(
                         &ctx.paths,
                         &run_id,
@@ -1159,6 +1204,60 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// What a harness's output says of a finished agent (SPEC 20.8): the `harness` record of the
+/// step's outcome, and why the run failed if it did. When it did not, and the agent left no answer
+/// at `output`, the one fenced `json` block of its final message is written there (0600): once,
+/// so a call killed after writing it finds it there and reads it as the agent's.
+pub(super) fn read_harness(
+    dir: &Path,
+    kind: crate::runner::Kind,
+    (exit_code, timed_out): (Option<i32>, bool),
+    read_only: bool,
+    output: &Path,
+) -> (Value, Option<String>) {
+    let stdout = std::fs::read(dir.join(activity::files::STDOUT)).unwrap_or_default();
+    let Some(result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
+        let why = if timed_out {
+            "it timed out before reporting a result".to_owned()
+        } else {
+            "its output holds no result".to_owned()
+        };
+        return (json!({"error": why}), Some(why));
+    };
+    let mut failed = result.failed(read_only).then(|| {
+        result
+            .error
+            .clone()
+            .unwrap_or_else(|| "the harness reported an error".into())
+    });
+    if failed.is_none() && exit_code != Some(0) {
+        failed = Some(format!(
+            "it exited with {}",
+            exit_code.map_or_else(|| "a signal".to_owned(), |c| format!("code {c}"))
+        ));
+    }
+    if failed.is_none() && !output.exists() {
+        if let Some(answer) = result
+            .final_text
+            .as_deref()
+            .and_then(crate::runner::fenced_json)
+        {
+            let _ = crate::store::write_atomic(output, answer.as_bytes(), 0o600);
+            crate::failpoint::hit("answer-after-write");
+        }
+    }
+    (result.to_value(), failed)
+}
+
+/// The role of an agent step's agent.
+fn role_of_step(step: &str) -> &'static str {
+    match step {
+        "implement" => "implementer",
+        "refute" => "refuter",
+        _ => "validator",
+    }
 }
 
 /// A definition-of-done command's step: `dod-<i>-<j>`, or `retest-<round>-<i>-<j>` after landing
@@ -1920,31 +2019,31 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                 ("lane", lane.clone()),
                 ("attempt", l.attempt.to_string()),
             ];
-            let argv = expand(&runner.argv, &values);
-            let mut env = base_env();
-            for (k, v) in &values {
-                env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
-            }
-            env.insert("ICED_RECEIPT_KEY".into(), nonce.clone());
             let dir = ctx.activity_dir(&snapshot.id, &lane, "implement", l.attempt);
-            let spec = ActivitySpec {
-                argv,
-                cwd: worktree,
-                env,
-                timeout_ms: runner.timeout.as_millis() as u64,
-                grace_ms: ctx.settings.kill_grace.as_millis() as u64,
-                nonce: nonce.clone(),
-                gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
-            };
+            let spec = agent_spec(
+                ctx,
+                runner,
+                &values,
+                AgentStart {
+                    read_only: false,
+                    nonce: &nonce,
+                    model: ctx.settings.implementer_model.as_deref(),
+                    prompt: &brief,
+                    cwd: worktree,
+                    gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
+                },
+            );
             crate::failpoint::hit("launch-after-record");
-            launch(ctx, &dir, &spec)?;
-            crate::failpoint::hit("launch-after-spawn");
+            // Before the launch: an agent may be counted alive that never started (its end is
+            // logged when the loop finds it crashed), never one that runs uncounted.
             emit(
                 &ctx.paths,
                 &snapshot.id,
                 "agent_start",
                 json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
             );
+            launch(ctx, &dir, &spec)?;
+            crate::failpoint::hit("launch-after-spawn");
             Ok(StepReport::for_lane(
                 snapshot,
                 l,
@@ -1970,6 +2069,9 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                     grace_ms: ctx.settings.kill_grace.as_millis() as u64,
                     nonce,
                     gate: gate_value(ctx, &snapshot.id, &lane, &key, l.attempt),
+                    stdin: None,
+                    inherit_prefixes: Vec::new(),
+                    env_templates: BTreeMap::new(),
                 };
                 launch(ctx, &dir, &spec)?;
                 crate::failpoint::hit("dod-after-launch");
@@ -2076,6 +2178,68 @@ pub(super) fn expand(argv: &[String], values: &[(&str, String)]) -> Vec<String> 
             s
         })
         .collect()
+}
+
+/// What one agent start is for, beside its runner and placeholder values.
+pub(super) struct AgentStart<'a> {
+    pub read_only: bool,
+    pub nonce: &'a str,
+    pub model: Option<&'a str>,
+    /// The brief or the validator's prompt.
+    pub prompt: &'a Path,
+    pub cwd: PathBuf,
+    pub gate: Value,
+}
+
+/// How an agent is started (SPEC 20.1, 20.8): a `command` runner's argv template expanded, or a
+/// harness's own argv with the prompt on standard input; the `ICED_*` variables; for a harness,
+/// its credential variables passed on by name and the runner's `env` by template, so that no
+/// secret is written into the activity's spec.
+pub(super) fn agent_spec(
+    ctx: &Ctx<'_>,
+    runner: &super::settings::Runner,
+    values: &[(&str, String)],
+    start: AgentStart<'_>,
+) -> ActivitySpec {
+    let mut env = base_env();
+    for (k, v) in values {
+        env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
+    }
+    env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
+    let (argv, stdin) = if runner.kind.is_harness() {
+        let session = crate::runner::session_id(start.nonce);
+        let argv = crate::runner::argv(
+            runner.kind,
+            &crate::runner::Invocation {
+                program: &runner.argv[0],
+                read_only: start.read_only,
+                model: start.model.filter(|m| !m.is_empty()),
+                session_id: &session,
+                max_turns: runner.max_turns,
+                extra_args: &runner.args,
+            },
+        );
+        (argv, Some(start.prompt.to_owned()))
+    } else {
+        (expand(&runner.argv, values), None)
+    };
+    ActivitySpec {
+        argv,
+        cwd: start.cwd,
+        env,
+        timeout_ms: runner.timeout.as_millis() as u64,
+        grace_ms: ctx.settings.kill_grace.as_millis() as u64,
+        nonce: start.nonce.to_owned(),
+        gate: start.gate,
+        stdin,
+        inherit_prefixes: runner
+            .kind
+            .credential_prefixes()
+            .iter()
+            .map(|p| (*p).to_owned())
+            .collect(),
+        env_templates: runner.env.clone(),
+    }
 }
 
 /// The environment a child of the loop gets: a few of iced's own variables, nothing that points

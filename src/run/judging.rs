@@ -12,7 +12,6 @@ use super::engine::{
 use super::events::emit;
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
 use super::validate::{self, Answer, Finding, Fingerprint};
-use crate::activity::ActivitySpec;
 use crate::refusal::Refusal;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -569,30 +568,29 @@ pub fn launch_all(
             ("lane", lane_id.to_owned()),
             ("attempt", lane.attempt.to_string()),
         ];
-        let argv = super::engine::expand(&runner.argv, &values);
-        let mut env = super::engine::base_env();
-        for (k, v) in &values {
-            env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
-        }
-        env.insert("ICED_LENS".into(), name_of(key).into());
-        env.insert("ICED_RECEIPT_KEY".into(), nonce.clone());
-        let spec = ActivitySpec {
-            argv,
-            cwd: sandbox,
-            env,
-            timeout_ms: runner.timeout.as_millis() as u64,
-            grace_ms: ctx.settings.kill_grace.as_millis() as u64,
-            nonce: nonce.clone(),
-            gate: gate_value(ctx, &snapshot.id, lane_id, key, lane.attempt),
-        };
-        launch(ctx, &dir, &spec)?;
-        crate::failpoint::hit("validator-after-launch");
+        let mut spec = super::engine::agent_spec(
+            ctx,
+            runner,
+            &values,
+            super::engine::AgentStart {
+                read_only: true,
+                nonce,
+                model: ctx.settings.validator_model.as_deref(),
+                prompt: &prompt,
+                cwd: sandbox,
+                gate: gate_value(ctx, &snapshot.id, lane_id, key, lane.attempt),
+            },
+        );
+        spec.env.insert("ICED_LENS".into(), name_of(key).into());
+        // Logged before the launch, as the implementer's is.
         emit(
             &ctx.paths,
             &snapshot.id,
             "agent_start",
             json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "runner": runner.name}),
         );
+        launch(ctx, &dir, &spec)?;
+        crate::failpoint::hit("validator-after-launch");
     }
     Ok(StepReport::for_lane(
         snapshot,
@@ -625,6 +623,26 @@ pub fn check(
     };
     let lane_branch_moved = moved.iter().any(|m| m.starts_with("the lane branch moved"));
     let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
+    // A harness's own result first: a failed run is a crash, and its answer may be in its final
+    // message rather than in the output file (SPEC 20.8).
+    let harness = ctx
+        .settings
+        .validator
+        .as_ref()
+        .filter(|r| r.kind.is_harness())
+        .map(|r| {
+            let finished = lane
+                .record(key)
+                .and_then(|rec| rec.outcome.as_ref())
+                .and_then(|o| o.get("finished"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let exit_code = finished["exit_code"]
+                .as_i64()
+                .and_then(|c| i32::try_from(c).ok());
+            let timed_out = finished["timed_out"].as_bool().unwrap_or(false);
+            super::engine::read_harness(&dir, r.kind, (exit_code, timed_out), true, &output)
+        });
     let text = crate::store::read_limited(&output, validate::OUTPUT_LIMIT)
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -647,6 +665,14 @@ pub fn check(
             .and_then(|o| o.get("finished"))
             .cloned()
             .unwrap_or(Value::Null);
+        if let Some((result, Some(why))) = &harness {
+            finish(
+                record,
+                StepStatus::Failed,
+                json!({"crashed": true, "harness_failed": why, "harness": result, "finished": finished}),
+            );
+            return Ok(("advanced", format!("`{key}` failed ({why}); it runs again")));
+        }
         if !moved.is_empty() {
             finish(
                 record,
@@ -683,19 +709,15 @@ pub fn check(
                 ),
             ));
         }
-        match &parsed {
-            Ok(answer) => finish(
-                record,
-                StepStatus::Done,
-                json!({"answer": answer, "finished": finished}),
-            ),
-            // No usable answer: this lens needs a person (it never blocks by itself).
-            Err(problem) => finish(
-                record,
-                StepStatus::Done,
-                json!({"answer": null, "problem": problem, "finished": finished}),
-            ),
+        // No usable answer: this lens needs a person (it never blocks by itself).
+        let mut outcome = match &parsed {
+            Ok(answer) => json!({"answer": answer, "finished": finished}),
+            Err(problem) => json!({"answer": null, "problem": problem, "finished": finished}),
+        };
+        if let Some((result, _)) = &harness {
+            outcome["harness"] = result.clone();
         }
+        finish(record, StepStatus::Done, outcome);
         Ok(("advanced", format!("`{key}` answered; call again")))
     });
     if report.is_ok() {

@@ -28,8 +28,15 @@ impl DodCommand {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Runner {
     pub name: String,
+    pub kind: crate::runner::Kind,
+    /// A `command` runner's template; a harness runner's program alone (SPEC 20.8).
     pub argv: Vec<String>,
     pub timeout: Duration,
+    /// Extra variables for this runner's child, `${VAR}` not yet replaced.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// A harness runner's extra arguments.
+    pub args: Vec<String>,
+    pub max_turns: Option<u32>,
 }
 
 /// `land`: how a delivered lane reaches its target (SPEC 23.2).
@@ -479,25 +486,102 @@ fn role(
         )
     })?;
     let key = format!("runners.{runner}");
-    let kind = def.get("kind").and_then(Value::as_str).unwrap_or("command");
-    if kind != "command" {
-        return Err(invalid(
+    let kind_text = match def.get("kind") {
+        None | Some(Value::Null) => "command",
+        Some(v) => v.as_str().unwrap_or("?"),
+    };
+    let kind = crate::runner::Kind::parse(kind_text).ok_or_else(|| {
+        invalid(
             step,
             &format!("{key}.kind"),
-            &format!("is `{kind}`; this iced runs only `command` runners"),
+            &format!("is `{kind_text}`; it must be `command`, `claude`, `codex` or `pi`"),
+        )
+    })?;
+    let allowed: &[&str] = if kind.is_harness() {
+        &["kind", "program", "args", "env", "timeoutSec", "maxTurns"]
+    } else {
+        &["kind", "argv", "env", "timeoutSec"]
+    };
+    if let Some(k) = def
+        .as_object()
+        .and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str())))
+    {
+        return Err(invalid(
+            step,
+            &format!("{key}.{k}"),
+            &format!(
+                "is not a field of a `{}` runner ({})",
+                kind.as_str(),
+                allowed.join(", ")
+            ),
         ));
     }
-    let argv = def
-        .get("argv")
-        .and_then(strings)
-        .filter(|a| !a.is_empty())
-        .ok_or_else(|| {
-            invalid(
+    let argv = if kind.is_harness() {
+        let program = match def.get("program") {
+            None | Some(Value::Null) => kind.as_str().to_owned(),
+            Some(Value::String(p)) if !p.is_empty() => p.clone(),
+            Some(_) => {
+                return Err(invalid(
+                    step,
+                    &format!("{key}.program"),
+                    "must be a program name or path",
+                ))
+            }
+        };
+        vec![program]
+    } else {
+        def.get("argv")
+            .and_then(strings)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| {
+                invalid(
+                    step,
+                    &format!("{key}.argv"),
+                    "must be a non-empty list of strings",
+                )
+            })?
+    };
+    let args = match def.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => strings(v)
+            .ok_or_else(|| invalid(step, &format!("{key}.args"), "must be a list of strings"))?,
+    };
+    let env = match def.get("env") {
+        None | Some(Value::Null) => std::collections::BTreeMap::new(),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v.as_str() {
+                Some(v) if is_env_name(k) => Ok((k.clone(), v.to_owned())),
+                _ => Err(invalid(
+                    step,
+                    &format!("{key}.env.{k}"),
+                    "must be a variable name with a string value",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(invalid(
                 step,
-                &format!("{key}.argv"),
-                "must be a non-empty list of strings",
-            )
-        })?;
+                &format!("{key}.env"),
+                "must be an object of strings",
+            ))
+        }
+    };
+    let max_turns = match def.get("maxTurns") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| *n >= 1)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    invalid(
+                        step,
+                        &format!("{key}.maxTurns"),
+                        "must be a positive integer",
+                    )
+                })?,
+        ),
+    };
     let t = seconds(def.get("timeoutSec"), timeout.as_secs()).ok_or_else(|| {
         invalid(
             step,
@@ -508,11 +592,22 @@ fn role(
     Ok((
         Some(Runner {
             name: runner,
+            kind,
             argv,
             timeout: t,
+            env,
+            args,
+            max_turns,
         }),
         model,
     ))
+}
+
+/// A name a process environment can hold: letters, digits and `_`, not starting with a digit.
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Find a program as exec would: a path containing `/` must be an executable file; a bare name is

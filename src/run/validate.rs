@@ -663,6 +663,10 @@ pub struct PromptInput<'a> {
     pub to_refute: &'a [Finding],
 }
 
+/// For an agent that cannot write files: where its answer goes instead (SPEC 20.8).
+const ONLY_BLOCK: &str = "If you cannot write that file (you may only read), end your final \
+message with the object as its only ```json block instead.";
+
 pub fn render_prompt(p: &PromptInput<'_>) -> String {
     let mut b = String::new();
     if p.role == "refuter" {
@@ -676,7 +680,7 @@ pub fn render_prompt(p: &PromptInput<'_>) -> String {
             "## The unit\n\n````markdown\n{}\n````\n",
             p.unit_text.trim_end()
         );
-        let _ = writeln!(b, "## Your answer\n\nWrite one JSON object to `{}`:\n\n```json\n{{\"findings\": [{{\"finding_id\": \"<id above>\", \"decision\": \"confirmed|refuted\", \"reason\": \"...\", \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}]}}\n```\n\nOne entry per finding above; `failure_scenario` (sharper than the finder's) when you confirm.", p.output.display());
+        let _ = writeln!(b, "## Your answer\n\nWrite one JSON object to `{}`:\n\n```json\n{{\"findings\": [{{\"finding_id\": \"<id above>\", \"decision\": \"confirmed|refuted\", \"reason\": \"...\", \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}]}}\n```\n\nOne entry per finding above; `failure_scenario` (sharper than the finder's) when you confirm. {ONLY_BLOCK}", p.output.display());
         return b;
     }
     let _ = writeln!(b, "# Validate: {} ({} {})\n", p.unit, p.role, p.name);
@@ -736,7 +740,7 @@ pub fn render_prompt(p: &PromptInput<'_>) -> String {
 \"failures\": [{{\"id\": \"F1\", \"triggered\": false, \"evidence\": \"...\"}}],\n \"constraints\": [{{\"id\": \"C1\", \"violated\": false, \"evidence\": \"...\"}}],\n \
 \"findings\": [{{\"file_path\": \"src/x.rs\", \"criterion_ref\": \"E1\", \"finding_category\": \"correctness\", \"severity\": \"S2-major\", \"summary\": \"...\", \
 \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}],\n \"out_of_scope\": [\"paths changed outside the Scope\"],\n \"notes\": \"...\"}}\n```\n\n\
-Severities are written in full: {}. Categories: {}. Do not give findings ids or say who found them: the loop does.",
+Severities are written in full: {}. Categories: {}. Do not give findings ids or say who found them: the loop does. {ONLY_BLOCK}",
         p.output.display(),
         SEVERITIES.join(", "),
         CATEGORIES.join(", ")

@@ -92,7 +92,8 @@ impl Project {
     }
 
     /// The most lanes alive at once: a lane is alive from its first `agent_start` to its last
-    /// `agent_end` (any role), positions taken from the events' order.
+    /// `agent_end` (any role), positions taken from the events' order. An end with no start
+    /// before it is an agent found crashed before it was ever started: it was never alive.
     fn most_alive(&self) -> usize {
         let events = self.events();
         let mut spans: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
@@ -105,8 +106,9 @@ impl Project {
                     spans.entry(lane.to_owned()).or_insert((i, i)).1 = i;
                 }
                 Some("agent_end") => {
-                    let span = spans.get_mut(lane).expect("an agent ends after it started");
-                    span.1 = i;
+                    if let Some(span) = spans.get_mut(lane) {
+                        span.1 = i;
+                    }
                 }
                 _ => {}
             }

@@ -1,0 +1,621 @@
+//! Harness runners (SPEC 20.8): how a coding-agent harness run headless is started, and what its
+//! machine output says about the run. Pure: argv from an invocation, a result from bytes, an answer
+//! from a final message. Nothing here starts a process or reads a file.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Which harness a runner is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An argv template (SPEC 20.1); its output is not read.
+    Command,
+    Claude,
+    Codex,
+    Pi,
+}
+
+impl Kind {
+    pub fn parse(text: &str) -> Option<Kind> {
+        match text {
+            "command" => Some(Kind::Command),
+            "claude" => Some(Kind::Claude),
+            "codex" => Some(Kind::Codex),
+            "pi" => Some(Kind::Pi),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Command => "command",
+            Kind::Claude => "claude",
+            Kind::Codex => "codex",
+            Kind::Pi => "pi",
+        }
+    }
+
+    pub fn is_harness(self) -> bool {
+        self != Kind::Command
+    }
+
+    /// The prefixes of the variables of iced's environment this harness reads for its credentials
+    /// and endpoints, kept in its child's environment.
+    pub fn credential_prefixes(self) -> &'static [&'static str] {
+        match self {
+            Kind::Command => &[],
+            Kind::Claude => &["ANTHROPIC_", "CLAUDE_"],
+            Kind::Codex => &["OPENAI_", "CODEX_"],
+            Kind::Pi => &["PI_", "ANTHROPIC_", "OPENAI_"],
+        }
+    }
+}
+
+/// What one start of a harness is for.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    pub program: &'a str,
+    /// Validators and the refuter read; only the implementer writes.
+    pub read_only: bool,
+    pub model: Option<&'a str>,
+    /// The harness session's id, where the harness lets the caller choose it.
+    pub session_id: &'a str,
+    pub max_turns: Option<u32>,
+    pub extra_args: &'a [String],
+}
+
+/// The tools a claude implementer may use, unattended.
+const CLAUDE_WRITE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
+/// The tools a claude validator may use: reading only.
+const CLAUDE_READ_TOOLS: &str = "Read,Glob,Grep";
+
+/// The argv that starts the harness; the prompt goes to its standard input.
+pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
+    let mut argv: Vec<String> = vec![inv.program.to_owned()];
+    let mut push = |items: &[&str]| argv.extend(items.iter().map(|s| (*s).to_owned()));
+    match kind {
+        Kind::Command => {}
+        Kind::Claude => {
+            push(&[
+                "-p",
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "dontAsk",
+            ]);
+            push(&["--session-id", inv.session_id]);
+            let tools = if inv.read_only {
+                CLAUDE_READ_TOOLS
+            } else {
+                CLAUDE_WRITE_TOOLS
+            };
+            push(&["--allowedTools", tools]);
+            if let Some(model) = inv.model {
+                push(&["--model", model]);
+            }
+            if let Some(turns) = inv.max_turns {
+                argv.push("--max-turns".into());
+                argv.push(turns.to_string());
+            }
+        }
+        Kind::Codex => {
+            push(&["exec", "--json", "--skip-git-repo-check"]);
+            let sandbox = if inv.read_only {
+                "read-only"
+            } else {
+                "workspace-write"
+            };
+            push(&["--sandbox", sandbox]);
+            if let Some(model) = inv.model {
+                push(&["--model", model]);
+            }
+        }
+        Kind::Pi => {
+            push(&["-p", "--mode", "json"]);
+            if let Some(model) = inv.model {
+                push(&["--model", model]);
+            }
+        }
+    }
+    argv.extend(inv.extra_args.iter().cloned());
+    if kind == Kind::Codex {
+        // The prompt: standard input.
+        argv.push("-".into());
+    }
+    argv
+}
+
+/// A nonce (hex) written as a UUID, for harnesses that take a session id of that form.
+pub fn session_id(nonce: &str) -> String {
+    let hex: String = nonce
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .chain(std::iter::repeat('0'))
+        .take(32)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// What a harness said about its run.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct HarnessResult {
+    pub session_id: Option<String>,
+    /// The model the harness reports it used.
+    pub model: Option<String>,
+    pub turns: Option<u64>,
+    /// `None` is unknown: the harness reported no cost, or zero usage after failing.
+    #[serde(serialize_with = "cost_or_unknown")]
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub is_error: bool,
+    /// Why the run failed, in a few words.
+    pub error: Option<String>,
+    /// HTTP 429 or an overload: the provider asks to slow down.
+    pub rate_limited: bool,
+    /// Tools the harness refused the agent.
+    pub permission_denials: u64,
+    /// The agent's final message.
+    #[serde(skip)]
+    pub final_text: Option<String>,
+}
+
+fn cost_or_unknown<S: serde::Serializer>(cost: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match cost {
+        Some(c) => s.serialize_f64(*c),
+        None => s.serialize_str("unknown"),
+    }
+}
+
+impl HarnessResult {
+    /// Whether the run failed for the role it was started in (SPEC 20.8): an implementer whose
+    /// tools were denied did not do its work.
+    pub fn failed(&self, read_only: bool) -> bool {
+        self.is_error || (!read_only && self.permission_denials > 0)
+    }
+
+    /// What the step's outcome records (`harness`).
+    pub fn to_value(&self) -> Value {
+        let mut v = serde_json::to_value(self).expect("a result serialises");
+        if let Some(map) = v.as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+        }
+        v
+    }
+}
+
+/// Read a harness's machine output (the tail of its standard output). `None` when no result is
+/// found: the run failed.
+pub fn parse(kind: Kind, stdout: &str) -> Option<HarnessResult> {
+    match kind {
+        Kind::Command => None,
+        Kind::Claude => parse_claude(stdout),
+        Kind::Codex => parse_codex(stdout),
+        Kind::Pi => parse_pi(stdout),
+    }
+}
+
+/// JSON objects, one per line; lines that are not objects are skipped (a tail may begin mid-line).
+fn objects(stdout: &str) -> impl Iterator<Item = Value> + '_ {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .filter(Value::is_object)
+}
+
+/// A harness's error message, short: its first line, at most `max` characters.
+fn short(message: &str, max: usize) -> String {
+    message
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(max)
+        .collect()
+}
+
+fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+/// `claude -p --output-format json` (one result object) or `stream-json` (its last `result`).
+fn parse_claude(stdout: &str) -> Option<HarnessResult> {
+    let result = objects(stdout).filter(|o| o["type"] == "result").last()?;
+    let subtype = result["subtype"].as_str().unwrap_or("");
+    let status = result["api_error_status"].as_u64();
+    let api_error = result["api_error"].as_str();
+    let is_error = result["is_error"].as_bool().unwrap_or(true) || subtype != "success";
+    let usage = &result["usage"];
+    let input = u64_at(usage, "input_tokens");
+    let output = u64_at(usage, "output_tokens");
+    let zero_usage = input.unwrap_or(0) == 0 && output.unwrap_or(0) == 0;
+    let cost = result["total_cost_usd"]
+        .as_f64()
+        .filter(|c| !(is_error && zero_usage && *c == 0.0));
+    // The model actually used: the one `modelUsage` names with the most output.
+    let model = result["modelUsage"].as_object().and_then(|m| {
+        m.iter()
+            .max_by_key(|(_, u)| u["outputTokens"].as_u64().unwrap_or(0))
+            .map(|(name, _)| name.clone())
+    });
+    let text = result["result"].as_str().map(str::to_owned);
+    let overloaded = text
+        .as_deref()
+        .is_some_and(|t| t.contains("overloaded_error") || t.contains("Overloaded"));
+    let error = is_error.then(|| {
+        let why = match (status, api_error, subtype) {
+            (Some(code), _, _) => format!("the API answered HTTP {code}"),
+            (None, Some(e), _) => format!("the API call failed: {e}"),
+            (None, None, "success") => result["terminal_reason"]
+                .as_str()
+                .map_or("the harness reported an error".to_owned(), |r| {
+                    format!("the harness ended: {r}")
+                }),
+            (None, None, other) => format!("the harness ended: {other}"),
+        };
+        why
+    });
+    let denials = result["permission_denials"]
+        .as_array()
+        .map_or(0, |a| a.len() as u64);
+    Some(HarnessResult {
+        session_id: result["session_id"].as_str().map(str::to_owned),
+        model,
+        turns: u64_at(&result, "num_turns"),
+        cost_usd: cost,
+        input_tokens: input,
+        output_tokens: output,
+        is_error,
+        error: error
+            .or_else(|| (denials > 0).then(|| format!("{denials} tool call(s) were denied"))),
+        rate_limited: status == Some(429) || status == Some(529) || overloaded,
+        permission_denials: denials,
+        final_text: text,
+    })
+}
+
+/// `codex exec --json`: `thread.started`, `item.completed` (`agent_message`), `turn.completed`
+/// (usage), `turn.failed`, `error`. Codex reports tokens, never a cost.
+fn parse_codex(stdout: &str) -> Option<HarnessResult> {
+    let mut r = HarnessResult::default();
+    let mut seen = false;
+    let mut completed = false;
+    let (mut input, mut output) = (0u64, 0u64);
+    for o in objects(stdout) {
+        let kind = o["type"].as_str().unwrap_or("");
+        match kind {
+            "thread.started" => {
+                seen = true;
+                r.session_id = o["thread_id"].as_str().map(str::to_owned);
+            }
+            "turn.completed" => {
+                seen = true;
+                completed = true;
+                r.turns = Some(r.turns.unwrap_or(0) + 1);
+                input += u64_at(&o["usage"], "input_tokens").unwrap_or(0);
+                output += u64_at(&o["usage"], "output_tokens").unwrap_or(0);
+            }
+            "item.completed" if o["item"]["type"] == "agent_message" => {
+                seen = true;
+                r.final_text = o["item"]["text"].as_str().map(str::to_owned);
+            }
+            "turn.failed" | "error" => {
+                seen = true;
+                r.is_error = true;
+                let message = o["error"]["message"]
+                    .as_str()
+                    .or_else(|| o["message"].as_str())
+                    .unwrap_or("the harness reported an error");
+                r.rate_limited |= message.contains("429") || message.contains("rate limit");
+                r.error = Some(short(message, 200));
+            }
+            _ => {}
+        }
+    }
+    if !seen {
+        return None;
+    }
+    if !completed && !r.is_error {
+        r.is_error = true;
+        r.error = Some("no turn completed".into());
+    }
+    r.input_tokens = Some(input);
+    r.output_tokens = Some(output);
+    Some(r)
+}
+
+/// `pi -p --mode json`: usage summed over `message_end` events of the assistant; a `stopReason`
+/// of `error` or `aborted` fails (pi exits 0 either way).
+fn parse_pi(stdout: &str) -> Option<HarnessResult> {
+    let mut r = HarnessResult::default();
+    let mut seen = false;
+    let (mut input, mut output, mut cost, mut costed) = (0u64, 0u64, 0f64, false);
+    for o in objects(stdout) {
+        if o["type"] == "session" {
+            r.session_id = o["id"].as_str().map(str::to_owned);
+        }
+        if o["type"] != "message_end" {
+            continue;
+        }
+        let message = &o["message"];
+        if message["role"] != "assistant" {
+            continue;
+        }
+        seen = true;
+        r.turns = Some(r.turns.unwrap_or(0) + 1);
+        if let Some(model) = message["model"].as_str() {
+            r.model = Some(model.to_owned());
+        }
+        let usage = &message["usage"];
+        input += u64_at(usage, "input").unwrap_or(0);
+        output += u64_at(usage, "output").unwrap_or(0);
+        if let Some(c) = usage["cost"]["total"].as_f64() {
+            cost += c;
+            costed = true;
+        }
+        let text: String = message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "text")
+            .filter_map(|c| c["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !text.is_empty() {
+            r.final_text = Some(text);
+        }
+        match message["stopReason"].as_str() {
+            Some("error") | Some("aborted") => {
+                r.is_error = true;
+                let why = message["errorMessage"]
+                    .as_str()
+                    .unwrap_or("the model call failed");
+                r.rate_limited |= why.contains("429") || why.contains("rate limit");
+                r.error = Some(short(why, 200));
+            }
+            _ => {
+                r.is_error = false;
+                r.error = None;
+            }
+        }
+    }
+    if !seen {
+        return None;
+    }
+    r.input_tokens = Some(input);
+    r.output_tokens = Some(output);
+    r.cost_usd = (costed && !(r.is_error && input + output == 0)).then_some(cost);
+    Some(r)
+}
+
+/// The answer in an agent's final message: its one fenced block marked `json`. None, or more than
+/// one, is no answer.
+pub fn fenced_json(text: &str) -> Option<String> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let open = line.trim_start();
+        let Some(rest) = open.strip_prefix("```") else {
+            continue;
+        };
+        if rest.trim() != "json" {
+            // Another fenced block: skip to its end.
+            for l in lines.by_ref() {
+                if l.trim_start().starts_with("```") {
+                    break;
+                }
+            }
+            continue;
+        }
+        let mut body = Vec::new();
+        let mut closed = false;
+        for l in lines.by_ref() {
+            if l.trim_start().starts_with("```") {
+                closed = true;
+                break;
+            }
+            body.push(l);
+        }
+        if closed {
+            blocks.push(body.join("\n"));
+        }
+    }
+    match blocks.as_slice() {
+        [one] => Some(format!("{}\n", one.trim())),
+        _ => None,
+    }
+}
+
+/// What the recorded argv shows of a harness start: the program and flags, nothing from `env`.
+pub fn describe(kind: Kind, argv: &[String]) -> Value {
+    json!({"kind": kind.as_str(), "argv": argv})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(read_only: bool) -> Invocation<'static> {
+        Invocation {
+            program: "claude",
+            read_only,
+            model: Some("claude-sonnet-4-5"),
+            session_id: "0badc0de-0000-4000-8000-000000000001",
+            max_turns: Some(50),
+            extra_args: &[],
+        }
+    }
+
+    #[test]
+    fn claude_argv_sets_permissions_tools_and_session() {
+        let a = argv(Kind::Claude, &inv(false));
+        assert_eq!(a[0], "claude");
+        let joined = a.join(" ");
+        assert!(joined.contains("-p --output-format json --permission-mode dontAsk"));
+        assert!(joined.contains("--session-id 0badc0de-0000-4000-8000-000000000001"));
+        assert!(joined.contains("--allowedTools Bash,Edit,Write,Read,Glob,Grep"));
+        assert!(joined.contains("--model claude-sonnet-4-5"));
+        assert!(joined.contains("--max-turns 50"));
+        let v = argv(Kind::Claude, &inv(true)).join(" ");
+        assert!(v.contains("--allowedTools Read,Glob,Grep"), "{v}");
+        assert!(!v.contains("Bash"), "{v}");
+    }
+
+    #[test]
+    fn codex_reads_its_prompt_from_stdin_and_validators_get_a_read_only_sandbox() {
+        let mut i = inv(true);
+        i.program = "codex";
+        let a = argv(Kind::Codex, &i);
+        assert_eq!(a.last().map(String::as_str), Some("-"));
+        assert!(a.join(" ").contains("--sandbox read-only"));
+        i.read_only = false;
+        assert!(argv(Kind::Codex, &i)
+            .join(" ")
+            .contains("--sandbox workspace-write"));
+    }
+
+    #[test]
+    fn session_ids_are_uuids_made_of_the_nonce() {
+        assert_eq!(
+            session_id("54753118fafd4274adabcb75a74d6ea3"),
+            "54753118-fafd-4274-adab-cb75a74d6ea3"
+        );
+        assert_eq!(session_id("ab").len(), 36);
+    }
+
+    #[test]
+    fn one_fenced_json_block_is_the_answer() {
+        let text = "Done.\n\n```json\n{\"verdict\": \"pass\"}\n```\n";
+        assert_eq!(
+            fenced_json(text).as_deref(),
+            Some("{\"verdict\": \"pass\"}\n")
+        );
+        let two = format!("{text}\n```json\n{{}}\n```\n");
+        assert_eq!(fenced_json(&two), None);
+        assert_eq!(fenced_json("no block"), None);
+        // Another language's block is not the answer, and does not hide the json one.
+        let mixed = "```sh\ncargo test\n```\n```json\n{\"a\": 1}\n```";
+        assert_eq!(fenced_json(mixed).as_deref(), Some("{\"a\": 1}\n"));
+        // An unclosed block is no answer.
+        assert_eq!(fenced_json("```json\n{}"), None);
+    }
+
+    /// What the real Claude Code CLI printed, recorded against the mock API
+    /// (`tests/cli/harness.rs`, `record_claude_outputs`).
+    fn claude_fixture(name: &str) -> HarnessResult {
+        let path = format!(
+            "{}/fixtures/harness/claude/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        parse(Kind::Claude, &text).unwrap_or_else(|| panic!("{name}: no result"))
+    }
+
+    #[test]
+    fn claude_success_reports_session_model_turns_cost_and_answer() {
+        let r = claude_fixture("success.json");
+        assert!(!r.is_error && !r.failed(false), "{r:?}");
+        assert_eq!(
+            r.session_id.as_deref(),
+            Some("0badc0de-0000-4000-8000-000000000000")
+        );
+        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(r.turns, Some(2));
+        assert_eq!(r.cost_usd, Some(0.00162));
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(240), Some(60)));
+        let answer = fenced_json(r.final_text.as_deref().unwrap()).expect("a json block");
+        assert!(answer.starts_with("{\"summary\""), "{answer}");
+    }
+
+    #[test]
+    fn claude_api_errors_fail_whatever_the_subtype_says_and_cost_unknown() {
+        for (name, status, limited) in [
+            ("api-error-500.json", 500, false),
+            ("rate-limited-429.json", 429, true),
+            ("overloaded-529.json", 529, true),
+        ] {
+            let r = claude_fixture(name);
+            assert!(r.is_error && r.failed(true), "{name}: {r:?}");
+            assert_eq!(
+                r.error.as_deref(),
+                Some(format!("the API answered HTTP {status}").as_str()),
+                "{name}"
+            );
+            assert_eq!(r.rate_limited, limited, "{name}");
+            assert_eq!(
+                r.cost_usd, None,
+                "{name}: zero usage after failing is unknown"
+            );
+            assert_eq!(
+                r.to_value()["cost_usd"],
+                "unknown",
+                "{name}: written as unknown"
+            );
+        }
+        let dropped = claude_fixture("connection-dropped.json");
+        assert!(dropped.is_error && !dropped.rate_limited);
+        assert_eq!(
+            dropped.error.as_deref(),
+            Some("the API call failed: connection_failed")
+        );
+        assert_eq!(dropped.cost_usd, None);
+    }
+
+    #[test]
+    fn claude_limits_fail_and_keep_what_they_cost() {
+        let turns = claude_fixture("max-turns.json");
+        assert!(turns.is_error);
+        assert_eq!(
+            turns.error.as_deref(),
+            Some("the harness ended: error_max_turns")
+        );
+        assert_eq!(turns.cost_usd, Some(0.00081));
+        let budget = claude_fixture("budget-exceeded.json");
+        assert!(budget.is_error);
+        assert_eq!(
+            budget.error.as_deref(),
+            Some("the harness ended: error_max_budget_usd")
+        );
+        assert_eq!(budget.cost_usd, Some(0.00081));
+    }
+
+    #[test]
+    fn a_denied_tool_fails_an_implementer_but_not_a_reader() {
+        let r = claude_fixture("tool-denied.json");
+        assert!(!r.is_error, "the CLI says success");
+        assert_eq!(r.permission_denials, 1);
+        assert!(
+            r.failed(false),
+            "an implementer whose tool was denied did not do its work"
+        );
+        assert!(!r.failed(true));
+        assert_eq!(r.error.as_deref(), Some("1 tool call(s) were denied"));
+    }
+
+    #[test]
+    fn a_claude_killed_mid_stream_left_no_result() {
+        let path = format!(
+            "{}/fixtures/harness/claude/killed-mid-stream.jsonl",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.contains("\"type\":\"system\""), "the stream had begun");
+        assert_eq!(parse(Kind::Claude, &text), None);
+    }
+
+    #[test]
+    fn an_empty_output_has_no_result() {
+        for kind in [Kind::Claude, Kind::Codex, Kind::Pi] {
+            assert_eq!(parse(kind, ""), None);
+            assert_eq!(parse(kind, "not json\n"), None);
+        }
+    }
+}

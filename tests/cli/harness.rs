@@ -1,0 +1,450 @@
+//! Harness runners end to end (SPEC 20.8): the real Claude Code CLI as implementer and validator,
+//! pointed at the mock model API on 127.0.0.1 (`mock_api.rs`). The CLI is found at `ICED_CLAUDE`,
+//! else as `claude` on PATH; without it these tests say why and pass, unless
+//! `ICED_REQUIRE_CLAUDE=1` (set by `.ci/run`, which installs it), where a missing CLI fails them.
+
+use crate::env::{merge_json, TestEnv};
+use crate::loop_e2e::{last_line, str_of};
+use crate::mock_api::{MockApi, Reply, Rule};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// A dummy key: the mock only checks that one was sent. It must never be written anywhere.
+const API_KEY: &str = "sk-ant-test-PLANTED-0123456789";
+
+/// The validator's answer when it passes the lane.
+const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "src/session.txt says so"}, {"id": "E2", "result": "pass", "evidence": "src/session.txt says so"}], "failures": [{"id": "F1", "triggered": false, "evidence": "nobody is signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "passwords untouched"}]}"#;
+
+const REPORT: &str = r#"{"summary": "sessions end when idle", "evidence": [{"expectation": "E1", "kind": "test", "ref": "src/session.txt"}, {"expectation": "E2", "kind": "test", "ref": "src/session.txt"}]}"#;
+
+/// The Claude Code CLI, or why it is not here.
+fn claude() -> Option<PathBuf> {
+    let found = std::env::var_os("ICED_CLAUDE")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join("claude"))
+                .find(|p| p.is_file())
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var("ICED_REQUIRE_CLAUDE").as_deref() != Ok("1"),
+            "ICED_REQUIRE_CLAUDE=1 but no Claude Code CLI at ICED_CLAUDE or on PATH"
+        );
+        eprintln!(
+            "skipped: no Claude Code CLI (set ICED_CLAUDE, or install @anthropic-ai/claude-code)"
+        );
+    }
+    found
+}
+
+/// The implementer: one Bash call that writes and commits a file, then its report as the final
+/// message's one json block.
+fn implementer() -> Rule {
+    Rule::new(
+        "# Brief: implement",
+        vec![
+            Reply::bash(
+                "mkdir -p src && printf 'sessions end when idle\\n' > src/session.txt && git add src/session.txt && git commit -q -m 'sessions end when idle'",
+            ),
+            Reply::Text(format!("Done.\n\n```json\n{REPORT}\n```\n")),
+        ],
+    )
+}
+
+fn validator(answer: &str) -> Rule {
+    Rule::new(
+        "# Validate:",
+        vec![Reply::Text(format!(
+            "I read the change.\n\n```json\n{answer}\n```\n"
+        ))],
+    )
+}
+
+/// A buildable unit whose implementer and validator are the real `claude`, on the mock API.
+struct Harness {
+    env: TestEnv,
+    id: String,
+    api: MockApi,
+}
+
+impl Harness {
+    fn new(program: &std::path::Path, rules: Vec<Rule>, patch: Value) -> Harness {
+        let api = MockApi::start(rules);
+        let (env, id) = TestEnv::buildable_with(|_| {
+            let mut config = json!({
+                "runners": {"cc": {
+                    "kind": "claude",
+                    "program": program.display().to_string(),
+                    "timeoutSec": 120,
+                    "maxTurns": 10,
+                    "env": {
+                        "ANTHROPIC_BASE_URL": "${ICED_TEST_API}",
+                        "DISABLE_TELEMETRY": "1",
+                        "DISABLE_AUTOUPDATER": "1",
+                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                        "CLAUDE_CODE_MAX_RETRIES": "0"
+                    }
+                }},
+                "roles": {
+                    "implementer": {"runner": "cc", "model": "claude-sonnet-4-5"},
+                    "validator": {"runner": "cc", "model": "claude-opus-4-1"}
+                },
+                "verify": {
+                    "independent": true,
+                    "lenses": ["full"],
+                    "commands": [{"argv": ["test", "-f", "src/session.txt"], "timeoutSec": 30}]
+                },
+                "run": {"maxCrashRetries": 1}
+            });
+            merge_json(&mut config, &patch);
+            config
+        });
+        Harness { env, id, api }
+    }
+
+    /// `iced args --json` with the API's address and the dummy key in its environment, and a
+    /// HOME of its own outside the repository (the CLI writes its state there).
+    fn iced(&self, args: &[&str]) -> crate::env::Run {
+        let home = self.env.outside("home");
+        std::fs::create_dir_all(&home).unwrap();
+        crate::env::run(
+            self.env
+                .command()
+                .env("HOME", &home)
+                .env("ICED_TEST_API", &self.api.url)
+                .env("ANTHROPIC_API_KEY", API_KEY)
+                .args(args)
+                .arg("--json"),
+        )
+    }
+
+    fn build(&self) -> (crate::env::Run, Value) {
+        let out = self.iced(&["build", &self.id]);
+        let last = last_line(&out);
+        (out, last)
+    }
+
+    fn show(&self, run: &str) -> Value {
+        let out = self.iced(&["run", "show", run]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    }
+
+    /// Every file iced wrote under `.iced/run` and the CLI's HOME, as text.
+    fn written(&self) -> Vec<(PathBuf, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(PathBuf, String)>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if let Ok(b) = std::fs::read(&p) {
+                    out.push((p, String::from_utf8_lossy(&b).into_owned()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.env.path(".iced/run"), &mut out);
+        out
+    }
+}
+
+/// The step record `key` of the first lane of a `run show --json`, current attempt last.
+fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
+    let lanes = show["lanes"]
+        .as_array()
+        .or_else(|| show["run"]["lanes"].as_array())
+        .expect("lanes");
+    lanes[0]["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .rev()
+        .find(|r| r["step"] == key)
+        .unwrap_or_else(|| panic!("no {key} record in {show:#}"))
+}
+
+/// SPEC 20.8: the real Claude Code CLI implements (a tool call that commits, then its report in
+/// its final message) and validates (its answer in its final message, read-only tools); the run
+/// is delivered, and the record names each agent's session, model, turns and cost. The API key
+/// reached the API and was written nowhere.
+#[test]
+fn claude_implements_and_validates_a_unit_through_the_mock_api() {
+    let Some(program) = claude() else { return };
+    let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let show = h.show(&run);
+
+    let implement = record(&show, "implement");
+    let harness = &implement["outcome"]["harness"];
+    let nonce = str_of(implement, "nonce");
+    assert_eq!(
+        harness["session_id"],
+        iced::runner::session_id(nonce),
+        "the session is the one the loop chose: {implement:#}"
+    );
+    assert_eq!(harness["model"], "claude-sonnet-4-5", "{harness:#}");
+    assert_eq!(harness["turns"], 2, "{harness:#}");
+    assert!(
+        harness["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{harness:#}"
+    );
+    assert_eq!(harness["is_error"], false);
+
+    let validate = record(&show, "validate-full");
+    let vh = &validate["outcome"]["harness"];
+    assert_eq!(vh["turns"], 1, "{vh:#}");
+    assert_eq!(
+        validate["outcome"]["answer"]["verdict"], "pass",
+        "{validate:#}"
+    );
+
+    // The work is on the lane branch, committed by the agent's own tool call.
+    let branch = format!("iced/{0}/{0}", h.id);
+    let file = h
+        .env
+        .git_out(&["show", &format!("{branch}:src/session.txt")]);
+    assert_eq!(file, "sessions end when idle\n");
+
+    // The mock saw the implementer (two turns) and the validator, with the key, on each model.
+    let seen = h.api.seen();
+    assert!(seen.iter().all(|s| s.authorization), "{seen:#?}");
+    let turns = |rule: &str, model: &str| {
+        seen.iter()
+            .filter(|s| s.rule.as_deref() == Some(rule) && s.model == model)
+            .map(|s| s.turn)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(turns("# Brief: implement", "claude-sonnet-4-5"), vec![0, 1]);
+    // The model recorded is the one the harness reports it used, which is the one it asked the
+    // API for (Claude Code may map a model name it was given to another).
+    let validator_model = seen
+        .iter()
+        .find(|s| s.rule.as_deref() == Some("# Validate:"))
+        .map(|s| s.model.clone())
+        .expect("the validator asked the API");
+    assert_eq!(vh["model"], validator_model.as_str(), "{validate:#}");
+    assert_ne!(
+        validator_model, "claude-sonnet-4-5",
+        "the validator's own model"
+    );
+    assert_eq!(turns("# Validate:", &validator_model), vec![0]);
+
+    for (path, text) in h.written() {
+        assert!(
+            !text.contains(API_KEY),
+            "the API key was written to {}",
+            path.display()
+        );
+    }
+}
+
+/// SPEC 20.8: an API error makes the harness say `is_error` (while exiting 0 and saying
+/// `success`): the attempt is a crash, retried within `run.maxCrashRetries`, and then the lane
+/// blocks; its cost is `unknown`, not 0.
+#[test]
+fn an_api_error_is_a_crash_and_blocks_the_lane_once_retries_are_spent() {
+    let Some(program) = claude() else { return };
+    let failing = Rule::new("# Brief: implement", vec![Reply::Status(500)]);
+    let h = Harness::new(&program, vec![failing], json!({}));
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "blocked", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let show = h.show(&run);
+    let lane = &show["lanes"][0];
+    assert_eq!(lane["attempt"], 2, "one retry, then blocked: {lane:#}");
+    assert!(str_of(lane, "reason").contains("crash budget"), "{lane:#}");
+    let implement = record(&show, "implement");
+    assert_eq!(implement["status"], "failed", "{implement:#}");
+    let harness = &implement["outcome"]["harness"];
+    assert_eq!(harness["is_error"], true, "{harness:#}");
+    assert!(
+        str_of(&implement["outcome"], "harness_failed").contains("500"),
+        "{implement:#}"
+    );
+    assert_eq!(harness["cost_usd"], "unknown", "{harness:#}");
+}
+
+/// SPEC 20.8: a tool the implementer was not allowed is denied; the CLI still exits 0 and says
+/// `success`, but a lane whose tools were denied did not do its work: a crash, never a receipt.
+#[test]
+fn a_denied_tool_fails_the_implementer() {
+    let Some(program) = claude() else { return };
+    let denied = Rule::new(
+        "# Brief: implement",
+        vec![
+            Reply::Tool {
+                name: "WebFetch".into(),
+                input: json!({"url": "https://example.invalid/", "prompt": "read it"}),
+            },
+            Reply::Text(format!("Done.\n\n```json\n{REPORT}\n```\n")),
+        ],
+    );
+    let h = Harness::new(
+        &program,
+        vec![denied],
+        json!({"run": {"maxCrashRetries": 0}}),
+    );
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "blocked", "{out:#?}");
+    let show = h.show(str_of(&last, "run"));
+    let implement = record(&show, "implement");
+    assert_eq!(implement["status"], "failed", "{implement:#}");
+    assert!(
+        implement["outcome"]["harness"]["permission_denials"]
+            .as_u64()
+            .is_some_and(|n| n >= 1),
+        "{implement:#}"
+    );
+    assert!(
+        record(&show, "implement")["outcome"]["harness_failed"]
+            .as_str()
+            .is_some_and(|w| w.contains("denied")),
+        "{implement:#}"
+    );
+}
+
+/// Records what the real Claude Code CLI prints in each shape of run the adapter must read
+/// (SPEC 20.8), into `fixtures/harness/claude/`, for `src/runner.rs`'s tests to parse. Run by hand
+/// when the pinned CLI changes: `ICED_CLAUDE=... cargo test --test cli record_claude_outputs --
+/// --ignored`.
+#[test]
+#[ignore = "writes fixtures; run by hand with the CLI installed"]
+fn record_claude_outputs() {
+    let program = claude().expect("the Claude Code CLI");
+    let out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/harness/claude");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    crate::env::git_at(&repo, &["init", "-q", "-b", "main"]);
+    crate::env::git_at(&repo, &["config", "user.name", "Test Person"]);
+    crate::env::git_at(&repo, &["config", "user.email", "person@example.test"]);
+    crate::env::git_at(&repo, &["commit", "-q", "--allow-empty", "-m", "init"]);
+    let home = work.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let prompt = work.path().join("prompt.md");
+    std::fs::write(&prompt, "# Brief: implement 001-x (attempt 1)\n\nDo it.\n").unwrap();
+
+    // (name, replies, extra args, output format, kill after ms)
+    type Shape<'a> = (&'a str, Vec<Reply>, Vec<&'a str>, &'a str, Option<u64>);
+    let work_turns = vec![
+        Reply::bash("printf 'x\\n' > x.txt && git add x.txt && git commit -q -m x"),
+        Reply::Text(format!("Done.\n\n```json\n{REPORT}\n```\n")),
+    ];
+    let shapes: Vec<Shape> = vec![
+        ("success", work_turns.clone(), vec![], "json", None),
+        (
+            "api-error-500",
+            vec![Reply::Status(500)],
+            vec![],
+            "json",
+            None,
+        ),
+        (
+            "rate-limited-429",
+            vec![Reply::Status(429)],
+            vec![],
+            "json",
+            None,
+        ),
+        (
+            "overloaded-529",
+            vec![Reply::Status(529)],
+            vec![],
+            "json",
+            None,
+        ),
+        (
+            "max-turns",
+            work_turns.clone(),
+            vec!["--max-turns", "1"],
+            "json",
+            None,
+        ),
+        (
+            "budget-exceeded",
+            work_turns.clone(),
+            vec!["--max-budget-usd", "0.0000001"],
+            "json",
+            None,
+        ),
+        (
+            "tool-denied",
+            vec![
+                Reply::Tool {
+                    name: "WebFetch".into(),
+                    input: json!({"url": "https://example.invalid/", "prompt": "read it"}),
+                },
+                Reply::Text("Done.".into()),
+            ],
+            vec![],
+            "json",
+            None,
+        ),
+        (
+            "connection-dropped",
+            vec![Reply::Drop],
+            vec![],
+            "json",
+            None,
+        ),
+        (
+            "killed-mid-stream",
+            vec![Reply::Hang],
+            vec!["--verbose"],
+            "stream-json",
+            Some(3000),
+        ),
+    ];
+    for (n, (name, replies, extra, format, kill_after)) in shapes.into_iter().enumerate() {
+        let api = MockApi::start(vec![Rule::new("# Brief: implement", replies)]);
+        let mut argv = iced::runner::argv(
+            iced::runner::Kind::Claude,
+            &iced::runner::Invocation {
+                program: &program.display().to_string(),
+                read_only: false,
+                model: Some("claude-sonnet-4-5"),
+                // A session id is used once.
+                session_id: &iced::runner::session_id(&format!(
+                    "0badc0de0000400080000000000000{n:02x}"
+                )),
+                max_turns: None,
+                extra_args: &[],
+            },
+        );
+        if let Some(i) = argv.iter().position(|a| a == "json") {
+            argv[i] = format.to_owned();
+        }
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        let mut child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(&repo)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("ANTHROPIC_BASE_URL", &api.url)
+            .env("ANTHROPIC_API_KEY", API_KEY)
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .stdin(std::fs::File::open(&prompt).unwrap())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("claude starts");
+        if let Some(ms) = kill_after {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).replace(API_KEY, "<redacted>");
+        let ext = if format == "json" { "json" } else { "jsonl" };
+        std::fs::write(out_dir.join(format!("{name}.{ext}")), &text).unwrap();
+        eprintln!("{name}: exit {:?}, {} bytes", out.status.code(), text.len());
+    }
+}

@@ -1,0 +1,317 @@
+//! A mock of the model API on 127.0.0.1, for running the real agent CLIs offline: Anthropic's
+//! Messages API (`POST /v1/messages`, streamed as server-sent events or not), answering from a
+//! script. A rule matches a request when its conversation's first message contains the rule's
+//! text; the reply is the rule's n-th, n being how many assistant turns the conversation already
+//! holds (so a tool call, then the final message). Every request is logged for the test to read.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A tool call (`stop_reason: tool_use`).
+    Tool { name: String, input: Value },
+    /// A final message.
+    Text(String),
+    /// An HTTP error with an Anthropic error body (`429` rate limit, `500` api error, `529`
+    /// overloaded).
+    Status(u16),
+    /// Accept the request and never answer.
+    Hang,
+    /// Close the connection without answering.
+    Drop,
+}
+
+impl Reply {
+    pub fn bash(command: &str) -> Reply {
+        Reply::Tool {
+            name: "Bash".into(),
+            input: json!({"command": command, "description": "run it"}),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub when: String,
+    pub turns: Vec<Reply>,
+}
+
+impl Rule {
+    pub fn new(when: &str, turns: Vec<Reply>) -> Rule {
+        Rule {
+            when: when.into(),
+            turns,
+        }
+    }
+}
+
+/// What the mock saw of one request.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub model: String,
+    pub rule: Option<String>,
+    pub turn: usize,
+    pub authorization: bool,
+}
+
+pub struct MockApi {
+    pub url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl MockApi {
+    pub fn start(rules: Vec<Rule>) -> MockApi {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let rules = Arc::new(Mutex::new(rules));
+        let (s, r) = (seen.clone(), rules.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (s, r) = (s.clone(), r.clone());
+                std::thread::spawn(move || serve(stream, &s, &r));
+            }
+        });
+        MockApi { url, seen }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_owned();
+    let path = parts.next()?.to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(n, 0);
+        reader.read_exact(&mut body).ok()?;
+    }
+    Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
+    let mut out = stream;
+    while let Some(req) = read_request(&mut reader) {
+        if req.method != "POST" || !req.path.starts_with("/v1/messages") {
+            let _ = respond(&mut out, 200, "application/json", b"{}", true);
+            continue;
+        }
+        if req.path.starts_with("/v1/messages/count_tokens") {
+            let _ = respond(
+                &mut out,
+                200,
+                "application/json",
+                br#"{"input_tokens": 10}"#,
+                true,
+            );
+            continue;
+        }
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let first = messages.first().map(|m| m.to_string()).unwrap_or_default();
+        let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
+        let rule = rules
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| first.contains(&r.when))
+            .cloned();
+        seen.lock().unwrap().push(Seen {
+            model: body["model"].as_str().unwrap_or("").to_owned(),
+            rule: rule.as_ref().map(|r| r.when.clone()),
+            turn,
+            authorization: req
+                .headers
+                .iter()
+                .any(|(k, _)| k == "x-api-key" || k == "authorization"),
+        });
+        let reply = rule
+            .and_then(|r| r.turns.get(turn).cloned())
+            .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()));
+        let model = body["model"].as_str().unwrap_or("claude-mock").to_owned();
+        let stream = body["stream"].as_bool().unwrap_or(false);
+        match reply {
+            Reply::Status(code) => {
+                let (kind, message) = match code {
+                    429 => (
+                        "rate_limit_error",
+                        "Number of requests has exceeded your rate limit",
+                    ),
+                    529 => ("overloaded_error", "Overloaded"),
+                    _ => ("api_error", "Internal server error"),
+                };
+                let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+                let _ = respond(
+                    &mut out,
+                    code,
+                    "application/json",
+                    body.to_string().as_bytes(),
+                    false,
+                );
+                return;
+            }
+            Reply::Hang => {
+                std::thread::sleep(Duration::from_secs(120));
+                return;
+            }
+            Reply::Drop => return,
+            Reply::Text(text) => {
+                let blocks = vec![json!({"type": "text", "text": text})];
+                let _ = answer(&mut out, &model, blocks, "end_turn", stream);
+                return;
+            }
+            Reply::Tool { name, input } => {
+                let blocks = vec![
+                    json!({"type": "tool_use", "id": format!("toolu_{turn:02}"), "name": name, "input": input}),
+                ];
+                let _ = answer(&mut out, &model, blocks, "tool_use", stream);
+                return;
+            }
+        }
+    }
+}
+
+fn respond(
+    out: &mut TcpStream,
+    code: u16,
+    content_type: &str,
+    body: &[u8],
+    keep_alive: bool,
+) -> std::io::Result<()> {
+    let reason = match code {
+        200 => "OK",
+        429 => "Too Many Requests",
+        529 => "Overloaded",
+        _ => "Internal Server Error",
+    };
+    write!(
+        out,
+        "HTTP/1.1 {code} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: {}\r\n\r\n",
+        body.len(),
+        if keep_alive { "keep-alive" } else { "close" }
+    )?;
+    out.write_all(body)?;
+    out.flush()
+}
+
+/// A message of these content blocks: one JSON object, or its stream of events.
+fn answer(
+    out: &mut TcpStream,
+    model: &str,
+    blocks: Vec<Value>,
+    stop: &str,
+    stream: bool,
+) -> std::io::Result<()> {
+    let usage = json!({"input_tokens": 120, "output_tokens": 30});
+    if !stream {
+        let message = json!({"id": "msg_mock", "type": "message", "role": "assistant", "model": model,
+            "content": blocks, "stop_reason": stop, "stop_sequence": null, "usage": usage});
+        return respond(
+            out,
+            200,
+            "application/json",
+            message.to_string().as_bytes(),
+            false,
+        );
+    }
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+    )?;
+    let mut event = |name: &str, data: Value| -> std::io::Result<()> {
+        write!(out, "event: {name}\ndata: {data}\n\n")?;
+        out.flush()
+    };
+    event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_mock", "type": "message", "role": "assistant",
+            "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 120, "output_tokens": 1}}}),
+    )?;
+    for (index, block) in blocks.iter().enumerate() {
+        match block["type"].as_str() {
+            Some("text") => {
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+                )?;
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}),
+                )?;
+            }
+            _ => {
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
+                )?;
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+                )?;
+            }
+        }
+        event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        )?;
+    }
+    event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 30}}),
+    )?;
+    event("message_stop", json!({"type": "message_stop"}))
+}
