@@ -448,3 +448,37 @@ fn record_claude_outputs() {
         eprintln!("{name}: exit {:?}, {} bytes", out.status.code(), text.len());
     }
 }
+
+/// Crash safety of taking an answer from the final message (SPEC 20.8): `iced build` killed
+/// right after writing the report the implementer left in its final message, then built again,
+/// reads that report as the agent's and delivers, the implementer having run once.
+#[test]
+fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
+    let Some(program) = claude() else { return };
+    let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
+    let home = h.env.outside("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let killed = h
+        .env
+        .command()
+        .env("HOME", &home)
+        .env("ICED_TEST_API", &h.api.url)
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ICED_FAILPOINT", "answer-after-write")
+        .args(["build", &h.id, "--json"])
+        .output()
+        .expect("iced runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let implementer_calls = h
+        .api
+        .seen()
+        .iter()
+        .filter(|s| s.rule.as_deref() == Some("# Brief: implement") && s.turn == 0)
+        .count();
+    assert_eq!(implementer_calls, 1, "the implementer ran once");
+    let show = h.show(str_of(&last, "run"));
+    assert_eq!(record(&show, "receipt")["status"], "done", "{show:#}");
+}
