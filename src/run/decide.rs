@@ -19,6 +19,9 @@ pub struct DecideView {
     pub validators: std::collections::BTreeMap<String, Vec<String>>,
     /// `pace.lanes`: how many lanes may be active (started, not yet past validation) at once.
     pub pace_lanes: usize,
+    /// `pace.agents`, and how many agents are alive in the repository now (SPEC 20.9).
+    pub pace_agents: usize,
+    pub agents_alive: usize,
     pub validator_driver: Driver,
     pub max_mutations: u32,
     /// `land.mode`: none, merge or pr.
@@ -330,6 +333,10 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             (Driver::Host, None) | (Driver::Host, Some(_)) if !lane.is_done("implement") => {
                 Next::HandToHost { lane: id }
             }
+            (Driver::Process, None) if view.agents_alive >= view.pace_agents => Next::Wait {
+                lane: id,
+                why: ceiling(view),
+            },
             (Driver::Process, None) => Next::LaunchImplementer { lane: id },
             (_, Some(r)) if r.status == StepStatus::Started => Next::Wait {
                 lane: id,
@@ -471,6 +478,15 @@ fn validators(
             keys: prepare,
         })
     } else if !launch.is_empty() {
+        // As many as fit under the ceiling; the rest wait their turn.
+        let room = view.pace_agents.saturating_sub(view.agents_alive);
+        if room == 0 {
+            return Some(Next::Wait {
+                lane: id,
+                why: ceiling(view),
+            });
+        }
+        launch.truncate(room);
         Some(Next::LaunchValidators {
             lane: id,
             keys: launch,
@@ -487,6 +503,13 @@ fn validators(
     } else {
         None
     }
+}
+
+fn ceiling(view: &DecideView) -> String {
+    format!(
+        "waits its turn: {} agents are alive, the ceiling (pace.agents)",
+        view.agents_alive
+    )
 }
 
 /// A synchronous landing step: what it needs next, or None when it is done.

@@ -830,6 +830,8 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             .map(|l| (l.id.clone(), super::judging::pinned_validators(ctx, l)))
             .collect(),
         pace_lanes: ctx.settings.pace_lanes,
+        pace_agents: ctx.settings.pace_agents,
+        agents_alive: 0,
         validator_driver: super::judging::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
         land_mode: ctx.settings.land.mode.clone(),
@@ -837,10 +839,51 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
     }
 }
 
+/// The agents of `run` alive now (SPEC 20.9): its launches recorded and not yet ended, of the
+/// implementer under the process driver and of validators run by a runner. With `check`, a
+/// launch whose supervisor is gone or finished (not yet observed by a step of that run) does not
+/// count.
+fn agents_alive(ctx: &Ctx<'_>, run: &Run, check: bool) -> usize {
+    let mut alive = 0;
+    for lane in &run.lanes {
+        for r in lane.steps.iter().filter(|r| {
+            r.status == StepStatus::Started && r.nonce.is_some() && r.attempt == lane.attempt
+        }) {
+            let agent = (r.step == "implement" && run.driver == Driver::Process)
+                || (super::judging::is_validator_step(&r.step)
+                    && ctx.settings.validator.is_some()
+                    && r.outcome
+                        .as_ref()
+                        .is_none_or(|o| o.get("finished").is_none()));
+            if !agent {
+                continue;
+            }
+            if check {
+                let dir = ctx.activity_dir(&run.id, &lane.id, &r.step, r.attempt);
+                if matches!(
+                    activity::observe(&dir),
+                    Observation::Finished(_) | Observation::Gone
+                ) {
+                    continue;
+                }
+            }
+            alive += 1;
+        }
+    }
+    alive
+}
+
 /// Do one step of `run_id`.
 fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
     let (next, snapshot) = ctx.transact(|state| {
+        // The agents of the other runs that are still alive (SPEC 20.9).
+        let elsewhere: usize = state
+            .runs
+            .values()
+            .filter(|r| r.id != run_id && !r.status.is_ended())
+            .map(|r| agents_alive(ctx, r, true))
+            .sum();
         let Some(run) = state.runs.get_mut(run_id) else {
             // Landed and retired (by a concurrent call, since this one chose the run): the run
             // has left the state, and its record says how it ended.
@@ -859,7 +902,17 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         let before = run.clone();
         observe(ctx, run)?;
         check_inputs(ctx, run)?;
-        let view = decide_view(ctx, run);
+        let mut view = decide_view(ctx, run);
+        // This run's were just observed: those recorded running are.
+        view.agents_alive = elsewhere + agents_alive(ctx, run, false);
+        if view.agents_alive > view.pace_agents {
+            emit(
+                &ctx.paths,
+                run_id,
+                "ceiling_overrun",
+                json!({"alive": view.agents_alive, "ceiling": view.pace_agents}),
+            );
+        }
         let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
         let next = decide_with(run, &view, &expected);
         // Quick decisions are applied here, under the same lock.

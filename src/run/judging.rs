@@ -587,7 +587,7 @@ pub fn launch_all(
             &ctx.paths,
             &snapshot.id,
             "agent_start",
-            json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "runner": runner.name}),
+            json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "step": key, "runner": runner.name}),
         );
         launch(ctx, &dir, &spec)?;
         crate::failpoint::hit("validator-after-launch");

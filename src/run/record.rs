@@ -135,7 +135,7 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
     let _ = writeln!(b, "# Handover\n");
     let _ = writeln!(
         b,
-        "In force: implementer {}; {}; up to {} attempts; landing `{}`.\n",
+        "In force: implementer {}; {}; up to {} attempts; landing `{}`; pace: {} lanes, {} agents at once.\n",
         role(&s.implementer, &s.implementer_model),
         if s.independent {
             format!(
@@ -154,7 +154,9 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
             "no independent validators (the loop's own checks only)".to_owned()
         },
         s.max_attempts,
-        s.land.mode
+        s.land.mode,
+        s.pace_lanes,
+        s.pace_agents
     );
     if runs.is_empty() {
         let _ = writeln!(b, "No live run. Start one with `iced build <id>`.");

@@ -77,6 +77,8 @@ pub struct Settings {
     pub land: Landing,
     /// `pace.lanes`: how many lanes of a run work at once (at least 1).
     pub pace_lanes: usize,
+    /// `pace.agents`: how many agents may be alive at once in the repository (SPEC 20.9).
+    pub pace_agents: usize,
     pub worktree_dir: Option<PathBuf>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -339,6 +341,16 @@ impl Settings {
                     .filter(|n| *n >= 1)
                     .map(|n| n as usize)
                     .ok_or_else(|| invalid(step, "pace.lanes", "must be a positive integer"))?,
+            },
+            pace_agents: match at("/pace/agents") {
+                None | Some(Value::Null) => 2,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| (1..=64).contains(n))
+                    .map(|n| n as usize)
+                    .ok_or_else(|| {
+                        invalid(step, "pace.agents", "must be an integer from 1 to 64")
+                    })?,
             },
             worktree_dir,
             lock_wait,

@@ -1194,7 +1194,7 @@ lane <unit> stage delivered attempt 1
 
 const HANDOVER_NONE: &str = r#"# Handover
 
-In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`.
+In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`; pace: 2 lanes, 2 agents at once.
 
 No live run. Start one with `iced build <id>`.
 "#;
@@ -1210,7 +1210,7 @@ lane <unit> stage delivered attempt 1 branch iced/<unit>/<unit>
 "#;
 const HANDOVER_DELIVERED: &str = r#"# Handover
 
-In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `none`.
+In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `none`; pace: 2 lanes, 2 agents at once.
 
 ## <run> (delivered, process driver)
 
@@ -1220,7 +1220,7 @@ Drive it with `iced implement step` (repeat while it says `advanced` or `waiting
 "#;
 const HANDOVER_BLOCKED: &str = r#"# Handover
 
-In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`.
+In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`; pace: 2 lanes, 2 agents at once.
 
 ## <run> (blocked, process driver)
 

@@ -901,7 +901,8 @@ fn six_validators_of_a_second_each_take_about_a_second_together() {
     let (env, id) = validated(
         &script,
         &["expectations", "failures", "rules"],
-        json!({"verify": {"reviewers": ["ruthless", "security", "fidelity"]}}),
+        // Room for all six at once (the default ceiling is 2).
+        json!({"verify": {"reviewers": ["ruthless", "security", "fidelity"]}, "pace": {"agents": 6}}),
     );
     let mut child = env
         .command()
@@ -1086,3 +1087,63 @@ the fake agent did attempt 1
 
 - <sha> fake agent: src/session.rs
 "#;
+
+/// The agents alive at once at their most, from events.jsonl: each agent from its `agent_start`
+/// to its `agent_end` (by lane, attempt and step), positions taken from the log's order; an end
+/// with no start counts for nothing (SPEC 21.5).
+fn most_agents_alive(env: &TestEnv) -> usize {
+    let text = std::fs::read_to_string(env.path(".iced/run/events.jsonl")).unwrap_or_default();
+    let key = |e: &Value| {
+        format!(
+            "{} {} {}",
+            e["lane"],
+            e["attempt"],
+            e["step"].as_str().unwrap_or("implement")
+        )
+    };
+    let (mut alive, mut most) = (std::collections::BTreeSet::new(), 0);
+    for line in text.lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        match e["event"].as_str() {
+            Some("agent_start") => {
+                alive.insert(key(&e));
+            }
+            Some("agent_end") => {
+                alive.remove(&key(&e));
+            }
+            _ => {}
+        }
+        most = most.max(alive.len());
+    }
+    most
+}
+
+/// SPEC 20.9: with `pace.agents: 2`, six validators never have more than two agents alive at
+/// once (the implementer included), and all six still answer: the run is delivered.
+#[test]
+fn six_validators_under_a_ceiling_of_two_never_run_more_than_two_at_once() {
+    let script =
+        implementer("") + &section("*", "validator", "*", &format!("sleep 0.3\nreport {PASS}"));
+    let (env, id) = validated(
+        &script,
+        &["expectations", "failures", "rules"],
+        json!({"verify": {"reviewers": ["ruthless", "security", "fidelity"]}, "pace": {"agents": 2}}),
+    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let validators = starts(&env)
+        .iter()
+        .filter(|s| s.role == "validator")
+        .count();
+    assert_eq!(validators, 6, "{:?}", starts(&env));
+    assert_eq!(
+        most_agents_alive(&env),
+        2,
+        "{}",
+        env.read(".iced/run/events.jsonl")
+    );
+    assert!(
+        out.stdout.contains("ceiling (pace.agents)"),
+        "a validator waited its turn, and the report said so: {out:#?}"
+    );
+}
