@@ -10,6 +10,11 @@ pub fn now() -> DateTime<Utc> {
         .map_or_else(Utc::now, |t| t.with_timezone(&Utc))
 }
 
+/// The real time, whatever `ICED_NOW` says: for how long to wait, never for what is recorded.
+pub fn real_now() -> DateTime<Utc> {
+    Utc::now()
+}
+
 /// `2026-09-30T11:00:00Z`: seconds, UTC, as units and metrics store times.
 pub fn now_iso() -> String {
     now().to_rfc3339_opts(SecondsFormat::Secs, true)

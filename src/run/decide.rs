@@ -22,6 +22,8 @@ pub struct DecideView {
     /// `pace.agents`, and how many agents are alive in the repository now (SPEC 20.9).
     pub pace_agents: usize,
     pub agents_alive: usize,
+    /// When the run may launch its next agent, if not now (SPEC 20.10).
+    pub paced_until: Option<String>,
     pub validator_driver: Driver,
     pub max_mutations: u32,
     /// `land.mode`: none, merge or pr.
@@ -59,6 +61,12 @@ pub enum Next {
         /// `dod` for a receipt, `retest-<round>` after the target came into the lane.
         prefix: String,
         slots: Vec<(usize, usize)>,
+    },
+    /// An agent step rate limited: archive its record (no crash, no attempt) so it runs again
+    /// once the run is eligible.
+    Requeue {
+        lane: String,
+        key: String,
     },
     RelaunchDod {
         lane: String,
@@ -333,9 +341,17 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             (Driver::Host, None) | (Driver::Host, Some(_)) if !lane.is_done("implement") => {
                 Next::HandToHost { lane: id }
             }
+            (Driver::Process, None) if view.paced_until.is_some() => Next::Wait {
+                lane: id,
+                why: paced(view),
+            },
             (Driver::Process, None) if view.agents_alive >= view.pace_agents => Next::Wait {
                 lane: id,
                 why: ceiling(view),
+            },
+            (_, Some(r)) if r.status == StepStatus::Failed && rate_limited(r) => Next::Requeue {
+                lane: id,
+                key: "implement".into(),
             },
             (Driver::Process, None) => Next::LaunchImplementer { lane: id },
             (_, Some(r)) if r.status == StepStatus::Started => Next::Wait {
@@ -431,7 +447,7 @@ fn validators(
                         // this one is thrown away too.
                         reason: format!("`{key}` changed its tree; this lane's validators have changed theirs {} times, more than max_mutations ({}) allows, and each such answer was thrown away", lane.mutations + 1, view.max_mutations),
                     }
-                } else if !mutated && !crash_budget_left {
+                } else if !mutated && !crash_budget_left && !rate_limited(record) {
                     Next::Block {
                         lane: id,
                         reason: format!("`{key}` crashed and the crash budget is spent"),
@@ -478,6 +494,12 @@ fn validators(
             keys: prepare,
         })
     } else if !launch.is_empty() {
+        if view.paced_until.is_some() {
+            return Some(Next::Wait {
+                lane: id,
+                why: paced(view),
+            });
+        }
         // As many as fit under the ceiling; the rest wait their turn.
         let room = view.pace_agents.saturating_sub(view.agents_alive);
         if room == 0 {
@@ -503,6 +525,21 @@ fn validators(
     } else {
         None
     }
+}
+
+fn paced(view: &DecideView) -> String {
+    format!(
+        "paced: no agent starts before {}",
+        view.paced_until.as_deref().unwrap_or("?")
+    )
+}
+
+/// An agent's record failed because the provider asked to slow down: not the agent's fault.
+pub fn rate_limited(record: &super::state::StepRecord) -> bool {
+    record
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.get("rate_limited").is_some_and(|v| v == true))
 }
 
 fn ceiling(view: &DecideView) -> String {

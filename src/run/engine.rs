@@ -198,7 +198,10 @@ impl<'a> Ctx<'a> {
         self.refuse(code, reason, remedy)
     }
 
-    fn transact<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Refusal>) -> Result<T, Refusal> {
+    pub(super) fn transact<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
         transact(&self.paths, self.step, self.settings.lock_wait, f)
     }
 
@@ -369,6 +372,7 @@ pub fn admit(
             branch: branch_base,
         },
         next_eligible_at: None,
+        paced: 0,
         lanes: plan
             .lanes
             .iter()
@@ -832,6 +836,7 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         pace_lanes: ctx.settings.pace_lanes,
         pace_agents: ctx.settings.pace_agents,
         agents_alive: 0,
+        paced_until: paced_until(run),
         validator_driver: super::judging::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
         land_mode: ctx.settings.land.mode.clone(),
@@ -1115,6 +1120,8 @@ enum Pending {
 /// crash. An outcome whose nonce is not the record's is superseded and ignored.
 fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
     let run_id = run.id.clone();
+    // Whether an implementer ended rate limited, or ended otherwise (SPEC 20.10).
+    let mut rate_limited: Option<bool> = None;
     for lane in &mut run.lanes {
         let attempt = lane.attempt;
         let lane_id = lane.id.clone();
@@ -1186,9 +1193,16 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         serde_json::to_value(&outcome).expect("an outcome serialises");
                     if let Some((result, failed)) = &harness {
                         summary["harness"] = result.clone();
+                        let limited = result["rate_limited"] == true;
+                        rate_limited = Some(limited || rate_limited == Some(true));
                         if let Some(why) = failed {
-                            // The harness says the run failed: a crash, whatever it exited with.
-                            summary["crashed"] = true.into();
+                            // The harness says the run failed: a crash, whatever it exited with;
+                            // unless the provider asked to slow down, which is nobody's fault.
+                            if limited {
+                                summary["rate_limited"] = true.into();
+                            } else {
+                                summary["crashed"] = true.into();
+                            }
                             summary["harness_failed"] = why.clone().into();
                             finish(record, StepStatus::Failed, summary);
                             emit(
@@ -1256,7 +1270,49 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             }
         }
     }
+    match rate_limited {
+        Some(true) => pace_after_rate_limit(ctx, run),
+        Some(false) => run.paced = 0,
+        None => {}
+    }
     Ok(())
+}
+
+/// A rate-limited agent result: the run launches nothing before a backoff has passed, doubled
+/// for each such result in a row, capped, with up to 20% jitter either way (SPEC 20.10).
+pub(super) fn pace_after_rate_limit(ctx: &Ctx<'_>, run: &mut Run) {
+    let base = ctx.settings.pace_backoff.as_millis() as f64;
+    let cap = ctx.settings.pace_backoff_max.as_millis() as f64;
+    let doubled = base * 2f64.powi(run.paced.min(20) as i32);
+    // Jitter from the clock's nanoseconds: enough to spread runs that were limited together.
+    let nanos = f64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos()),
+    );
+    let jitter = 0.8 + 0.4 * (nanos / 1e9);
+    let wait_ms = (doubled.min(cap) * jitter).max(1.0) as i64;
+    let until = crate::clock::real_now() + chrono::Duration::milliseconds(wait_ms);
+    // Whole seconds, rounded up: never earlier than the wait.
+    let until = until
+        .checked_add_signed(chrono::Duration::milliseconds(999))
+        .map_or(until, |t| t)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    run.paced += 1;
+    run.next_eligible_at = Some(until.clone());
+    emit(
+        &ctx.paths,
+        &run.id,
+        "paced",
+        json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced}),
+    );
+}
+
+/// Whether `run` may launch an agent now: `None`, or the time it may.
+fn paced_until(run: &Run) -> Option<String> {
+    let until = run.next_eligible_at.as_deref()?;
+    let at = chrono::DateTime::parse_from_rfc3339(until).ok()?;
+    (at > crate::clock::real_now()).then(|| until.to_owned())
 }
 
 /// What a harness's output says of a finished agent (SPEC 20.8): the `harness` record of the
@@ -1675,6 +1731,26 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
                     "attempt {} starts ({reason}); call again",
                     run.lane(lane).expect("lane").attempt
                 ),
+            )
+        }
+        Next::Requeue { lane, key } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let attempt = l.attempt;
+            let old: Vec<StepRecord> = l
+                .steps
+                .iter()
+                .filter(|r| r.step == *key && r.attempt == attempt)
+                .cloned()
+                .collect();
+            l.steps
+                .retain(|r| !(r.step == *key && r.attempt == attempt));
+            archive(ctx, &run_id, lane, &old)?;
+            let until = run.next_eligible_at.clone().unwrap_or_default();
+            report(
+                run,
+                lane,
+                "advanced",
+                format!("`{key}` was rate limited; it runs again from {until}: call again"),
             )
         }
         Next::RelaunchDod { lane, key } => {
@@ -2729,9 +2805,39 @@ fn open_run<'s>(
     Ok(run)
 }
 
+/// `iced run pause <run> --until T`: no agent launched before `T` (SPEC 20.10).
+pub fn pace_until(ctx: &Ctx<'_>, run_id: &str, until: &str) -> Result<Run, Refusal> {
+    let at = chrono::DateTime::parse_from_rfc3339(until).map_err(|e| {
+        ctx.refuse(
+            "time-invalid",
+            format!("`{until}` is not an RFC 3339 time: {e}"),
+            "give a time like 2026-12-01T09:00:00Z",
+        )
+    })?;
+    let until = at
+        .with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    ctx.transact(|state| {
+        let run = open_run(ctx, state, run_id, "pause")?;
+        run.next_eligible_at = Some(until.clone());
+        run.updated_at = crate::clock::now_iso();
+        emit(
+            &ctx.paths,
+            run_id,
+            "paced",
+            json!({"until": until, "why": "pause"}),
+        );
+        Ok(run.clone())
+    })
+}
+
 pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refusal> {
     ctx.transact(|state| {
         let run = open_run(ctx, state, run_id, if paused { "pause" } else { "resume" })?;
+        if !paused {
+            // A resume lifts a pace a person set, or a backoff, too.
+            run.next_eligible_at = None;
+        }
         if paused {
             run.status = RunStatus::Paused;
         } else if run.status == RunStatus::Paused {

@@ -193,16 +193,19 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<S
             .as_ref()
             .is_some_and(|o| o.get("mutation").is_some())
     });
+    let limited = old.iter().any(super::decide::rate_limited);
     lane.steps
         .retain(|r| !(r.step == key && r.attempt == attempt));
     if mutated {
         lane.mutations += 1;
-    } else {
+    } else if !limited {
         lane.crashes += 1;
     }
     archive(ctx, run_id, &lane.id, &old)?;
     Ok(if mutated {
         format!("`{key}` changed its tree; its answer is thrown away and it runs again on a clean checkout")
+    } else if limited {
+        format!("`{key}` was rate limited; it runs again once the run may launch agents")
     } else {
         format!("`{key}` crashed; it runs again")
     })
@@ -666,10 +669,16 @@ pub fn check(
             .cloned()
             .unwrap_or(Value::Null);
         if let Some((result, Some(why))) = &harness {
+            // Rate limited: nobody's fault, and the run is paced below; else a crash.
+            let cause = if result["rate_limited"] == true {
+                "rate_limited"
+            } else {
+                "crashed"
+            };
             finish(
                 record,
                 StepStatus::Failed,
-                json!({"crashed": true, "harness_failed": why, "harness": result, "finished": finished}),
+                json!({cause: true, "harness_failed": why, "harness": result, "finished": finished}),
             );
             return Ok(("advanced", format!("`{key}` failed ({why}); it runs again")));
         }
@@ -722,6 +731,19 @@ pub fn check(
     });
     if report.is_ok() {
         remove_sandbox(&ctx.repo.root, &path);
+    }
+    if let Some((result, _)) = &harness {
+        let limited = result["rate_limited"] == true;
+        ctx.transact(|state| {
+            if let Some(run) = state.runs.get_mut(&snapshot.id) {
+                if limited {
+                    super::engine::pace_after_rate_limit(ctx, run);
+                } else {
+                    run.paced = 0;
+                }
+            }
+            Ok(())
+        })?;
     }
     report
 }

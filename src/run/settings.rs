@@ -79,6 +79,10 @@ pub struct Settings {
     pub pace_lanes: usize,
     /// `pace.agents`: how many agents may be alive at once in the repository (SPEC 20.9).
     pub pace_agents: usize,
+    /// `pace.backoffSec` and `pace.backoffMaxSec`: the wait after a rate-limited result, and its
+    /// cap (SPEC 20.10).
+    pub pace_backoff: Duration,
+    pub pace_backoff_max: Duration,
     pub worktree_dir: Option<PathBuf>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -352,6 +356,10 @@ impl Settings {
                         invalid(step, "pace.agents", "must be an integer from 1 to 64")
                     })?,
             },
+            pace_backoff: seconds(at("/pace/backoffSec"), 60)
+                .ok_or_else(|| invalid(step, "pace.backoffSec", "must be a positive number"))?,
+            pace_backoff_max: seconds(at("/pace/backoffMaxSec"), 900)
+                .ok_or_else(|| invalid(step, "pace.backoffMaxSec", "must be a positive number"))?,
             worktree_dir,
             lock_wait,
             kill_grace,

@@ -79,7 +79,14 @@ pub struct Run {
     pub updated_at: String,
     pub base: Base,
     pub next_eligible_at: Option<String>,
+    /// Rate-limited agent results in a row (SPEC 20.10).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paced: u32,
     pub lanes: Vec<Lane>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]

@@ -482,3 +482,56 @@ fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
     let show = h.show(str_of(&last, "run"));
     assert_eq!(record(&show, "receipt")["status"], "done", "{show:#}");
 }
+
+/// SPEC 20.10: a 429 from the API paces the run: the implementer's step is neither a crash nor an
+/// attempt; nothing is launched before `next_eligible_at`; then the implementer runs again and
+/// the run is delivered.
+#[test]
+fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_delivers() {
+    let Some(program) = claude() else { return };
+    let limited = Rule::new("# Brief: implement", vec![Reply::Status(429)]).times(1);
+    let h = Harness::new(
+        &program,
+        vec![limited, implementer(), validator(PASS)],
+        json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}),
+    );
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let show = h.show(str_of(&last, "run"));
+    let lane = &show["lanes"][0];
+    assert_eq!(
+        lane["attempt"], 1,
+        "a rate limit is not an attempt: {lane:#}"
+    );
+    assert_eq!(lane["crashes"], 0, "nor a crash: {lane:#}");
+
+    let events = h.env.read(".iced/run/events.jsonl");
+    let paced: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "paced")
+        .collect();
+    assert_eq!(paced.len(), 1, "{events}");
+    assert_eq!(paced[0]["why"], "rate_limited");
+    assert_eq!(paced[0]["in_a_row"], 1);
+    let backoff = paced[0]["backoff_ms"].as_u64().expect("backoff_ms");
+    assert!(
+        (800..=1200).contains(&backoff),
+        "1 s with 20% jitter: {backoff}"
+    );
+
+    // The implementer asked again only once the backoff had passed.
+    let firsts: Vec<std::time::Instant> = h
+        .api
+        .seen()
+        .iter()
+        .filter(|s| s.turn == 0 && s.rule.as_deref() == Some("# Brief: implement"))
+        .map(|s| s.at)
+        .collect();
+    assert_eq!(firsts.len(), 2, "{:?}", h.api.seen());
+    let waited = firsts[1] - firsts[0];
+    assert!(
+        waited.as_millis() as u64 >= backoff,
+        "asked again after {waited:?}, before the {backoff} ms backoff"
+    );
+}

@@ -1382,6 +1382,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
             branch: Some("main".to_owned()),
         },
         next_eligible_at: None,
+        paced: 0,
         lanes,
     }
 }

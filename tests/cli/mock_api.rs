@@ -39,6 +39,9 @@ impl Reply {
 pub struct Rule {
     pub when: String,
     pub turns: Vec<Reply>,
+    /// Matches only its first `n` requests, when set; later ones go to the next rule.
+    pub times: Option<usize>,
+    used: Arc<Mutex<usize>>,
 }
 
 impl Rule {
@@ -46,13 +49,34 @@ impl Rule {
         Rule {
             when: when.into(),
             turns,
+            times: None,
+            used: Arc::new(Mutex::new(0)),
         }
+    }
+
+    pub fn times(mut self, n: usize) -> Rule {
+        self.times = Some(n);
+        self
+    }
+
+    /// Whether this rule answers a conversation starting with `first`; counts the use.
+    fn take(&self, first: &str) -> bool {
+        if !first.contains(&self.when) {
+            return false;
+        }
+        let mut used = self.used.lock().unwrap();
+        if self.times.is_some_and(|n| *used >= n) {
+            return false;
+        }
+        *used += 1;
+        true
     }
 }
 
 /// What the mock saw of one request.
 #[derive(Clone, Debug)]
 pub struct Seen {
+    pub at: std::time::Instant,
     pub model: String,
     pub rule: Option<String>,
     pub turn: usize,
@@ -167,9 +191,10 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
             .lock()
             .unwrap()
             .iter()
-            .find(|r| first.contains(&r.when))
+            .find(|r| r.take(&first))
             .cloned();
         seen.lock().unwrap().push(Seen {
+            at: std::time::Instant::now(),
             model: body["model"].as_str().unwrap_or("").to_owned(),
             rule: rule.as_ref().map(|r| r.when.clone()),
             turn,

@@ -1147,3 +1147,39 @@ fn six_validators_under_a_ceiling_of_two_never_run_more_than_two_at_once() {
         "a validator waited its turn, and the report said so: {out:#?}"
     );
 }
+
+/// SPEC 20.10: `iced run pause <run> --until T` launches no agent before T (the run is not paused:
+/// what needs no agent goes on), and `iced run resume` lifts it.
+#[test]
+fn a_run_paced_until_later_launches_no_validator_until_resumed() {
+    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
+    let (env, id) = validated(&script, &["full"], json!({}));
+    let (_, last) = build(&env, &id, &["--no-wait"], 0);
+    let run = str_of(&last, "run").to_owned();
+    let later = (chrono::Utc::now() + chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let paced = env
+        .iced_json(&["run", "pause", &run, "--until", &later])
+        .ok()
+        .json();
+    assert_eq!(paced["status"], "running", "{paced}");
+    let waiting = step_until(&env, |s| {
+        s["action"] == "waiting" && str_of(s, "next").contains("paced")
+    });
+    assert!(str_of(&waiting, "next").contains(&later), "{waiting}");
+    assert!(
+        !starts(&env).iter().any(|s| s.role == "validator"),
+        "a validator started while paced"
+    );
+    env.iced_json(&["run", "pause", &run, "--until", "tomorrow"])
+        .refused(3, "time-invalid");
+    env.iced_json(&["run", "resume", &run]).ok();
+    step_until(&env, |s| s["action"] == "delivered");
+    assert_eq!(
+        starts(&env)
+            .iter()
+            .filter(|s| s.role == "validator")
+            .count(),
+        1
+    );
+}

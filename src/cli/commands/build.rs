@@ -53,7 +53,7 @@ pub enum RunCommand {
     /// Show one run: lanes, stages, every step record with its key, status and outcome; writes nothing.
     Show(RunId),
     /// Pause a run: nothing new is launched until it is resumed; refuses a run that has ended.
-    Pause(RunId),
+    Pause(RunPause),
     /// Resume a paused or blocked run (a blocked lane starts a fresh attempt); refuses a run that has ended.
     Resume(RunId),
     /// End a run: releases its claim and stops its activities, keeps its worktree and branch; refuses a run that has ended.
@@ -80,6 +80,15 @@ pub struct RunLane {
     pub run: String,
     /// The lane (a unit id of the project, or a unique part of it).
     pub lane: String,
+}
+
+#[derive(clap::Args)]
+pub struct RunPause {
+    /// The run id (or a unique part of it).
+    pub run: String,
+    /// Launch no agent before this time (RFC 3339), without pausing the run (SPEC 20.10).
+    #[arg(long)]
+    pub until: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -396,8 +405,21 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             }
             Ok(Output::new(json, text))
         }
-        RunCommand::Pause(id) => {
-            let run = engine::set_paused(&ctx, &find(&id.run)?, true)?;
+        RunCommand::Pause(p) if p.until.is_some() => {
+            let until = p.until.as_deref().unwrap_or_default();
+            let run = engine::pace_until(&ctx, &find(&p.run)?, until)?;
+            Ok(Output::new(
+                run_summary(&run),
+                format!(
+                    "{} launches no agent before {}; `iced run resume {}` lifts it.",
+                    run.id,
+                    run.next_eligible_at.as_deref().unwrap_or(until),
+                    run.id
+                ),
+            ))
+        }
+        RunCommand::Pause(p) => {
+            let run = engine::set_paused(&ctx, &find(&p.run)?, true)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!("Paused {}.", run.id),
