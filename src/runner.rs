@@ -434,6 +434,64 @@ pub fn fenced_json(text: &str) -> Option<String> {
     }
 }
 
+/// `text` with secrets replaced by `<redacted>`: every value in `secrets` (8 characters or more),
+/// API keys by their shape (`sk-` followed by 16 or more key characters), and what follows
+/// `Bearer ` in an authorization header.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_owned();
+    for s in secrets.iter().filter(|s| s.len() >= 8) {
+        out = out.replace(s.as_str(), "<redacted>");
+    }
+    let key_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    let mut result = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    loop {
+        let next = [("sk-", 16usize), ("Bearer ", 8)]
+            .iter()
+            .filter_map(|(p, min)| rest.find(p).map(|at| (at, *p, *min)))
+            .min_by_key(|(at, _, _)| *at);
+        let Some((at, prefix, min)) = next else {
+            result.push_str(rest);
+            break;
+        };
+        let after = &rest[at + prefix.len()..];
+        let len = after.find(|c: char| !key_char(c)).unwrap_or(after.len());
+        // A key starts a word: `task-...` is not one.
+        let starts_word = rest[..at].chars().last().is_none_or(|c| !key_char(c));
+        if len >= min && starts_word {
+            result.push_str(&rest[..at]);
+            result.push_str(prefix);
+            result.push_str("<redacted>");
+        } else {
+            result.push_str(&rest[..at + prefix.len()]);
+            result.push_str(&after[..len]);
+        }
+        rest = &after[len..];
+    }
+    result
+}
+
+/// Where a harness keeps the transcript of session `session`, if it keeps one iced knows to find:
+/// Claude Code's `<config>/projects/<folder named after the cwd>/<session>.jsonl`, `config`
+/// being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+pub fn transcript_of(
+    kind: Kind,
+    session: &str,
+    vars: &dyn Fn(&str) -> Option<String>,
+) -> Option<std::path::PathBuf> {
+    if kind != Kind::Claude || session.is_empty() || session.contains('/') {
+        return None;
+    }
+    let config = vars("CLAUDE_CONFIG_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| vars("HOME").map(|h| std::path::Path::new(&h).join(".claude")))?;
+    std::fs::read_dir(config.join("projects"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join(format!("{session}.jsonl")))
+        .find(|p| p.is_file())
+}
+
 /// What the recorded argv shows of a harness start: the program and flags, nothing from `env`.
 pub fn describe(kind: Kind, argv: &[String]) -> Value {
     json!({"kind": kind.as_str(), "argv": argv})
@@ -609,6 +667,16 @@ mod tests {
         let text = std::fs::read_to_string(path).unwrap();
         assert!(text.contains("\"type\":\"system\""), "the stream had begun");
         assert_eq!(parse(Kind::Claude, &text), None);
+    }
+
+    #[test]
+    fn secrets_are_redacted_by_value_and_by_shape() {
+        let text = "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz and Authorization: Bearer tok_0123456789abcdef; mine=hunter2-hunter2; task-abcdefghijklmnopqrstu sk-short";
+        let out = redact(text, &["hunter2-hunter2".to_owned(), "short".to_owned()]);
+        assert_eq!(
+            out,
+            "key sk-<redacted> and Authorization: Bearer <redacted>; mine=<redacted>; task-abcdefghijklmnopqrstu sk-short"
+        );
     }
 
     #[test]

@@ -218,6 +218,15 @@ impl<'a> Ctx<'a> {
         self.paths.lane_dir(run, lane)
     }
 
+    /// `.iced/run/<run>/transcripts/<lane>-<role>-<attempt>.jsonl` (SPEC 20.8).
+    pub fn transcript_path(&self, run: &str, lane: &str, role: &str, attempt: u32) -> PathBuf {
+        self.paths
+            .dir
+            .join(run)
+            .join("transcripts")
+            .join(format!("{lane}-{role}-{attempt}.jsonl"))
+    }
+
     pub fn receipt_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {
         self.lane_dir(run, lane)
             .join(format!("report-{attempt}.json"))
@@ -1180,12 +1189,15 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         .filter(|r| r.kind.is_harness())
                         .map(|r| {
                             let receipt = ctx.receipt_path(&run_id, &lane_id, attempt);
+                            let transcript =
+                                ctx.transcript_path(&run_id, &lane_id, "implementer", attempt);
                             read_harness(
                                 &dir,
                                 r.kind,
                                 (outcome.exit_code, outcome.timed_out),
                                 false,
                                 &receipt,
+                                Some(&transcript),
                             )
                         });
                     crate::failpoint::hit("observe-before-record");
@@ -1325,6 +1337,7 @@ pub(super) fn read_harness(
     (exit_code, timed_out): (Option<i32>, bool),
     read_only: bool,
     output: &Path,
+    transcript: Option<&Path>,
 ) -> (Value, Option<String>) {
     let stdout = std::fs::read(dir.join(activity::files::STDOUT)).unwrap_or_default();
     let Some(result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
@@ -1357,7 +1370,35 @@ pub(super) fn read_harness(
             crate::failpoint::hit("answer-after-write");
         }
     }
-    (result.to_value(), failed)
+    let mut value = result.to_value();
+    if let (Some(session), Some(to)) = (&result.session_id, transcript) {
+        if let Some(copied) = copy_transcript(kind, session, to) {
+            value["transcript"] = copied.into();
+        }
+    }
+    (value, failed)
+}
+
+/// Copy a harness session's transcript to `to` (0600), secrets redacted (SPEC 20.8): the values
+/// of the variables iced passes the harness for its credentials, and keys by their shape. Done
+/// again whole by a call that died before recording it. Returns the path written.
+fn copy_transcript(kind: crate::runner::Kind, session: &str, to: &Path) -> Option<String> {
+    let var = |k: &str| std::env::var(k).ok();
+    let from = crate::runner::transcript_of(kind, session, &var)?;
+    let text = crate::store::read_limited(&from, 64 * 1024 * 1024).ok()?;
+    let secrets: Vec<String> = std::env::vars()
+        .filter(|(k, _)| {
+            kind.credential_prefixes().iter().any(|p| k.starts_with(p))
+                && (k.contains("KEY") || k.contains("TOKEN") || k.contains("SECRET"))
+        })
+        .map(|(_, v)| v)
+        .collect();
+    let clean = crate::runner::redact(&String::from_utf8_lossy(&text), &secrets);
+    if let Some(parent) = to.parent() {
+        crate::store::create_dir_all(parent).ok()?;
+    }
+    crate::store::write_atomic(to, clean.as_bytes(), 0o600).ok()?;
+    Some(to.display().to_string())
 }
 
 /// The role of an agent step's agent.

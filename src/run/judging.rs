@@ -644,7 +644,21 @@ pub fn check(
                 .as_i64()
                 .and_then(|c| i32::try_from(c).ok());
             let timed_out = finished["timed_out"].as_bool().unwrap_or(false);
-            super::engine::read_harness(&dir, r.kind, (exit_code, timed_out), true, &output)
+            // `validator-<lens>` (or `refuter`): a stage has several.
+            let role = if key == "refute" {
+                "refuter".to_owned()
+            } else {
+                format!("validator-{}", name_of(key))
+            };
+            let transcript = ctx.transcript_path(&snapshot.id, lane_id, &role, attempt);
+            super::engine::read_harness(
+                &dir,
+                r.kind,
+                (exit_code, timed_out),
+                true,
+                &output,
+                Some(&transcript),
+            )
         });
     let text = crate::store::read_limited(&output, validate::OUTPUT_LIMIT)
         .ok()

@@ -535,3 +535,71 @@ fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_delivers() {
         "asked again after {waited:?}, before the {backoff} ms backoff"
     );
 }
+
+/// SPEC 20.8: the session's transcript is copied into the run, named in the step's record, with
+/// the API key the agent happened to print (and any key by its shape) redacted.
+#[test]
+fn a_transcript_is_captured_with_a_planted_key_redacted() {
+    let Some(program) = claude() else { return };
+    const SHAPED: &str = "sk-proj-abcdefghijklmnopqrstuvwx";
+    let planting = Rule::new(
+        "# Brief: implement",
+        vec![
+            Reply::bash(&format!(
+                "echo {API_KEY} {SHAPED} >/dev/null && mkdir -p src && printf 'sessions end when idle\\n' > src/session.txt && git add src/session.txt && git commit -q -m 'sessions end when idle'"
+            )),
+            Reply::Text(format!("Done.\n\n```json\n{REPORT}\n```\n")),
+        ],
+    );
+    let h = Harness::new(&program, vec![planting, validator(PASS)], json!({}));
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let show = h.show(str_of(&last, "run"));
+    let implement = record(&show, "implement");
+    let copy = PathBuf::from(str_of(&implement["outcome"]["harness"], "transcript"));
+    assert!(
+        copy.ends_with(format!("transcripts/{}-implementer-1.jsonl", h.id)),
+        "{}",
+        copy.display()
+    );
+    let text = std::fs::read_to_string(&copy).unwrap();
+    let session = str_of(&implement["outcome"]["harness"], "session_id");
+    assert!(text.contains(session), "the session's own transcript");
+    assert!(
+        text.contains("sessions end when idle"),
+        "the tool call is in it"
+    );
+    assert!(!text.contains(API_KEY) && !text.contains(SHAPED), "{text}");
+    assert!(text.contains("<redacted>"));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The original held them: the redaction did something.
+    let original = walk_files(&h.env.outside("home"))
+        .into_iter()
+        .find(|p| p.ends_with(format!("{session}.jsonl")))
+        .expect("the CLI's own transcript");
+    assert!(std::fs::read_to_string(original).unwrap().contains(API_KEY));
+    // The validator's is there too.
+    let validate = record(&show, "validate-full");
+    assert!(
+        str_of(&validate["outcome"]["harness"], "transcript")
+            .ends_with(&format!("{}-validator-full-1.jsonl", h.id)),
+        "{validate:#}"
+    );
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
