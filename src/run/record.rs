@@ -10,11 +10,7 @@ use std::fmt::Write;
 /// The record of a run: the run as the state holds it, every step record of earlier attempts
 /// (from `history.jsonl`), and the settings it ran under.
 pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
-    let history: Vec<Value> = std::fs::read_to_string(ctx.paths.history(&run.id))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let history = history(ctx, &run.id);
     let s = &ctx.settings;
     json!({
         "run": run,
@@ -26,9 +22,136 @@ pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
             "max_attempts": s.max_attempts, "independent": s.independent,
             "land": {"mode": s.land.mode, "target": s.land.target, "strategy": s.land.strategy, "remote": s.land.remote, "arm": s.land.arm},
         },
-        "cost": "unknown",
+        "agents": agents(ctx, run, &history),
+        "cost": cost(&agents(ctx, run, &history)),
         "written_at": crate::clock::now_iso(),
     })
+}
+
+/// Every agent the run launched, earlier attempts included: runner, model (as the harness
+/// reported it, else as configured), turns, cost (`unknown` when not reported), duration, exit.
+pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
+    let s = &ctx.settings;
+    let mut records: Vec<(String, Value)> = history
+        .iter()
+        .map(|h| (h["lane"].as_str().unwrap_or("").to_owned(), h.clone()))
+        .collect();
+    for lane in &run.lanes {
+        for r in &lane.steps {
+            records.push((
+                lane.id.clone(),
+                serde_json::to_value(r).expect("serialises"),
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    for (lane, r) in records {
+        let step = r["step"].as_str().unwrap_or("");
+        let implementer = step == "implement" && run.driver == super::state::Driver::Process;
+        let validator = super::judging::is_validator_step(step) && s.validator.is_some();
+        if !(implementer || validator) || r["nonce"].is_null() || r["status"] == "started" {
+            continue;
+        }
+        let (runner, model) = if implementer {
+            (&s.implementer, &s.implementer_model)
+        } else {
+            (&s.validator, &s.validator_model)
+        };
+        let o = &r["outcome"];
+        // A validator's outcome keeps its activity's under `finished`.
+        let ended = if o["finished"].is_object() {
+            &o["finished"]
+        } else {
+            o
+        };
+        let h = &o["harness"];
+        out.push(json!({
+            "lane": lane,
+            "step": step,
+            "attempt": r["attempt"],
+            "runner": runner.as_ref().map(|r| r.name.clone()),
+            "model": h["model"].as_str().map(str::to_owned).or_else(|| model.clone()),
+            "turns": h["turns"],
+            "cost_usd": if h["cost_usd"].is_number() { h["cost_usd"].clone() } else { "unknown".into() },
+            "duration_ms": ended["duration_ms"],
+            "exit_code": ended["exit_code"],
+            "status": r["status"],
+        }));
+    }
+    out
+}
+
+/// The run's cost: the sum of what was reported, and how many agents reported none (so an
+/// unknown is never read as free).
+pub fn cost(agents: &[Value]) -> Value {
+    let known: Vec<f64> = agents
+        .iter()
+        .filter_map(|a| a["cost_usd"].as_f64())
+        .collect();
+    let unknown = agents.len() - known.len();
+    let usd = (known.iter().sum::<f64>() * 1e6).round() / 1e6;
+    json!({"usd": usd, "agents": agents.len(), "unknown": unknown})
+}
+
+/// `$0.0032 over 2 agents, and 1 more that reported none`; `unknown (...)` when none reported.
+pub fn cost_line(cost: &Value) -> String {
+    let agents = cost["agents"].as_u64().unwrap_or(0);
+    let unknown = cost["unknown"].as_u64().unwrap_or(0);
+    if agents == 0 {
+        return "no agent ran".into();
+    }
+    let n = |k: u64| format!("{k} agent{}", if k == 1 { "" } else { "s" });
+    if unknown == agents {
+        return format!("unknown ({} that reported none)", n(agents));
+    }
+    let usd = cost["usd"].as_f64().unwrap_or(0.0);
+    if unknown == 0 {
+        format!("${usd} over {}", n(agents))
+    } else {
+        format!(
+            "${usd} over {}, and {} more that reported none",
+            n(agents - unknown),
+            n(unknown)
+        )
+    }
+}
+
+/// One line per agent, for a person: where, who, what it cost.
+pub fn agent_lines(agents: &[Value]) -> String {
+    let mut b = String::new();
+    for a in agents {
+        let cost = a["cost_usd"]
+            .as_f64()
+            .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c}"));
+        let _ = writeln!(
+            b,
+            "  agent {} {} attempt {}: runner {}, model {}, {} turns, {cost}, {} ms, exit {}",
+            a["lane"].as_str().unwrap_or(""),
+            a["step"].as_str().unwrap_or(""),
+            a["attempt"],
+            a["runner"].as_str().unwrap_or("?"),
+            a["model"].as_str().unwrap_or("not reported"),
+            a["turns"]
+                .as_u64()
+                .map_or("?".to_owned(), |t| t.to_string()),
+            a["duration_ms"]
+                .as_u64()
+                .map_or("?".to_owned(), |d| d.to_string()),
+            a["exit_code"]
+                .as_i64()
+                .map_or("none".to_owned(), |c| c.to_string()),
+        );
+    }
+    b
+}
+
+/// The history of a run's earlier attempts (`history.jsonl`), each record with its lane.
+pub fn history(ctx: &Ctx<'_>, run: &str) -> Vec<Value> {
+    std::fs::read_to_string(ctx.paths.history(run))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 /// Write the record (atomic, 0600). Called when a run ends; kept after the run leaves the state.

@@ -202,6 +202,40 @@ fn claude_implements_and_validates_a_unit_through_the_mock_api() {
         "{validate:#}"
     );
 
+    // The run's agents and what they cost, for a machine and for a person.
+    let agents = show["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 2, "{agents:#?}");
+    assert_eq!(agents[0]["runner"], "cc");
+    assert_eq!(agents[0]["model"], "claude-sonnet-4-5");
+    assert_eq!(agents[0]["turns"], 2);
+    assert_eq!(show["cost"]["agents"], 2);
+    assert_eq!(show["cost"]["unknown"], 0);
+    let total = show["cost"]["usd"].as_f64().expect("a total");
+    let sum: f64 = agents.iter().filter_map(|a| a["cost_usd"].as_f64()).sum();
+    assert!(
+        total > 0.0 && (total - sum).abs() < 1e-6,
+        "{total} vs {sum}"
+    );
+
+    let text = crate::env::run(
+        h.env
+            .command()
+            .env("HOME", h.env.outside("home"))
+            .args(["run", "show", &run]),
+    );
+    assert!(
+        text.stdout
+            .contains(&format!("cost: ${total} over 2 agents")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("runner cc, model claude-sonnet-4-5, 2 turns"),
+        "{}",
+        text.stdout
+    );
+
     // The work is on the lane branch, committed by the agent's own tool call.
     let branch = format!("iced/{0}/{0}", h.id);
     let file = h
@@ -266,6 +300,9 @@ fn an_api_error_is_a_crash_and_blocks_the_lane_once_retries_are_spent() {
         "{implement:#}"
     );
     assert_eq!(harness["cost_usd"], "unknown", "{harness:#}");
+    // Two agents ran and failed; neither reported a cost: the total is unknown, not 0.
+    assert_eq!(show["cost"]["agents"], 2, "{:#}", show["agents"]);
+    assert_eq!(show["cost"]["unknown"], 2);
 }
 
 /// SPEC 20.8: a tool the implementer was not allowed is denied; the CLI still exits 0 and says

@@ -1047,6 +1047,19 @@ fn normalize(text: &str, env: &TestEnv, run: &str, id: &str) -> String {
         .replace(run, "<run>")
         .replace(id, "<unit>")
         .replace(NOW, "<now>");
+    // Durations differ run to run.
+    let text = text
+        .split(" ms,")
+        .map(|part| match part.rfind(' ') {
+            Some(at)
+                if part[at + 1..].chars().all(|c| c.is_ascii_digit()) && at + 1 < part.len() =>
+            {
+                format!("{} <ms>", &part[..at])
+            }
+            _ => part.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ms,");
     let mut out = String::new();
     let mut hex = String::new();
     let flush = |hex: &mut String, out: &mut String| {
@@ -1190,6 +1203,8 @@ lane <unit> stage delivered attempt 1
   (landcommit-1, 1) done
   (land-1, 1) done
   (retire, 1) done
+cost: unknown (1 agent that reported none)
+  agent <unit> implement attempt 1: runner fake, model not reported, ? turns, cost unknown, <ms> ms, exit 0
 ";
 
 const HANDOVER_NONE: &str = r#"# Handover
@@ -1207,6 +1222,8 @@ lane <unit> stage delivered attempt 1 branch iced/<unit>/<unit>
   (<unit>, receipt, 1) Done <outcome>
   (<unit>, dod-0-0, 1) Done <outcome>
   (<unit>, deliver, 1) Done <outcome>
+cost: unknown (1 agent that reported none)
+  agent <unit> implement attempt 1: runner fake, model not reported, ? turns, cost unknown, <ms> ms, exit 0
 "#;
 const HANDOVER_DELIVERED: &str = r#"# Handover
 

@@ -344,6 +344,13 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                     ));
                 }
             }
+            if let Some(agents) = record["agents"].as_array() {
+                text.push_str(&format!(
+                    "cost: {}\n{}",
+                    crate::run::record::cost_line(&record["cost"]),
+                    crate::run::record::agent_lines(agents)
+                ));
+            }
             Ok(Output::new(record, text))
         }
         RunCommand::Show(id) => {
@@ -403,6 +410,17 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                     ));
                 }
             }
+            let agents =
+                crate::run::record::agents(&ctx, run, &crate::run::record::history(&ctx, &run.id));
+            let cost = crate::run::record::cost(&agents);
+            text.push_str(&format!(
+                "cost: {}\n{}",
+                crate::run::record::cost_line(&cost),
+                crate::run::record::agent_lines(&agents)
+            ));
+            let mut json = json;
+            json["agents"] = agents.into();
+            json["cost"] = cost;
             Ok(Output::new(json, text))
         }
         RunCommand::Pause(p) if p.until.is_some() => {
