@@ -182,6 +182,15 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// The pace given on the command line, over what the configs and rulings say.
+    pub fn set_pace_flags(&mut self, flags: &super::pace::Flags) -> Result<(), Refusal> {
+        if flags.lanes.is_none() && flags.agents.is_none() {
+            return Ok(());
+        }
+        self.settings.pace = super::settings::pace_with(&self.config, flags, self.step)?;
+        Ok(())
+    }
+
     pub(super) fn transact_pub<T>(
         &self,
         f: impl FnOnce(&mut State) -> Result<T, Refusal>,
@@ -382,6 +391,8 @@ pub fn admit(
         },
         next_eligible_at: None,
         paced: 0,
+        pace: Some(ctx.settings.pace.to_value()),
+        window_from: None,
         lanes: plan
             .lanes
             .iter()
@@ -842,8 +853,8 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             .filter(|l| matches!(l.stage, Stage::Validate | Stage::Refute))
             .map(|l| (l.id.clone(), super::judging::pinned_validators(ctx, l)))
             .collect(),
-        pace_lanes: ctx.settings.pace_lanes,
-        pace_agents: ctx.settings.pace_agents,
+        pace_lanes: run_pace(ctx, run).lanes as usize,
+        pace_agents: run_pace(ctx, run).agents as usize,
         agents_alive: 0,
         paced_until: paced_until(run),
         validator_driver: super::judging::validator_driver(ctx),
@@ -916,6 +927,7 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         let before = run.clone();
         observe(ctx, run)?;
         check_inputs(ctx, run)?;
+        keep_work_window(ctx, run);
         let mut view = decide_view(ctx, run);
         // This run's were just observed: those recorded running are.
         view.agents_alive = elsewhere + agents_alive(ctx, run, false);
@@ -1293,8 +1305,9 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
 /// A rate-limited agent result: the run launches nothing before a backoff has passed, doubled
 /// for each such result in a row, capped, with up to 20% jitter either way (SPEC 20.10).
 pub(super) fn pace_after_rate_limit(ctx: &Ctx<'_>, run: &mut Run) {
-    let base = ctx.settings.pace_backoff.as_millis() as f64;
-    let cap = ctx.settings.pace_backoff_max.as_millis() as f64;
+    let pace = run_pace(ctx, run);
+    let base = pace.backoff_sec * 1000.0;
+    let cap = pace.backoff_max_sec * 1000.0;
     let doubled = base * 2f64.powi(run.paced.min(20) as i32);
     // Jitter from the clock's nanoseconds: enough to spread runs that were limited together.
     let nanos = f64::from(
@@ -1316,8 +1329,49 @@ pub(super) fn pace_after_rate_limit(ctx: &Ctx<'_>, run: &mut Run) {
         &ctx.paths,
         &run.id,
         "paced",
-        json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced}),
+        json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling}),
     );
+}
+
+/// The pace `run` keeps: the one it recorded, else (a run from before paces were recorded) the
+/// settings' (SPEC 20.11).
+pub fn run_pace(ctx: &Ctx<'_>, run: &Run) -> super::pace::Pace {
+    run.pace
+        .as_ref()
+        .and_then(super::pace::Pace::from_value)
+        .unwrap_or_else(|| ctx.settings.pace.clone())
+}
+
+/// The work window (SPEC 20.11): after `workMinutes` of work, `pauseMinutes` launching nothing.
+fn keep_work_window(ctx: &Ctx<'_>, run: &mut Run) {
+    let pace = run_pace(ctx, run);
+    let (Some(work), Some(pause)) = (pace.work_minutes, pace.pause_minutes) else {
+        return;
+    };
+    let now = crate::clock::real_now();
+    let iso =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let from = run
+        .window_from
+        .as_deref()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&chrono::Utc));
+    let Some(from) = from else {
+        run.window_from = Some(iso(now));
+        return;
+    };
+    let minutes = |m: f64| chrono::Duration::milliseconds((m * 60_000.0) as i64);
+    if now >= from + minutes(work) {
+        let until = now + minutes(pause);
+        run.next_eligible_at = Some(iso(until));
+        run.window_from = Some(iso(until));
+        emit(
+            &ctx.paths,
+            &run.id,
+            "paced",
+            json!({"until": iso(until), "why": "work_window", "work_minutes": work, "pause_minutes": pause, "ruling": pace.ruling}),
+        );
+    }
 }
 
 /// Whether `run` may launch an agent now: `None`, or the time it may.
@@ -2844,6 +2898,42 @@ fn open_run<'s>(
         ));
     }
     Ok(run)
+}
+
+/// A person resuming a run on a pace other than the one it recorded (SPEC 20.11): refused
+/// (`pace-changed`, naming the differences) unless `repace`, which records the new pace.
+pub fn check_pace(ctx: &Ctx<'_>, run_id: &str, repace: bool) -> Result<(), Refusal> {
+    ctx.transact(|state| {
+        let Some(run) = state.runs.get_mut(run_id) else {
+            return Ok(());
+        };
+        let recorded = run_pace(ctx, run);
+        let now = &ctx.settings.pace;
+        let diffs = recorded.differences(now);
+        if diffs.is_empty() {
+            return Ok(());
+        }
+        if !repace {
+            return Err(ctx.refuse(
+                "pace-changed",
+                format!(
+                    "run `{}` keeps the pace it recorded, and the pace in force now differs: {}",
+                    run.id,
+                    diffs.join(", ")
+                ),
+                "add `--repace` to go on at the new pace, or restore the settings (`pace` in .iced/config.json, its rulings, your user config, the flags)",
+            ));
+        }
+        run.pace = Some(now.to_value());
+        run.updated_at = crate::clock::now_iso();
+        emit(
+            &ctx.paths,
+            run_id,
+            "repaced",
+            json!({"changes": diffs, "ruling": now.ruling}),
+        );
+        Ok(())
+    })
 }
 
 /// `iced run pause <run> --until T`: no agent launched before `T` (SPEC 20.10).

@@ -12,6 +12,7 @@ pub mod judging;
 pub mod land;
 pub mod landing;
 pub mod lock;
+pub mod pace;
 pub mod record;
 pub mod report;
 pub mod settings;

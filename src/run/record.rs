@@ -278,8 +278,8 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
         },
         s.max_attempts,
         s.land.mode,
-        s.pace_lanes,
-        s.pace_agents
+        s.pace.lanes,
+        s.pace.agents
     );
     if runs.is_empty() {
         let _ = writeln!(b, "No live run. Start one with `iced build <id>`.");

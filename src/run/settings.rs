@@ -75,14 +75,8 @@ pub struct Settings {
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
     pub land: Landing,
-    /// `pace.lanes`: how many lanes of a run work at once (at least 1).
-    pub pace_lanes: usize,
-    /// `pace.agents`: how many agents may be alive at once in the repository (SPEC 20.9).
-    pub pace_agents: usize,
-    /// `pace.backoffSec` and `pace.backoffMaxSec`: the wait after a rate-limited result, and its
-    /// cap (SPEC 20.10).
-    pub pace_backoff: Duration,
-    pub pace_backoff_max: Duration,
+    /// The pace a new run records (SPEC 20.11): lanes and agents at once, backoff, work window.
+    pub pace: super::pace::Pace,
     pub worktree_dir: Option<PathBuf>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -338,28 +332,7 @@ impl Settings {
             distinct_model,
             max_mutations: 2,
             land,
-            pace_lanes: match at("/pace/lanes") {
-                None | Some(Value::Null) => 2,
-                Some(v) => v
-                    .as_u64()
-                    .filter(|n| *n >= 1)
-                    .map(|n| n as usize)
-                    .ok_or_else(|| invalid(step, "pace.lanes", "must be a positive integer"))?,
-            },
-            pace_agents: match at("/pace/agents") {
-                None | Some(Value::Null) => 2,
-                Some(v) => v
-                    .as_u64()
-                    .filter(|n| (1..=64).contains(n))
-                    .map(|n| n as usize)
-                    .ok_or_else(|| {
-                        invalid(step, "pace.agents", "must be an integer from 1 to 64")
-                    })?,
-            },
-            pace_backoff: seconds(at("/pace/backoffSec"), 60)
-                .ok_or_else(|| invalid(step, "pace.backoffSec", "must be a positive number"))?,
-            pace_backoff_max: seconds(at("/pace/backoffMaxSec"), 900)
-                .ok_or_else(|| invalid(step, "pace.backoffMaxSec", "must be a positive number"))?,
+            pace: pace_with(config, &super::pace::Flags::default(), step)?,
             worktree_dir,
             lock_wait,
             kill_grace,
@@ -621,6 +594,32 @@ fn role(
         }),
         model,
     ))
+}
+
+/// The pace with `flags` over everything else, at the real time now (SPEC 20.11).
+pub fn pace_with(
+    config: &Config,
+    flags: &super::pace::Flags,
+    step: &str,
+) -> Result<super::pace::Pace, Refusal> {
+    super::pace::Pace::resolve(
+        &user_pace(),
+        config.raw.pointer("/pace").unwrap_or(&Value::Null),
+        flags,
+        crate::clock::real_now(),
+    )
+    .map_err(|(key, expected)| invalid(step, &key, &expected))
+}
+
+/// The `pace` of the person's user config (`$XDG_CONFIG_HOME/iced/config.json`, else
+/// `~/.config/iced/config.json`), or null: below the repository's, above the defaults.
+fn user_pace() -> Value {
+    let dir = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    dir.and_then(|d| crate::store::read_limited(&d.join("iced/config.json"), 1024 * 1024).ok())
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map_or(Value::Null, |v| v["pace"].clone())
 }
 
 /// A name a process environment can hold: letters, digits and `_`, not starting with a digit.

@@ -82,6 +82,12 @@ pub struct Run {
     /// Rate-limited agent results in a row (SPEC 20.10).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub paced: u32,
+    /// The pace the run keeps, as recorded when it was admitted or last repaced (SPEC 20.11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<serde_json::Value>,
+    /// When the current work window began (real time), with `pace.workMinutes` set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_from: Option<String>,
     pub lanes: Vec<Lane>,
 }
 

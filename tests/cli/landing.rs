@@ -1400,6 +1400,8 @@ fn ten_lane_run(env: &TestEnv) -> Run {
         },
         next_eligible_at: None,
         paced: 0,
+        pace: None,
+        window_from: None,
         lanes,
     }
 }

@@ -1183,3 +1183,63 @@ fn a_run_paced_until_later_launches_no_validator_until_resumed() {
         1
     );
 }
+
+/// SPEC 20.11: a run records the pace in force when admitted (a dated ruling over the config's
+/// own value, a flag over both); resuming it on another pace is refused until `--repace`.
+#[test]
+fn a_run_keeps_its_pace_and_a_resume_on_another_is_refused_until_repaced() {
+    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
+    let (env, id) = validated(
+        &script,
+        &["full"],
+        json!({"pace": {"agents": 3, "rulings": [
+            {"from": "2020-01-01T00:00:00Z", "agents": 1, "why": "quota halved"},
+            {"from": "2999-01-01T00:00:00Z", "agents": 9, "why": "later"}
+        ]}}),
+    );
+    env.commit_all("pace");
+    let (_, last) = build(&env, &id, &["--no-wait"], 0);
+    let run = str_of(&last, "run").to_owned();
+    let shown = run_show(&env, &run);
+    assert_eq!(shown["pace"]["agents"], 1, "the ruling in force: {shown:#}");
+    assert_eq!(shown["pace"]["ruling"]["why"], "quota halved");
+
+    // The config changes under the live run: a person resuming it is told so.
+    env.patch_config(&json!({"pace": {"rulings": []}}));
+    env.commit_all("no more rulings");
+    let refused = env.iced_json(&["build", &id]).refused(3, "pace-changed");
+    assert!(
+        str_of(&refused, "reason").contains("agents 1 -> 3"),
+        "{refused}"
+    );
+    env.iced_json(&["run", "resume", &run])
+        .refused(3, "pace-changed");
+    // A flag wins over the config; --repace records it.
+    let (_, last) = build(&env, &id, &["--pace-agents", "2", "--repace"], 0);
+    assert_eq!(last["status"], "delivered");
+    let shown = run_show(&env, &run);
+    assert_eq!(shown["pace"]["agents"], 2, "{shown:#}");
+    let events = env.read(".iced/run/events.jsonl");
+    assert!(
+        events.contains(r#""event":"repaced""#) && events.contains("agents 1 -> 2"),
+        "{events}"
+    );
+}
+
+/// SPEC 20.11: with a work window, a run that has worked `workMinutes` launches nothing for
+/// `pauseMinutes`, then goes on to delivery.
+#[test]
+fn a_work_window_pauses_launches_then_the_run_goes_on() {
+    let script =
+        implementer("") + &section("*", "validator", "*", &format!("sleep 0.5\nreport {PASS}"));
+    let (env, id) = validated(
+        &script,
+        &["full"],
+        // 0.3 s of work, then 0.6 s launching nothing.
+        json!({"pace": {"workMinutes": 0.005, "pauseMinutes": 0.01}}),
+    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let events = env.read(".iced/run/events.jsonl");
+    assert!(events.contains(r#""why":"work_window""#), "{events}");
+}

@@ -20,6 +20,39 @@ pub struct BuildArgs {
     /// Return once the current activity is launched instead of driving the run to its end.
     #[arg(long)]
     pub no_wait: bool,
+    #[command(flatten)]
+    pub pace: PaceArgs,
+}
+
+/// The pace given on the command line (SPEC 20.11): it wins over rulings and configs.
+#[derive(clap::Args, Default)]
+pub struct PaceArgs {
+    /// Lanes of a project run active at once, for this run.
+    #[arg(long)]
+    pub pace_lanes: Option<u64>,
+    /// Agents alive at once, for this run.
+    #[arg(long)]
+    pub pace_agents: Option<u64>,
+    /// Resume on the pace in force now, though it differs from the one the run recorded.
+    #[arg(long)]
+    pub repace: bool,
+}
+
+impl PaceArgs {
+    fn flags(&self) -> crate::run::pace::Flags {
+        crate::run::pace::Flags {
+            lanes: self.pace_lanes,
+            agents: self.pace_agents,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RunResume {
+    /// The run id (or a unique part of it).
+    pub run: String,
+    #[command(flatten)]
+    pub pace: PaceArgs,
 }
 
 #[derive(clap::Subcommand)]
@@ -55,7 +88,7 @@ pub enum RunCommand {
     /// Pause a run: nothing new is launched until it is resumed; refuses a run that has ended.
     Pause(RunPause),
     /// Resume a paused or blocked run (a blocked lane starts a fresh attempt); refuses a run that has ended.
-    Resume(RunId),
+    Resume(RunResume),
     /// End a run: releases its claim and stops its activities, keeps its worktree and branch; refuses a run that has ended.
     Abandon(RunId),
     /// Let a project run's blocked or handed-back lane stop holding its siblings, which then land; the lane stays as it is.
@@ -133,7 +166,8 @@ fn output(report: &StepReport) -> Output {
 pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
     let step = "build";
     let repo = repo(step)?;
-    let ctx = Ctx::new(&repo, step)?;
+    let mut ctx = Ctx::new(&repo, step)?;
+    ctx.set_pace_flags(&args.pace.flags())?;
     let session = args
         .session
         .or_else(|| std::env::var("ICED_SESSION").ok())
@@ -148,6 +182,8 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         let _ = writeln!(err, "{}", crate::text::for_terminal(line));
     };
     if resumed {
+        // On the pace it recorded, unless the person says otherwise (SPEC 20.11).
+        engine::check_pace(&ctx, &run_id, args.pace.repace)?;
         // A person typing `build` again on a blocked or paused run means: go on. A blocked lane
         // gets a fresh attempt (`run resume` does the same).
         let state = State::load(&RunPaths::new(&repo.root), step)?;
@@ -443,8 +479,12 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                 format!("Paused {}.", run.id),
             ))
         }
-        RunCommand::Resume(id) => {
-            let run = engine::set_paused(&ctx, &find(&id.run)?, false)?;
+        RunCommand::Resume(r) => {
+            let run_id = find(&r.run)?;
+            let mut ctx = ctx;
+            ctx.set_pace_flags(&r.pace.flags())?;
+            engine::check_pace(&ctx, &run_id, r.pace.repace)?;
+            let run = engine::set_paused(&ctx, &run_id, false)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!(

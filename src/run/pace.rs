@@ -1,0 +1,269 @@
+//! The pace a run keeps (SPEC 20.11): how many lanes and agents at once, the backoff after a rate
+//! limit, the work window. Resolved from, lowest first: the built-in defaults, the person's user
+//! config, the repository's config, the latest dated ruling in force, the command line's flags.
+//! Pure: every source is handed in.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pace {
+    pub lanes: u64,
+    pub agents: u64,
+    pub backoff_sec: f64,
+    pub backoff_max_sec: f64,
+    /// A work window: this long working, then `pause_minutes` launching nothing.
+    pub work_minutes: Option<f64>,
+    pub pause_minutes: Option<f64>,
+    /// The ruling in force, if one is: its `from` and `why`.
+    pub ruling: Option<Value>,
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace {
+            lanes: 2,
+            agents: 2,
+            backoff_sec: 60.0,
+            backoff_max_sec: 900.0,
+            work_minutes: None,
+            pause_minutes: None,
+            ruling: None,
+        }
+    }
+}
+
+/// Values given on the command line (`--pace-lanes`, `--pace-agents`): they win.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub lanes: Option<u64>,
+    pub agents: Option<u64>,
+}
+
+/// A key of a pace source that is not valid: (`pace.<key>` or where it came from, what it must be).
+pub type Invalid = (String, String);
+
+const KEYS: &[&str] = &[
+    "lanes",
+    "agents",
+    "backoffSec",
+    "backoffMaxSec",
+    "workMinutes",
+    "pauseMinutes",
+];
+
+impl Pace {
+    /// Resolve the pace from its sources (each a `pace` object, or null) at `now`.
+    pub fn resolve(
+        user: &Value,
+        repo: &Value,
+        flags: &Flags,
+        now: DateTime<Utc>,
+    ) -> Result<Pace, Invalid> {
+        let mut pace = Pace::default();
+        pace.apply(user, "user config pace")?;
+        pace.apply(repo, "pace")?;
+        // Rulings: the latest whose `from` has come wins, over the values it names.
+        let mut latest: Option<(DateTime<Utc>, &Map<String, Value>)> = None;
+        for (i, r) in repo["rulings"].as_array().into_iter().flatten().enumerate() {
+            let where_ = format!("pace.rulings[{i}]");
+            let map = r
+                .as_object()
+                .ok_or((where_.clone(), "must be an object".to_owned()))?;
+            let from = map
+                .get("from")
+                .and_then(Value::as_str)
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .map(|t| t.with_timezone(&Utc))
+                .ok_or((
+                    format!("{where_}.from"),
+                    "must be an RFC 3339 time".to_owned(),
+                ))?;
+            if from <= now && latest.is_none_or(|(t, _)| from >= t) {
+                latest = Some((from, map));
+            }
+        }
+        if let Some((from, map)) = latest {
+            let values: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            pace.apply(&Value::Object(values), "pace.rulings")?;
+            pace.ruling = Some(json!({
+                "from": from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                "why": map.get("why").cloned().unwrap_or(Value::Null),
+            }));
+        }
+        if let Some(n) = flags.lanes {
+            pace.lanes = checked(n, 1, 64, "--pace-lanes")?;
+        }
+        if let Some(n) = flags.agents {
+            pace.agents = checked(n, 1, 64, "--pace-agents")?;
+        }
+        Ok(pace)
+    }
+
+    fn apply(&mut self, source: &Value, name: &str) -> Result<(), Invalid> {
+        let Some(map) = source.as_object() else {
+            return Ok(());
+        };
+        let key = |k: &str| format!("{name}.{k}");
+        let count = |k: &str| -> Result<Option<u64>, Invalid> {
+            match map.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(Some)
+                    .ok_or((key(k), "must be an integer from 1 to 64".to_owned())),
+            }
+        };
+        let positive = |k: &str| -> Result<Option<f64>, Invalid> {
+            match map.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_f64()
+                    .filter(|x| *x > 0.0)
+                    .map(Some)
+                    .ok_or((key(k), "must be a positive number".to_owned())),
+            }
+        };
+        if let Some(n) = count("lanes")? {
+            self.lanes = checked(n, 1, 64, &key("lanes"))?;
+        }
+        if let Some(n) = count("agents")? {
+            self.agents = checked(n, 1, 64, &key("agents"))?;
+        }
+        if let Some(x) = positive("backoffSec")? {
+            self.backoff_sec = x;
+        }
+        if let Some(x) = positive("backoffMaxSec")? {
+            self.backoff_max_sec = x;
+        }
+        if let Some(x) = positive("workMinutes")? {
+            self.work_minutes = Some(x);
+        }
+        if let Some(x) = positive("pauseMinutes")? {
+            self.pause_minutes = Some(x);
+        }
+        Ok(())
+    }
+
+    /// What a run records of its pace, and what a resume is compared with.
+    pub fn to_value(&self) -> Value {
+        json!({
+            "lanes": self.lanes,
+            "agents": self.agents,
+            "backoffSec": self.backoff_sec,
+            "backoffMaxSec": self.backoff_max_sec,
+            "workMinutes": self.work_minutes,
+            "pauseMinutes": self.pause_minutes,
+            "ruling": self.ruling,
+        })
+    }
+
+    /// A pace a run recorded; `None` when it is not one.
+    pub fn from_value(v: &Value) -> Option<Pace> {
+        Some(Pace {
+            lanes: v["lanes"].as_u64()?,
+            agents: v["agents"].as_u64()?,
+            backoff_sec: v["backoffSec"].as_f64()?,
+            backoff_max_sec: v["backoffMaxSec"].as_f64()?,
+            work_minutes: v["workMinutes"].as_f64(),
+            pause_minutes: v["pauseMinutes"].as_f64(),
+            ruling: Some(v["ruling"].clone()).filter(|r| !r.is_null()),
+        })
+    }
+
+    /// How `other` differs from this pace, key by key (`lanes 2 -> 3`), for a refusal.
+    pub fn differences(&self, other: &Pace) -> Vec<String> {
+        let (a, b) = (self.to_value(), other.to_value());
+        KEYS.iter()
+            .filter(|k| a[**k] != b[**k])
+            .map(|k| format!("{k} {} -> {}", a[*k], b[*k]))
+            .collect()
+    }
+}
+
+fn checked(n: u64, min: u64, max: u64, key: &str) -> Result<u64, Invalid> {
+    if (min..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err((
+            key.to_owned(),
+            format!("must be an integer from {min} to {max}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn flags_beat_rulings_beat_the_repo_beats_the_user_beats_the_defaults() {
+        let now = at("2026-11-30T12:00:00Z");
+        let none = Flags::default();
+        assert_eq!(
+            Pace::resolve(&Value::Null, &Value::Null, &none, now).unwrap(),
+            Pace::default()
+        );
+        let user = json!({"lanes": 4, "agents": 8, "backoffSec": 5});
+        let p = Pace::resolve(&user, &Value::Null, &none, now).unwrap();
+        assert_eq!((p.lanes, p.agents, p.backoff_sec), (4, 8, 5.0));
+        let repo = json!({"agents": 3, "rulings": [
+            {"from": "2026-11-01T00:00:00Z", "agents": 5, "why": "old"},
+            {"from": "2026-11-29T00:00:00Z", "agents": 1, "why": "quota halved"},
+            {"from": "2026-12-24T00:00:00Z", "agents": 9, "why": "not yet"}
+        ]});
+        let p = Pace::resolve(&user, &repo, &none, now).unwrap();
+        assert_eq!((p.lanes, p.agents), (4, 1), "the latest ruling in force");
+        assert_eq!(p.ruling.as_ref().unwrap()["why"], "quota halved");
+        let flags = Flags {
+            lanes: Some(1),
+            agents: Some(6),
+        };
+        let p = Pace::resolve(&user, &repo, &flags, now).unwrap();
+        assert_eq!((p.lanes, p.agents), (1, 6));
+        // Before any ruling: the repo's own value.
+        let p = Pace::resolve(&user, &repo, &none, at("2026-10-01T00:00:00Z")).unwrap();
+        assert_eq!((p.agents, p.ruling.is_none()), (3, true));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let now = at("2026-11-30T12:00:00Z");
+        let none = Flags::default();
+        let err = Pace::resolve(&Value::Null, &json!({"agents": 65}), &none, now).unwrap_err();
+        assert_eq!(err.0, "pace.agents");
+        let err = Pace::resolve(&json!({"lanes": "x"}), &Value::Null, &none, now).unwrap_err();
+        assert_eq!(err.0, "user config pace.lanes");
+        let err = Pace::resolve(
+            &Value::Null,
+            &json!({"rulings": [{"from": "soon"}]}),
+            &none,
+            now,
+        )
+        .unwrap_err();
+        assert_eq!(err.0, "pace.rulings[0].from");
+    }
+
+    #[test]
+    fn a_recorded_pace_reads_back_and_differences_are_named() {
+        let p = Pace {
+            work_minutes: Some(50.0),
+            pause_minutes: Some(10.0),
+            ..Pace::default()
+        };
+        assert_eq!(Pace::from_value(&p.to_value()), Some(p.clone()));
+        let q = Pace {
+            agents: 4,
+            ..p.clone()
+        };
+        assert_eq!(p.differences(&q), vec!["agents 2 -> 4".to_owned()]);
+    }
+}
