@@ -62,6 +62,9 @@ pub struct Invocation<'a> {
     pub session_id: &'a str,
     pub max_turns: Option<u32>,
     pub extra_args: &'a [String],
+    /// The repository's git directory, which an implementer commits into (codex's sandbox keeps
+    /// it read-only unless named).
+    pub git_dir: Option<&'a str>,
 }
 
 /// The tools a claude implementer may use, unattended.
@@ -106,6 +109,9 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
                 "workspace-write"
             };
             push(&["--sandbox", sandbox]);
+            if let (false, Some(dir)) = (inv.read_only, inv.git_dir) {
+                push(&["--add-dir", dir]);
+            }
             if let Some(model) = inv.model {
                 push(&["--model", model]);
             }
@@ -283,12 +289,17 @@ fn parse_claude(stdout: &str) -> Option<HarnessResult> {
 }
 
 /// `codex exec --json`: `thread.started`, `item.completed` (`agent_message`), `turn.completed`
-/// (usage), `turn.failed`, `error`. Codex reports tokens, never a cost.
+/// (usage), `turn.failed`. Its `error` events are notices of retries (`Reconnecting...`), not
+/// failures; a stream that ends without `turn.completed` (killed, or codex waiting for a network
+/// that never came) failed, with the last notice as its reason. Codex reports tokens, never a
+/// cost.
 fn parse_codex(stdout: &str) -> Option<HarnessResult> {
     let mut r = HarnessResult::default();
     let mut seen = false;
     let mut completed = false;
+    let mut notice: Option<String> = None;
     let (mut input, mut output) = (0u64, 0u64);
+    let limited = |m: &str| m.contains("429") || m.to_ascii_lowercase().contains("rate limit");
     for o in objects(stdout) {
         let kind = o["type"].as_str().unwrap_or("");
         match kind {
@@ -307,15 +318,18 @@ fn parse_codex(stdout: &str) -> Option<HarnessResult> {
                 seen = true;
                 r.final_text = o["item"]["text"].as_str().map(str::to_owned);
             }
-            "turn.failed" | "error" => {
+            "turn.failed" => {
                 seen = true;
                 r.is_error = true;
                 let message = o["error"]["message"]
                     .as_str()
-                    .or_else(|| o["message"].as_str())
                     .unwrap_or("the harness reported an error");
-                r.rate_limited |= message.contains("429") || message.contains("rate limit");
+                r.rate_limited |= limited(message);
                 r.error = Some(short(message, 200));
+            }
+            "error" => {
+                seen = true;
+                notice = o["message"].as_str().map(str::to_owned);
             }
             _ => {}
         }
@@ -325,7 +339,11 @@ fn parse_codex(stdout: &str) -> Option<HarnessResult> {
     }
     if !completed && !r.is_error {
         r.is_error = true;
-        r.error = Some("no turn completed".into());
+        r.rate_limited |= notice.as_deref().is_some_and(limited);
+        r.error = Some(match notice {
+            Some(n) => format!("no turn completed; last: {}", short(&n, 160)),
+            None => "no turn completed".into(),
+        });
     }
     r.input_tokens = Some(input);
     r.output_tokens = Some(output);
@@ -509,6 +527,7 @@ mod tests {
             session_id: "0badc0de-0000-4000-8000-000000000001",
             max_turns: Some(50),
             extra_args: &[],
+            git_dir: Some("/repo/.git"),
         }
     }
 
@@ -534,10 +553,16 @@ mod tests {
         let a = argv(Kind::Codex, &i);
         assert_eq!(a.last().map(String::as_str), Some("-"));
         assert!(a.join(" ").contains("--sandbox read-only"));
+        assert!(
+            !a.join(" ").contains("--add-dir"),
+            "a validator writes nowhere"
+        );
         i.read_only = false;
-        assert!(argv(Kind::Codex, &i)
-            .join(" ")
-            .contains("--sandbox workspace-write"));
+        let w = argv(Kind::Codex, &i).join(" ");
+        assert!(
+            w.contains("--sandbox workspace-write --add-dir /repo/.git"),
+            "{w}"
+        );
     }
 
     #[test]
@@ -676,6 +701,99 @@ mod tests {
         assert_eq!(
             out,
             "key sk-<redacted> and Authorization: Bearer <redacted>; mine=<redacted>; task-abcdefghijklmnopqrstu sk-short"
+        );
+    }
+
+    fn fixture(kind: &str, name: &str) -> String {
+        let path = format!(
+            "{}/fixtures/harness/{kind}/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn codex_success_reports_its_thread_tokens_and_answer_but_no_cost() {
+        let r = parse(Kind::Codex, &fixture("codex", "success.jsonl")).expect("a result");
+        assert!(!r.failed(false), "{r:?}");
+        assert_eq!(
+            r.session_id.as_deref(),
+            Some("01a229f2-7e13-7742-9c7f-abb6acc1ec3d")
+        );
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(20301), Some(84)));
+        assert_eq!(r.turns, Some(1));
+        assert_eq!(r.cost_usd, None, "codex reports tokens only");
+        assert_eq!(r.to_value()["cost_usd"], "unknown");
+        let answer = fenced_json(r.final_text.as_deref().unwrap()).expect("a json block");
+        assert!(answer.contains("\"committed\": true"), "{answer}");
+    }
+
+    #[test]
+    fn codex_failures_are_its_turn_failed_or_a_stream_that_never_completed() {
+        let r = parse(Kind::Codex, &fixture("codex", "rate-limited-429.jsonl")).unwrap();
+        assert!(r.is_error && r.rate_limited, "{r:?}");
+        assert_eq!(
+            r.error.as_deref(),
+            Some("exceeded retry limit, last status: 429 Too Many Requests")
+        );
+        let r = parse(Kind::Codex, &fixture("codex", "api-error-500.jsonl")).unwrap();
+        assert!(r.is_error && !r.rate_limited, "{r:?}");
+        let r = parse(Kind::Codex, &fixture("codex", "connection-dropped.jsonl")).unwrap();
+        assert!(r.is_error, "{r:?}");
+        // Killed while waiting for a network that never came: its notices are not a success.
+        let r = parse(Kind::Codex, &fixture("codex", "api-unreachable.jsonl")).unwrap();
+        assert!(r.is_error, "{r:?}");
+        assert!(
+            r.error
+                .as_deref()
+                .unwrap()
+                .starts_with("no turn completed; last: Reconnecting"),
+            "{r:?}"
+        );
+        let r = parse(Kind::Codex, &fixture("codex", "killed-mid-stream.jsonl")).unwrap();
+        assert_eq!(r.error.as_deref(), Some("no turn completed"));
+    }
+
+    #[test]
+    fn pi_success_sums_usage_and_cost_over_its_messages() {
+        let r = parse(Kind::Pi, &fixture("pi", "success.jsonl")).expect("a result");
+        assert!(!r.failed(false), "{r:?}");
+        assert_eq!(
+            r.session_id.as_deref(),
+            Some("01a229f6-522f-7270-99ca-55f23f81880e")
+        );
+        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(r.turns, Some(2));
+        assert_eq!(
+            (r.input_tokens, r.output_tokens),
+            (Some(1533 + 1661), Some(84))
+        );
+        let cost = r.cost_usd.expect("pi reports a cost");
+        assert!((cost - (0.005229 + 0.005613)).abs() < 1e-9, "{cost}");
+        assert!(fenced_json(r.final_text.as_deref().unwrap()).is_some());
+    }
+
+    #[test]
+    fn pi_failures_are_read_from_its_stop_reason_though_it_exits_0() {
+        for (name, limited) in [
+            ("api-error-500.jsonl", false),
+            ("rate-limited-429.jsonl", true),
+            ("connection-dropped.jsonl", false),
+        ] {
+            let r = parse(Kind::Pi, &fixture("pi", name)).expect("a result");
+            assert!(r.is_error, "{name}: {r:?}");
+            assert_eq!(r.rate_limited, limited, "{name}");
+        }
+        let r = parse(Kind::Pi, &fixture("pi", "api-error-500.jsonl")).unwrap();
+        assert!(r.error.as_deref().unwrap().starts_with("500 "), "{r:?}");
+        assert_eq!(r.cost_usd, None, "zero usage after failing is unknown");
+        // The dropped stream had begun: what it cost is known.
+        let r = parse(Kind::Pi, &fixture("pi", "connection-dropped.jsonl")).unwrap();
+        assert!(r.cost_usd.is_some_and(|c| c > 0.0), "{r:?}");
+        // Killed before any assistant message ended: no result at all.
+        assert_eq!(
+            parse(Kind::Pi, &fixture("pi", "killed-mid-stream.jsonl")),
+            None
         );
     }
 

@@ -2432,6 +2432,7 @@ pub(super) fn agent_spec(
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
     let (argv, stdin) = if runner.kind.is_harness() {
         let session = crate::runner::session_id(start.nonce);
+        let git_dir = ctx.repo.root.join(".git").display().to_string();
         let argv = crate::runner::argv(
             runner.kind,
             &crate::runner::Invocation {
@@ -2441,6 +2442,7 @@ pub(super) fn agent_spec(
                 session_id: &session,
                 max_turns: runner.max_turns,
                 extra_args: &runner.args,
+                git_dir: Some(&git_dir),
             },
         );
         (argv, Some(start.prompt.to_owned()))

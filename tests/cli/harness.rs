@@ -451,6 +451,7 @@ fn record_claude_outputs() {
                 )),
                 max_turns: None,
                 extra_args: &[],
+                git_dir: None,
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {
