@@ -62,9 +62,10 @@ pub struct Invocation<'a> {
     pub session_id: &'a str,
     pub max_turns: Option<u32>,
     pub extra_args: &'a [String],
-    /// The repository's git directory, which an implementer commits into (codex's sandbox keeps
-    /// it read-only unless named).
-    pub git_dir: Option<&'a str>,
+    /// The git directories an implementer commits into: the repository's, and its worktree's
+    /// own (codex's sandbox keeps them read-only unless named, the worktree's even when the
+    /// repository's is).
+    pub git_dirs: &'a [String],
 }
 
 /// The tools a claude implementer may use, unattended.
@@ -109,8 +110,10 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
                 "workspace-write"
             };
             push(&["--sandbox", sandbox]);
-            if let (false, Some(dir)) = (inv.read_only, inv.git_dir) {
-                push(&["--add-dir", dir]);
+            if !inv.read_only {
+                for dir in inv.git_dirs {
+                    push(&["--add-dir", dir]);
+                }
             }
             if let Some(model) = inv.model {
                 push(&["--model", model]);
@@ -527,7 +530,7 @@ mod tests {
             session_id: "0badc0de-0000-4000-8000-000000000001",
             max_turns: Some(50),
             extra_args: &[],
-            git_dir: Some("/repo/.git"),
+            git_dirs: &[],
         }
     }
 
@@ -548,8 +551,10 @@ mod tests {
 
     #[test]
     fn codex_reads_its_prompt_from_stdin_and_validators_get_a_read_only_sandbox() {
+        let dirs = ["/repo/.git".to_owned(), "/repo/.git/worktrees/l".to_owned()];
         let mut i = inv(true);
         i.program = "codex";
+        i.git_dirs = &dirs;
         let a = argv(Kind::Codex, &i);
         assert_eq!(a.last().map(String::as_str), Some("-"));
         assert!(a.join(" ").contains("--sandbox read-only"));
@@ -560,7 +565,9 @@ mod tests {
         i.read_only = false;
         let w = argv(Kind::Codex, &i).join(" ");
         assert!(
-            w.contains("--sandbox workspace-write --add-dir /repo/.git"),
+            w.contains(
+                "--sandbox workspace-write --add-dir /repo/.git --add-dir /repo/.git/worktrees/l"
+            ),
             "{w}"
         );
     }

@@ -2432,7 +2432,15 @@ pub(super) fn agent_spec(
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
     let (argv, stdin) = if runner.kind.is_harness() {
         let session = crate::runner::session_id(start.nonce);
-        let git_dir = ctx.repo.root.join(".git").display().to_string();
+        // The repository's git directory, and the worktree's own (`.git` in a worktree is a file
+        // naming it).
+        let mut git_dirs = vec![ctx.repo.root.join(".git").display().to_string()];
+        if let Some(own) = std::fs::read_to_string(start.cwd.join(".git"))
+            .ok()
+            .and_then(|t| t.strip_prefix("gitdir:").map(|d| d.trim().to_owned()))
+        {
+            git_dirs.push(own);
+        }
         let argv = crate::runner::argv(
             runner.kind,
             &crate::runner::Invocation {
@@ -2442,7 +2450,7 @@ pub(super) fn agent_spec(
                 session_id: &session,
                 max_turns: runner.max_turns,
                 extra_args: &runner.args,
-                git_dir: Some(&git_dir),
+                git_dirs: &git_dirs,
             },
         );
         (argv, Some(start.prompt.to_owned()))

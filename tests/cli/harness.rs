@@ -115,9 +115,18 @@ impl Harness {
                 .env("HOME", &home)
                 .env("ICED_TEST_API", &self.api.url)
                 .env("ANTHROPIC_API_KEY", API_KEY)
+                .env("OPENAI_API_KEY", API_KEY)
+                .env("CODEX_HOME", self.codex_home())
                 .args(args)
                 .arg("--json"),
         )
+    }
+
+    /// Codex's own state, outside the repository (and not under /tmp's root, which it dislikes).
+    fn codex_home(&self) -> PathBuf {
+        let dir = self.env.outside("codex-home");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     fn build(&self) -> (crate::env::Run, Value) {
@@ -451,7 +460,7 @@ fn record_claude_outputs() {
                 )),
                 max_turns: None,
                 extra_args: &[],
-                git_dir: None,
+                git_dirs: &[],
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {
@@ -640,4 +649,109 @@ fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The Codex CLI, or why it is not here (`ICED_CODEX`, else `codex` on PATH; required by
+/// `ICED_REQUIRE_CODEX=1`).
+fn codex() -> Option<PathBuf> {
+    let found = std::env::var_os("ICED_CODEX")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join("codex"))
+                .find(|p| p.is_file())
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var("ICED_REQUIRE_CODEX").as_deref() != Ok("1"),
+            "ICED_REQUIRE_CODEX=1 but no Codex CLI at ICED_CODEX or on PATH"
+        );
+        eprintln!("skipped: no Codex CLI (set ICED_CODEX, or install @openai/codex)");
+    }
+    found
+}
+
+/// SPEC 20.8, with Codex: the real `codex exec` implements (its own shell tool commits, its
+/// sandbox allowed to write the repository's git directory) and validates (read-only), against the
+/// mock's Responses API; the run is delivered and the record names the thread and the tokens, with
+/// the cost unknown (Codex reports none).
+#[test]
+fn codex_implements_and_validates_a_unit_through_the_mock_api() {
+    let Some(program) = codex() else { return };
+    let api = MockApi::start(vec![implementer(), validator(PASS)]);
+    let provider = |k: &str, v: &str| format!("model_providers.mock.{k}={v}");
+    let args = vec![
+        "-c".to_owned(),
+        "model_provider=mock".to_owned(),
+        "-c".to_owned(),
+        provider("name", "\"Mock\""),
+        "-c".to_owned(),
+        provider("base_url", &format!("\"{}/v1\"", api.url)),
+        "-c".to_owned(),
+        provider("env_key", "OPENAI_API_KEY"),
+        "-c".to_owned(),
+        provider("wire_api", "responses"),
+        "-c".to_owned(),
+        provider("request_max_retries", "0"),
+        "-c".to_owned(),
+        provider("stream_max_retries", "0"),
+    ];
+    let (env, id) = TestEnv::buildable_with(|_| {
+        json!({
+            "runners": {"cx": {"kind": "codex", "program": program.display().to_string(),
+                "timeoutSec": 120, "args": args}},
+            "roles": {
+                "implementer": {"runner": "cx", "model": "gpt-5.5"},
+                "validator": {"runner": "cx", "model": "gpt-5.5-mini"}
+            },
+            "verify": {
+                "independent": true,
+                "lenses": ["full"],
+                "commands": [{"argv": ["test", "-f", "src/session.txt"], "timeoutSec": 30}]
+            },
+            "run": {"maxCrashRetries": 0}
+        })
+    });
+    let h = Harness { env, id, api };
+    let (out, last) = h.build();
+    let tail = std::fs::read_to_string(h.env.path(&format!(
+        ".iced/run/{}/{}/activities/implement-1/stdout.txt",
+        str_of(&last, "run"),
+        h.id
+    )))
+    .unwrap_or_default();
+    assert_eq!(
+        last["status"], "delivered",
+        "{out:#?}\nthe implementer printed:\n{tail}"
+    );
+    let show = h.show(str_of(&last, "run"));
+    let implement = record(&show, "implement");
+    let harness = &implement["outcome"]["harness"];
+    assert!(harness["session_id"].is_string(), "the thread: {harness:#}");
+    assert_eq!(harness["turns"], 1, "{harness:#}");
+    assert!(
+        harness["input_tokens"].as_u64().is_some_and(|n| n > 0),
+        "{harness:#}"
+    );
+    assert_eq!(harness["cost_usd"], "unknown", "{harness:#}");
+    let branch = format!("iced/{0}/{0}", h.id);
+    assert_eq!(
+        h.env
+            .git_out(&["show", &format!("{branch}:src/session.txt")]),
+        "sessions end when idle\n",
+        "committed by codex's own shell tool"
+    );
+    let validate = record(&show, "validate-full");
+    assert_eq!(
+        validate["outcome"]["answer"]["verdict"], "pass",
+        "{validate:#}"
+    );
+    let seen = h.api.seen();
+    assert!(seen.iter().all(|s| s.authorization), "{seen:#?}");
+    assert!(
+        seen.iter()
+            .any(|s| s.rule.as_deref() == Some("# Validate:") && s.model == "gpt-5.5-mini"),
+        "{seen:#?}"
+    );
 }

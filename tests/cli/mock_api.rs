@@ -1,6 +1,6 @@
 //! A mock of the model API on 127.0.0.1, for running the real agent CLIs offline: Anthropic's
-//! Messages API (`POST /v1/messages`, streamed as server-sent events or not), answering from a
-//! script. A rule matches a request when its conversation's first message contains the rule's
+//! Messages API (`POST /v1/messages`, streamed as server-sent events or not) and OpenAI's
+//! Responses API (`POST .../responses`, streamed), answering from a script. A rule matches a request when its conversation's first message contains the rule's
 //! text; the reply is the rule's n-th, n being how many assistant turns the conversation already
 //! holds (so a tool call, then the final message). Every request is logged for the test to read.
 
@@ -169,6 +169,18 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
     let mut out = stream;
     while let Some(req) = read_request(&mut reader) {
+        if req.method == "POST"
+            && req
+                .path
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .ends_with("/responses")
+        {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+            responses(&mut out, &body, &req, seen, rules);
+            return;
+        }
         if req.method != "POST" || !req.path.starts_with("/v1/messages") {
             let _ = respond(&mut out, 200, "application/json", b"{}", true);
             continue;
@@ -247,6 +259,122 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
             }
         }
     }
+}
+
+/// OpenAI's Responses API, streamed, as Codex speaks it: the conversation is `input`; a turn is a
+/// `function_call` the model already made; a Bash reply becomes a call of Codex's own shell tool.
+fn responses(
+    out: &mut TcpStream,
+    body: &Value,
+    req: &Request,
+    seen: &Mutex<Vec<Seen>>,
+    rules: &Mutex<Vec<Rule>>,
+) {
+    let input = body["input"].as_array().cloned().unwrap_or_default();
+    let asked: String = input
+        .iter()
+        .filter(|i| i["role"] == "user")
+        .map(Value::to_string)
+        .collect();
+    let turn = input
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .count();
+    let rule = rules
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.take(&asked))
+        .cloned();
+    let model = body["model"].as_str().unwrap_or("gpt-mock").to_owned();
+    seen.lock().unwrap().push(Seen {
+        at: std::time::Instant::now(),
+        model: model.clone(),
+        rule: rule.as_ref().map(|r| r.when.clone()),
+        turn,
+        authorization: req
+            .headers
+            .iter()
+            .any(|(k, _)| k == "authorization" || k == "x-api-key"),
+    });
+    let reply = rule
+        .and_then(|r| r.turns.get(turn).cloned())
+        .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()));
+    let item = match reply {
+        Reply::Status(code) => {
+            let body =
+                json!({"error": {"message": format!("mock status {code}"), "type": "mock_error"}});
+            let _ = respond(
+                out,
+                code,
+                "application/json",
+                body.to_string().as_bytes(),
+                false,
+            );
+            return;
+        }
+        Reply::Hang => {
+            std::thread::sleep(Duration::from_secs(120));
+            return;
+        }
+        Reply::Drop => return,
+        Reply::Text(text) => {
+            json!({"id": "msg_mock", "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        }
+        Reply::Tool { name, input } => {
+            let tools: Vec<String> = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect();
+            let command = input["command"].as_str().unwrap_or("true").to_owned();
+            let (name, arguments) = if name == "Bash" && tools.iter().any(|t| t == "exec_command") {
+                ("exec_command".to_owned(), json!({"cmd": command}))
+            } else if name == "Bash" && tools.iter().any(|t| t == "shell") {
+                (
+                    "shell".to_owned(),
+                    json!({"command": ["bash", "-lc", command]}),
+                )
+            } else {
+                (name, input)
+            };
+            json!({"id": format!("fc_{turn:02}"), "type": "function_call", "status": "completed",
+                "call_id": format!("call_{turn:02}"), "name": name, "arguments": arguments.to_string()})
+        }
+    };
+    let _ = (|| -> std::io::Result<()> {
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+        )?;
+        let mut n = 0;
+        let mut event = |name: &str, mut data: Value| -> std::io::Result<()> {
+            data["type"] = name.into();
+            data["sequence_number"] = n.into();
+            n += 1;
+            write!(out, "event: {name}\ndata: {data}\n\n")?;
+            out.flush()
+        };
+        let base = json!({"id": "resp_mock", "object": "response", "created_at": 0, "status": "in_progress",
+            "model": model, "output": [], "usage": null});
+        event("response.created", json!({"response": base}))?;
+        event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        )?;
+        event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        )?;
+        let mut done = base;
+        done["status"] = "completed".into();
+        done["output"] = json!([item]);
+        done["usage"] = json!({"input_tokens": 120, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 150});
+        event("response.completed", json!({"response": done}))
+    })();
 }
 
 fn respond(
