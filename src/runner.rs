@@ -492,25 +492,69 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     result
 }
 
-/// Where a harness keeps the transcript of session `session`, if it keeps one iced knows to find:
-/// Claude Code's `<config>/projects/<folder named after the cwd>/<session>.jsonl`, `config`
-/// being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+/// Where a harness keeps the transcript of session `session` (SPEC 20.8): Claude Code's
+/// `<$CLAUDE_CONFIG_DIR or ~/.claude>/projects/<folder>/<session>.jsonl`; Codex's
+/// `<$CODEX_HOME or ~/.codex>/sessions/<y>/<m>/<d>/rollout-<time>-<session>.jsonl`; pi's
+/// `<$PI_CODING_AGENT_DIR or ~/.pi/agent>/sessions/<folder>/<time>_<session>.jsonl`.
 pub fn transcript_of(
     kind: Kind,
     session: &str,
     vars: &dyn Fn(&str) -> Option<String>,
 ) -> Option<std::path::PathBuf> {
-    if kind != Kind::Claude || session.is_empty() || session.contains('/') {
+    use std::path::{Path, PathBuf};
+    if session.is_empty() || session.contains('/') {
         return None;
     }
-    let config = vars("CLAUDE_CONFIG_DIR")
-        .map(std::path::PathBuf::from)
-        .or_else(|| vars("HOME").map(|h| std::path::Path::new(&h).join(".claude")))?;
-    std::fs::read_dir(config.join("projects"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path().join(format!("{session}.jsonl")))
-        .find(|p| p.is_file())
+    let home = |rel: &str| vars("HOME").map(|h| Path::new(&h).join(rel));
+    // (where, folders down, the file's name begins with, and ends with)
+    let (root, depth, starts, ends) = match kind {
+        Kind::Command => return None,
+        Kind::Claude => {
+            let config = vars("CLAUDE_CONFIG_DIR")
+                .map(PathBuf::from)
+                .or_else(|| home(".claude"))?;
+            (config.join("projects"), 1, "", format!("{session}.jsonl"))
+        }
+        Kind::Codex => {
+            let config = vars("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home(".codex"))?;
+            (
+                config.join("sessions"),
+                3,
+                "rollout-",
+                format!("-{session}.jsonl"),
+            )
+        }
+        Kind::Pi => {
+            let config = vars("PI_CODING_AGENT_DIR")
+                .map(PathBuf::from)
+                .or_else(|| home(".pi/agent"))?;
+            (config.join("sessions"), 1, "", format!("_{session}.jsonl"))
+        }
+    };
+    // Claude's file is exactly `<session>.jsonl`; the others' end with the session.
+    let name = |n: &str| {
+        if kind == Kind::Claude {
+            n == ends
+        } else {
+            n.starts_with(starts) && n.ends_with(&ends)
+        }
+    };
+    // Folders `depth` levels down, then the file.
+    let mut dirs = vec![root];
+    for _ in 0..depth {
+        dirs = dirs
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+    }
+    dirs.iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .find(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(name))
 }
 
 /// What the recorded argv shows of a harness start: the program and flags, nothing from `env`.
@@ -699,6 +743,35 @@ mod tests {
         let text = std::fs::read_to_string(path).unwrap();
         assert!(text.contains("\"type\":\"system\""), "the stream had begun");
         assert_eq!(parse(Kind::Claude, &text), None);
+    }
+
+    #[test]
+    fn each_harness_transcript_is_found_where_it_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let made = |rel: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "{}\n").unwrap();
+            p
+        };
+        let claude = made("claude/projects/-tmp-repo/abc-1.jsonl");
+        let codex = made("codex/sessions/2026/11/30/rollout-2026-11-30T00-55-01-th-1.jsonl");
+        let pi = made("pi/sessions/--tmp-repo--/2026-11-30T00-58-58-480Z_ps-1.jsonl");
+        let vars = |k: &str| {
+            let r = |p: &str| Some(root.join(p).display().to_string());
+            match k {
+                "CLAUDE_CONFIG_DIR" => r("claude"),
+                "CODEX_HOME" => r("codex"),
+                "PI_CODING_AGENT_DIR" => r("pi"),
+                _ => None,
+            }
+        };
+        assert_eq!(transcript_of(Kind::Claude, "abc-1", &vars), Some(claude));
+        assert_eq!(transcript_of(Kind::Codex, "th-1", &vars), Some(codex));
+        assert_eq!(transcript_of(Kind::Pi, "ps-1", &vars), Some(pi));
+        assert_eq!(transcript_of(Kind::Codex, "other", &vars), None);
+        assert_eq!(transcript_of(Kind::Claude, "../x", &vars), None);
     }
 
     #[test]

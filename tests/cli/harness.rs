@@ -735,6 +735,15 @@ fn codex_implements_and_validates_a_unit_through_the_mock_api() {
         "{harness:#}"
     );
     assert_eq!(harness["cost_usd"], "unknown", "{harness:#}");
+    // Codex's rollout of the thread, copied into the run.
+    let copy = str_of(harness, "transcript");
+    assert!(
+        copy.ends_with(&format!("{}-implementer-1.jsonl", h.id)),
+        "{copy}"
+    );
+    let text = std::fs::read_to_string(copy).unwrap();
+    assert!(text.contains(str_of(harness, "session_id")), "{text}");
+    assert!(!text.contains(API_KEY));
     let branch = format!("iced/{0}/{0}", h.id);
     assert_eq!(
         h.env
