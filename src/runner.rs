@@ -61,6 +61,9 @@ pub struct Invocation<'a> {
     /// The harness session's id, where the harness lets the caller choose it.
     pub session_id: &'a str,
     pub max_turns: Option<u32>,
+    /// Whether the harness keeps a transcript of the session (claude: `--no-session-persistence`
+    /// when not).
+    pub transcripts: bool,
     pub extra_args: &'a [String],
     /// The git directories an implementer commits into: the repository's, and its worktree's
     /// own (codex's sandbox keeps them read-only unless named, the worktree's even when the
@@ -100,6 +103,9 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             if let Some(turns) = inv.max_turns {
                 argv.push("--max-turns".into());
                 argv.push(turns.to_string());
+            }
+            if !inv.transcripts {
+                argv.push("--no-session-persistence".into());
             }
         }
         Kind::Codex => {
@@ -573,6 +579,7 @@ mod tests {
             model: Some("claude-sonnet-4-5"),
             session_id: "0badc0de-0000-4000-8000-000000000001",
             max_turns: Some(50),
+            transcripts: true,
             extra_args: &[],
             git_dirs: &[],
         }
@@ -591,6 +598,14 @@ mod tests {
         let v = argv(Kind::Claude, &inv(true)).join(" ");
         assert!(v.contains("--allowedTools Read,Glob,Grep"), "{v}");
         assert!(!v.contains("Bash"), "{v}");
+        assert!(!joined.contains("--no-session-persistence"));
+        let quiet = Invocation {
+            transcripts: false,
+            ..inv(false)
+        };
+        assert!(argv(Kind::Claude, &quiet)
+            .join(" ")
+            .contains("--no-session-persistence"));
     }
 
     #[test]

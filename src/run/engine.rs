@@ -1209,7 +1209,7 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                                 (outcome.exit_code, outcome.timed_out),
                                 false,
                                 &receipt,
-                                Some(&transcript),
+                                r.transcripts.then_some(transcript.as_path()),
                             )
                         });
                     crate::failpoint::hit("observe-before-record");
@@ -2449,6 +2449,7 @@ pub(super) fn agent_spec(
                 model: start.model.filter(|m| !m.is_empty()),
                 session_id: &session,
                 max_turns: runner.max_turns,
+                transcripts: runner.transcripts,
                 extra_args: &runner.args,
                 git_dirs: &git_dirs,
             },

@@ -657,7 +657,7 @@ pub fn check(
                 (exit_code, timed_out),
                 true,
                 &output,
-                Some(&transcript),
+                r.transcripts.then_some(transcript.as_path()),
             )
         });
     let text = crate::store::read_limited(&output, validate::OUTPUT_LIMIT)

@@ -37,6 +37,8 @@ pub struct Runner {
     /// A harness runner's extra arguments.
     pub args: Vec<String>,
     pub max_turns: Option<u32>,
+    /// Whether the harness keeps (and the loop copies) the session's transcript.
+    pub transcripts: bool,
 }
 
 /// `land`: how a delivered lane reaches its target (SPEC 23.2).
@@ -491,7 +493,15 @@ fn role(
         )
     })?;
     let allowed: &[&str] = if kind.is_harness() {
-        &["kind", "program", "args", "env", "timeoutSec", "maxTurns"]
+        &[
+            "kind",
+            "program",
+            "args",
+            "env",
+            "timeoutSec",
+            "maxTurns",
+            "transcripts",
+        ]
     } else {
         &["kind", "argv", "env", "timeoutSec"]
     };
@@ -584,6 +594,17 @@ fn role(
     })?;
     Ok((
         Some(Runner {
+            transcripts: match def.get("transcripts") {
+                None | Some(Value::Null) => true,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return Err(invalid(
+                        step,
+                        &format!("{key}.transcripts"),
+                        "must be true or false",
+                    ))
+                }
+            },
             name: runner,
             kind,
             argv,

@@ -459,6 +459,7 @@ fn record_claude_outputs() {
                     "0badc0de0000400080000000000000{n:02x}"
                 )),
                 max_turns: None,
+                transcripts: true,
                 extra_args: &[],
                 git_dirs: &[],
             },
