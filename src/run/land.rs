@@ -349,6 +349,14 @@ pub fn retire(
         }
         let shown = w.display().to_string();
         git(root, &["worktree", "remove", &shown])?;
+        // The loop's own `<repo>.iced-worktrees` folder goes with its last worktree (a folder the
+        // person named in `build.worktreeDir` stays).
+        if let Some(parent) = w
+            .parent()
+            .filter(|p| p.to_string_lossy().ends_with(".iced-worktrees"))
+        {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
     let _ = git(root, &["worktree", "prune"]);
     if head.is_some() {

@@ -228,6 +228,10 @@ fn assert_landed_and_retired(
         !branch_exists(env, &lane_branch(id)),
         "the lane's branch is deleted"
     );
+    assert!(
+        !env.outside("repo.iced-worktrees").exists(),
+        "the loop's worktrees folder goes with its last worktree"
+    );
     let worktrees = env.git_out(&["worktree", "list", "--porcelain"]);
     assert_eq!(
         worktrees
@@ -1193,6 +1197,7 @@ fn run_show_and_handover_read_well_on_finished_runs() {
 
 const SHOW_LANDED: &str = "<run> (delivered, from its record: it has left the state)
 lane <unit> stage delivered attempt 1
+  landed: <sha>
   (brief, 1) done
   (worktree, 1) done
   (implement, 1) done

@@ -363,6 +363,27 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                     lane["stage"].as_str().unwrap_or(""),
                     lane["attempt"]
                 ));
+                // Where the work went: the landed commit, or the pull request.
+                let steps = lane["steps"].as_array().cloned().unwrap_or_default();
+                let done = |prefix: &str| {
+                    steps
+                        .iter()
+                        .rev()
+                        .find(|r| {
+                            r["status"] == "done"
+                                && r["step"].as_str().is_some_and(|s| s.starts_with(prefix))
+                        })
+                        .map(|r| r["outcome"].clone())
+                };
+                if let Some(url) =
+                    done("pr-open").and_then(|o| o["url"].as_str().map(str::to_owned))
+                {
+                    text.push_str(&format!("  pull request: {url}\n"));
+                } else if let Some(commit) =
+                    done("land-").and_then(|o| o["commit"].as_str().map(str::to_owned))
+                {
+                    text.push_str(&format!("  landed: {commit}\n"));
+                }
                 for r in lane["steps"].as_array().into_iter().flatten() {
                     text.push_str(&format!(
                         "  ({}, {}) {}\n",
