@@ -480,7 +480,8 @@ pub fn prepare(
                 format!("the sandbox of `{key}`: {e}"),
             ));
         }
-        let print = validate::fingerprint(&path, root, &branch)
+        let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
+        let print = validate::fingerprint(&path, root, &branch, lane_worktree.as_deref())
             .map_err(|e| crate::refusal::io_error(ctx.step, e))?;
         write_json(
             &dir.join("fingerprint.json"),
@@ -618,13 +619,17 @@ pub fn check(
     let before: Option<Fingerprint> = std::fs::read(dir.join("fingerprint.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let after = validate::fingerprint(&path, &ctx.repo.root, &branch);
+    let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
+    let after = validate::fingerprint(&path, &ctx.repo.root, &branch, lane_worktree.as_deref());
     let moved = match (&before, &after) {
         (Some(b), Ok(a)) => validate::moved(b, a),
         (_, Err(e)) => vec![format!("the sandbox could not be read: {e}")],
         (None, _) => vec!["the fingerprint taken before it started is missing".into()],
     };
-    let lane_branch_moved = moved.iter().any(|m| m.starts_with("the lane branch moved"));
+    // The lane itself was changed, not only the validator's own checkout.
+    let lane_branch_moved = moved.iter().any(|m| {
+        m.starts_with("the lane branch moved") || m.starts_with("the lane's worktree changed")
+    });
     let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
     // A harness's own result first: a failed run is a crash, and its answer may be in its final
     // message rather than in the output file (SPEC 20.8).
@@ -713,7 +718,7 @@ pub fn check(
                 // without restoring by force, which the loop never does.
                 l.stage = Stage::Blocked;
                 l.reason = Some(format!(
-                    "`{key}` moved the lane branch: {}; restore it and resume",
+                    "`{key}` changed the lane itself: {}; restore it and resume",
                     moved.join("; ")
                 ));
                 emit(

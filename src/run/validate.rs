@@ -542,7 +542,8 @@ pub fn contract_findings(
 // ------------------------------------------------------------------------------------------------
 
 /// What a validator could change: its worktree's HEAD and branch, the content of every dirty or
-/// untracked file there, and the lane branch itself.
+/// untracked file there, the lane branch itself, and the dirty or untracked files of the lane's
+/// own worktree (which nobody else writes while the lane is validated).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Fingerprint {
@@ -550,20 +551,13 @@ pub struct Fingerprint {
     pub branch: Option<String>,
     pub lane_branch_head: String,
     pub dirty: BTreeMap<String, String>,
+    #[serde(default)]
+    pub lane_dirty: BTreeMap<String, String>,
 }
 
-pub fn fingerprint(
-    worktree: &Path,
-    lane_root: &Path,
-    lane_branch: &str,
-) -> Result<Fingerprint, String> {
+/// Every dirty or untracked file of a worktree, by the hash of its content.
+fn dirty_files(worktree: &Path) -> Result<BTreeMap<String, String>, String> {
     use sha2::{Digest, Sha256};
-    let head = crate::git::run(worktree, &["rev-parse", "HEAD"])?;
-    let branch = crate::git::current_branch(worktree);
-    let lane_branch_head = crate::git::run(
-        lane_root,
-        &["rev-parse", &format!("refs/heads/{lane_branch}")],
-    )?;
     let status = crate::git::run(
         worktree,
         &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
@@ -580,11 +574,30 @@ pub fn fingerprint(
         };
         dirty.insert(path.to_owned(), hash);
     }
+    Ok(dirty)
+}
+
+pub fn fingerprint(
+    worktree: &Path,
+    lane_root: &Path,
+    lane_branch: &str,
+    lane_worktree: Option<&Path>,
+) -> Result<Fingerprint, String> {
+    let head = crate::git::run(worktree, &["rev-parse", "HEAD"])?;
+    let branch = crate::git::current_branch(worktree);
+    let lane_branch_head = crate::git::run(
+        lane_root,
+        &["rev-parse", &format!("refs/heads/{lane_branch}")],
+    )?;
     Ok(Fingerprint {
         head,
         branch,
         lane_branch_head,
-        dirty,
+        dirty: dirty_files(worktree)?,
+        lane_dirty: match lane_worktree.filter(|w| w.exists()) {
+            Some(w) => dirty_files(w)?,
+            None => BTreeMap::new(),
+        },
     })
 }
 
@@ -596,6 +609,28 @@ pub fn moved(before: &Fingerprint, after: &Fingerprint) -> Vec<String> {
             "the lane branch moved from {} to {}",
             short(&before.lane_branch_head),
             short(&after.lane_branch_head)
+        ));
+    }
+    let lane_files: Vec<&String> = after
+        .lane_dirty
+        .iter()
+        .filter(|(p, h)| before.lane_dirty.get(*p) != Some(*h))
+        .map(|(p, _)| p)
+        .chain(
+            before
+                .lane_dirty
+                .keys()
+                .filter(|p| !after.lane_dirty.contains_key(*p)),
+        )
+        .collect();
+    if !lane_files.is_empty() {
+        out.push(format!(
+            "the lane's worktree changed: {}",
+            lane_files
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if before.head != after.head {
@@ -855,6 +890,7 @@ mod tests {
             branch: None,
             lane_branch_head: "l".into(),
             dirty: BTreeMap::new(),
+            lane_dirty: BTreeMap::new(),
         };
         let mut b = a.clone();
         assert!(moved(&a, &b).is_empty());
@@ -863,5 +899,8 @@ mod tests {
         let m = moved(&a, &b);
         assert_eq!(m.len(), 2, "{m:?}");
         assert!(m[1].contains("x.txt"));
+        let mut c = a.clone();
+        c.lane_dirty.insert("stray.txt".into(), "h".into());
+        assert_eq!(moved(&a, &c), ["the lane's worktree changed: stray.txt"]);
     }
 }

@@ -607,16 +607,42 @@ fn a_validator_that_moves_the_lane_branch_blocks_the_lane_at_once() {
     assert_eq!(attempts_of(&env, "validator", "full"), [1], "not run again");
     let show = run_show(&env, &run);
     let reason = str_of(&show["lanes"][0], "reason");
-    assert!(reason.contains("moved the lane branch"), "{reason}");
+    assert!(
+        reason.contains("changed the lane itself: the lane branch moved"),
+        "{reason}"
+    );
     assert!(reason.contains("validate-full"), "{reason}");
     assert_eq!(record(&show, "validate-full")["status"], "failed");
     assert!(
         events(&env).iter().any(|e| e["event"] == "run_blocked"
             && e["reason"]
                 .as_str()
-                .is_some_and(|r| r.contains("moved the lane branch"))),
+                .is_some_and(|r| r.contains("the lane branch moved"))),
         "no run_blocked event"
     );
+}
+
+/// SPEC 22.2: a validator that writes into the lane's own worktree (not its sandbox) changed the
+/// lane: it blocks at once, naming the file.
+#[test]
+fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_once() {
+    // The sandbox is `<worktrees>/<lane>.validators/full-1`; the lane's worktree is beside it.
+    let script = implementer("")
+        + &section(
+            "*",
+            "validator",
+            "full",
+            &format!("write ../../{{lane}}/stray.txt left by a validator\nreport {PASS}"),
+        );
+    let (env, id) = validated(&script, &["full"], json!({}));
+    let (_, run) = build_to_end(&env, &id, 4, "blocked");
+    let show = run_show(&env, &run);
+    let reason = str_of(&show["lanes"][0], "reason");
+    assert!(
+        reason.contains("the lane's worktree changed: stray.txt"),
+        "{reason}"
+    );
+    assert_eq!(attempts_of(&env, "validator", "full"), [1], "not run again");
 }
 
 // ---- 7. answers that are not answers ------------------------------------------------------------
