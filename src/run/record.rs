@@ -258,7 +258,7 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
     let _ = writeln!(b, "# Handover\n");
     let _ = writeln!(
         b,
-        "In force: implementer {}; {}; up to {} attempts; landing `{}`; pace: {} lanes, {} agents at once.\n",
+        "In force: implementer {}; {}; up to {} attempts; landing `{}`; pace: {} lane{} and {} agent{} at once{}.\n",
         role(&s.implementer, &s.implementer_model),
         if s.independent {
             format!(
@@ -279,7 +279,14 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
         s.max_attempts,
         s.land.mode,
         s.pace.lanes,
-        s.pace.agents
+        if s.pace.lanes == 1 { "" } else { "s" },
+        s.pace.agents,
+        if s.pace.agents == 1 { "" } else { "s" },
+        s.pace.ruling.as_ref().map_or(String::new(), |r| format!(
+            " (ruling of {}: {})",
+            r["from"].as_str().unwrap_or("?"),
+            r["why"].as_str().unwrap_or("no reason given")
+        ))
     );
     if runs.is_empty() {
         let _ = writeln!(b, "No live run. Start one with `iced build <id>`.");

@@ -1214,7 +1214,7 @@ cost: unknown (1 agent that reported none)
 
 const HANDOVER_NONE: &str = r#"# Handover
 
-In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`; pace: 2 lanes, 2 agents at once.
+In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`; pace: 2 lanes and 2 agents at once.
 
 No live run. Start one with `iced build <id>`.
 "#;
@@ -1232,7 +1232,7 @@ cost: unknown (1 agent that reported none)
 "#;
 const HANDOVER_DELIVERED: &str = r#"# Handover
 
-In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `none`; pace: 2 lanes, 2 agents at once.
+In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `none`; pace: 2 lanes and 2 agents at once.
 
 ## <run> (delivered, process driver)
 
@@ -1242,7 +1242,7 @@ Drive it with `iced implement step` (repeat while it says `advanced` or `waiting
 "#;
 const HANDOVER_BLOCKED: &str = r#"# Handover
 
-In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`; pace: 2 lanes, 2 agents at once.
+In force: implementer runner `fake`; no independent validators (the loop's own checks only); up to 3 attempts; landing `merge`; pace: 2 lanes and 2 agents at once.
 
 ## <run> (blocked, process driver)
 

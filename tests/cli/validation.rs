@@ -1229,6 +1229,11 @@ fn a_run_keeps_its_pace_and_a_resume_on_another_is_refused_until_repaced() {
     let shown = run_show(&env, &run);
     assert_eq!(shown["pace"]["agents"], 1, "the ruling in force: {shown:#}");
     assert_eq!(shown["pace"]["ruling"]["why"], "quota halved");
+    let handover = env.iced(&["run", "handover"]).ok().stdout;
+    assert!(
+        handover.contains("1 agent at once (ruling of 2020-01-01T00:00:00Z: quota halved)"),
+        "{handover}"
+    );
 
     // The config changes under the live run: a person resuming it is told so.
     env.patch_config(&json!({"pace": {"rulings": []}}));
