@@ -936,7 +936,7 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
                 &ctx.paths,
                 run_id,
                 "ceiling_overrun",
-                json!({"alive": view.agents_alive, "ceiling": view.pace_agents}),
+                json!({"alive": view.agents_alive, "ceiling": view.pace_agents, "ruling": run_pace(ctx, run).ruling}),
             );
         }
         let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
