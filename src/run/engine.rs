@@ -1294,6 +1294,23 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             }
         }
     }
+    // Validators' results are checked outside the lock; their pace is applied here, once per
+    // record (marked `pace_applied`), so a call killed after recording a check loses nothing.
+    for lane in &mut run.lanes {
+        for record in lane.steps.iter_mut().filter(|r| {
+            super::judging::is_validator_step(&r.step) && r.status != StepStatus::Started
+        }) {
+            let Some(o) = record.outcome.as_mut() else {
+                continue;
+            };
+            if !o["harness"].is_object() || o.get("pace_applied").is_some() {
+                continue;
+            }
+            let limited = o["harness"]["rate_limited"] == true;
+            rate_limited = Some(limited || rate_limited == Some(true));
+            o["pace_applied"] = true.into();
+        }
+    }
     match rate_limited {
         Some(true) => pace_after_rate_limit(ctx, run),
         Some(false) => run.paced = 0,

@@ -751,19 +751,6 @@ pub fn check(
     if report.is_ok() {
         remove_sandbox(&ctx.repo.root, &path);
     }
-    if let Some((result, _)) = &harness {
-        let limited = result["rate_limited"] == true;
-        ctx.transact(|state| {
-            if let Some(run) = state.runs.get_mut(&snapshot.id) {
-                if limited {
-                    super::engine::pace_after_rate_limit(ctx, run);
-                } else {
-                    run.paced = 0;
-                }
-            }
-            Ok(())
-        })?;
-    }
     report
 }
 

@@ -765,3 +765,33 @@ fn codex_implements_and_validates_a_unit_through_the_mock_api() {
         "{seen:#?}"
     );
 }
+
+/// SPEC 20.10, for a validator: a 429 is neither a crash nor an answer; the run is paced, the
+/// validator runs again once it may, and the run is delivered.
+#[test]
+fn a_rate_limited_validator_paces_the_run_then_answers() {
+    let Some(program) = claude() else { return };
+    let limited = Rule::new("# Validate:", vec![Reply::Status(429)]).times(1);
+    let h = Harness::new(
+        &program,
+        vec![implementer(), limited, validator(PASS)],
+        json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}, "run": {"maxCrashRetries": 0}}),
+    );
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let show = h.show(str_of(&last, "run"));
+    assert_eq!(show["lanes"][0]["crashes"], 0, "{show:#}");
+    let events = h.env.read(".iced/run/events.jsonl");
+    let paced = events
+        .lines()
+        .filter(|l| l.contains(r#""event":"paced""#) && l.contains("rate_limited"))
+        .count();
+    assert_eq!(paced, 1, "{events}");
+    let validators = h
+        .api
+        .seen()
+        .iter()
+        .filter(|s| s.rule.as_deref() == Some("# Validate:"))
+        .count();
+    assert_eq!(validators, 2, "asked, limited, asked again");
+}
