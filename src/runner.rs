@@ -126,9 +126,17 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             }
         }
         Kind::Pi => {
-            push(&["-p", "--mode", "json"]);
+            // `--no-approve`: no extension or setting from the repository under work is loaded.
+            push(&["-p", "--mode", "json", "--no-approve"]);
+            push(&["--session-id", inv.session_id]);
+            if inv.read_only {
+                push(&["--tools", "read"]);
+            }
             if let Some(model) = inv.model {
                 push(&["--model", model]);
+            }
+            if !inv.transcripts {
+                push(&["--no-session"]);
             }
         }
     }
@@ -629,6 +637,20 @@ mod tests {
             ),
             "{w}"
         );
+    }
+
+    #[test]
+    fn pi_loads_nothing_from_the_repository_and_validators_only_read() {
+        let mut i = inv(false);
+        i.program = "pi";
+        let w = argv(Kind::Pi, &i).join(" ");
+        assert!(
+            w.starts_with("pi -p --mode json --no-approve --session-id 0badc0de-"),
+            "{w}"
+        );
+        assert!(!w.contains("--tools"), "{w}");
+        i.read_only = true;
+        assert!(argv(Kind::Pi, &i).join(" ").contains("--tools read"));
     }
 
     #[test]

@@ -795,3 +795,119 @@ fn a_rate_limited_validator_paces_the_run_then_answers() {
         .count();
     assert_eq!(validators, 2, "asked, limited, asked again");
 }
+
+/// The pi CLI and the folder of the Node it needs, or why they are not here (`ICED_PI`, and
+/// `ICED_PI_NODE_DIR` when the Node on PATH is too old; required by `ICED_REQUIRE_PI=1`).
+fn pi() -> Option<(PathBuf, Option<PathBuf>)> {
+    let found = std::env::var_os("ICED_PI")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var("ICED_REQUIRE_PI").as_deref() != Ok("1"),
+            "ICED_REQUIRE_PI=1 but no pi CLI at ICED_PI"
+        );
+        eprintln!("skipped: no pi CLI (set ICED_PI, and ICED_PI_NODE_DIR to a Node 22 bin folder)");
+    }
+    found.map(|p| (p, std::env::var_os("ICED_PI_NODE_DIR").map(PathBuf::from)))
+}
+
+/// SPEC 20.8, with pi: the real `pi -p --mode json` implements (its bash tool commits) and
+/// validates (read tool only) through the mock's Messages API, its endpoint set in its own
+/// models.json; the record names its session (the one the loop chose), model, turns and cost.
+#[test]
+fn pi_implements_and_validates_a_unit_through_the_mock_api() {
+    let Some((program, node_dir)) = pi() else {
+        return;
+    };
+    let api = MockApi::start(vec![implementer(), validator(PASS)]);
+    let (env, id) = TestEnv::buildable_with(|_| {
+        json!({
+            "runners": {"pi": {"kind": "pi", "program": program.display().to_string(), "timeoutSec": 120}},
+            "roles": {
+                "implementer": {"runner": "pi", "model": "anthropic/claude-sonnet-4-5"},
+                "validator": {"runner": "pi", "model": "anthropic/claude-opus-4-1"}
+            },
+            "verify": {
+                "independent": true,
+                "lenses": ["full"],
+                "commands": [{"argv": ["test", "-f", "src/session.txt"], "timeoutSec": 30}]
+            },
+            "run": {"maxCrashRetries": 0}
+        })
+    });
+    // pi's own folder: the mock as the Anthropic provider's endpoint, no retries.
+    let agent_dir = env.outside("pi-agent");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    std::fs::write(
+        agent_dir.join("models.json"),
+        json!({"providers": {"anthropic": {"baseUrl": api.url}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        agent_dir.join("settings.json"),
+        r#"{"retry": {"maxRetries": 0}}"#,
+    )
+    .unwrap();
+    let home = env.outside("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut path = node_dir.map(|d| d.into_os_string()).unwrap_or_default();
+    if !path.is_empty() {
+        path.push(":");
+    }
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let out = crate::env::run(
+        env.command()
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("PI_CODING_AGENT_DIR", &agent_dir)
+            .env("PI_OFFLINE", "1")
+            .env("PI_TELEMETRY", "0")
+            .env("PI_SKIP_VERSION_CHECK", "1")
+            .env("ANTHROPIC_API_KEY", API_KEY)
+            .args(["build", &id, "--json"]),
+    );
+    let last = last_line(&out);
+    let run = str_of(&last, "run").to_owned();
+    let tail = std::fs::read_to_string(env.path(&format!(
+        ".iced/run/{run}/{id}/activities/implement-1/stdout.txt"
+    )))
+    .unwrap_or_default();
+    assert_eq!(
+        last["status"],
+        "delivered",
+        "{out:#?}\nthe implementer printed (tail):\n{}",
+        &tail[tail.len().saturating_sub(3000)..]
+    );
+    let show = crate::env::run(
+        env.command()
+            .env("PATH", &path)
+            .args(["run", "show", &run, "--json"]),
+    )
+    .json();
+    let implement = record(&show, "implement");
+    let harness = &implement["outcome"]["harness"];
+    assert_eq!(
+        harness["session_id"],
+        iced::runner::session_id(str_of(implement, "nonce")),
+        "{harness:#}"
+    );
+    assert_eq!(harness["model"], "claude-sonnet-4-5", "{harness:#}");
+    assert_eq!(harness["turns"], 2, "{harness:#}");
+    assert!(
+        harness["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{harness:#}"
+    );
+    let copy = str_of(harness, "transcript");
+    assert!(!std::fs::read_to_string(copy).unwrap().contains(API_KEY));
+    let branch = format!("iced/{id}/{id}");
+    assert_eq!(
+        env.git_out(&["show", &format!("{branch}:src/session.txt")]),
+        "sessions end when idle\n"
+    );
+    let validate = record(&show, "validate-full");
+    assert_eq!(
+        validate["outcome"]["answer"]["verdict"], "pass",
+        "{validate:#}"
+    );
+}

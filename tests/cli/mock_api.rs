@@ -251,6 +251,19 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
                 return;
             }
             Reply::Tool { name, input } => {
+                // pi's shell tool is `bash` (with a timeout); Claude Code's is `Bash`.
+                let offers = |n: &str| {
+                    body["tools"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t["name"] == n))
+                };
+                let (name, input) = if name == "Bash" && !offers("Bash") && offers("bash") {
+                    let mut input = input;
+                    input["timeout"] = 60.into();
+                    ("bash".to_owned(), input)
+                } else {
+                    (name, input)
+                };
                 let blocks = vec![
                     json!({"type": "tool_use", "id": format!("toolu_{turn:02}"), "name": name, "input": input}),
                 ];
