@@ -529,7 +529,7 @@ fn validators(
 
 fn paced(view: &DecideView) -> String {
     format!(
-        "paced: no agent starts before {}",
+        "paced: paused until {}; no agent starts before then",
         view.paced_until.as_deref().unwrap_or("?")
     )
 }

@@ -367,6 +367,23 @@ pub fn admit(
             ));
         }
     }
+    // A new run starts agents: the ceiling must have room for one (SPEC 20.9).
+    if ctx.driver() == Driver::Process {
+        let alive: usize = state
+            .runs
+            .values()
+            .filter(|r| !r.status.is_ended())
+            .map(|r| agents_alive(ctx, r, true))
+            .sum();
+        let ceiling = ctx.settings.pace.agents as usize;
+        if alive >= ceiling {
+            return Err(ctx.refuse(
+                "ceiling-full",
+                format!("{alive} agents are alive in this repository, and pace.agents is {ceiling}"),
+                "build again when one has ended (`iced run list` shows the runs), or raise `pace.agents` (or give `--pace-agents`)",
+            ));
+        }
+    }
 
     // Every check passed: now, and only now, write.
     let run_id = format!(

@@ -1274,3 +1274,35 @@ fn a_work_window_pauses_launches_then_the_run_goes_on() {
     let events = env.read(".iced/run/events.jsonl");
     assert!(events.contains(r#""why":"work_window""#), "{events}");
 }
+
+/// SPEC 20.9: a new run is not admitted while the agents alive fill the ceiling; once they end,
+/// it is.
+#[test]
+fn a_new_run_is_refused_while_the_ceiling_is_full() {
+    let script = section(
+        "*",
+        "implementer",
+        "*",
+        "sleep 1\ncommit src/session.rs sessions refresh on activity\nreport-ok E1 E2",
+    );
+    let (env, first) = validated(
+        &script,
+        &["full"],
+        json!({"pace": {"agents": 1}, "verify": {"independent": false}}),
+    );
+    let second = env.approved_unit("idle sessions end");
+    env.commit_all("a second unit");
+    let (_, last) = build(&env, &first, &["--no-wait"], 0);
+    assert_eq!(last["action"], "waiting", "{last}");
+    let refused = env
+        .iced_json(&["build", &second])
+        .refused(3, "ceiling-full");
+    assert!(
+        str_of(&refused, "reason").contains("pace.agents is 1"),
+        "{refused}"
+    );
+    // The first run's agent ends: the second is admitted.
+    build(&env, &first, &[], 0);
+    let (_, last) = build(&env, &second, &[], 0);
+    assert_eq!(last["status"], "delivered", "{last}");
+}
