@@ -50,6 +50,9 @@ const KEYS: &[&str] = &[
     "backoffMaxSec",
     "workMinutes",
     "pauseMinutes",
+    // The same two as the seed spells them.
+    "work_minutes",
+    "pause_minutes",
 ];
 
 impl Pace {
@@ -140,10 +143,10 @@ impl Pace {
         if let Some(x) = positive("backoffMaxSec")? {
             self.backoff_max_sec = x;
         }
-        if let Some(x) = positive("workMinutes")? {
+        if let Some(x) = positive("workMinutes")?.or(positive("work_minutes")?) {
             self.work_minutes = Some(x);
         }
-        if let Some(x) = positive("pauseMinutes")? {
+        if let Some(x) = positive("pauseMinutes")?.or(positive("pause_minutes")?) {
             self.pause_minutes = Some(x);
         }
         Ok(())
@@ -232,6 +235,19 @@ mod tests {
         // Before any ruling: the repo's own value.
         let p = Pace::resolve(&user, &repo, &none, at("2026-10-01T00:00:00Z")).unwrap();
         assert_eq!((p.agents, p.ruling.is_none()), (3, true));
+    }
+
+    #[test]
+    fn the_work_window_may_be_spelled_as_the_seed_does() {
+        let now = at("2026-11-30T12:00:00Z");
+        let p = Pace::resolve(
+            &Value::Null,
+            &json!({"work_minutes": 50, "pause_minutes": 10}),
+            &Flags::default(),
+            now,
+        )
+        .unwrap();
+        assert_eq!((p.work_minutes, p.pause_minutes), (Some(50.0), Some(10.0)));
     }
 
     #[test]
