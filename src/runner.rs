@@ -431,6 +431,27 @@ fn parse_pi(stdout: &str) -> Option<HarnessResult> {
     Some(r)
 }
 
+/// Usage from pi's own session file, which holds each message once (its JSON output also holds
+/// every streamed delta, and only its tail is kept): turns, input and output tokens, and cost
+/// (when every assistant message reported one). `None` when it holds no assistant message.
+pub fn pi_session_usage(session: &str) -> Option<(u64, u64, u64, Option<f64>)> {
+    let (mut turns, mut input, mut output, mut cost, mut costed) = (0, 0, 0, 0.0, true);
+    for o in objects(session).filter(|o| o["type"] == "message") {
+        let m = &o["message"];
+        if m["role"] != "assistant" {
+            continue;
+        }
+        turns += 1;
+        input += u64_at(&m["usage"], "input").unwrap_or(0);
+        output += u64_at(&m["usage"], "output").unwrap_or(0);
+        match m["usage"]["cost"]["total"].as_f64() {
+            Some(c) => cost += c,
+            None => costed = false,
+        }
+    }
+    (turns > 0).then_some((turns, input, output, costed.then_some(cost)))
+}
+
 /// The answer in an agent's final message: its one fenced block marked `json`. None, or more than
 /// one, is no answer.
 pub fn fenced_json(text: &str) -> Option<String> {
@@ -888,6 +909,15 @@ mod tests {
         let cost = r.cost_usd.expect("pi reports a cost");
         assert!((cost - (0.005229 + 0.005613)).abs() < 1e-9, "{cost}");
         assert!(fenced_json(r.final_text.as_deref().unwrap()).is_some());
+    }
+
+    #[test]
+    fn pi_session_files_give_the_whole_usage() {
+        let (turns, input, output, cost) =
+            pi_session_usage(&fixture("pi", "session-success.jsonl")).expect("usage");
+        assert_eq!((turns, input, output), (2, 1533 + 1661, 84));
+        assert!((cost.unwrap() - (0.005229 + 0.005613)).abs() < 1e-9);
+        assert_eq!(pi_session_usage("{\"type\": \"session\"}\n"), None);
     }
 
     #[test]

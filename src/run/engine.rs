@@ -1461,6 +1461,19 @@ pub(super) fn read_harness(
     let mut value = result.to_value();
     if let (Some(session), Some(to)) = (&result.session_id, transcript) {
         if let Some(copied) = copy_transcript(kind, session, to) {
+            // pi's session file holds every message once: its usage is whole, where the output's
+            // kept tail may not be.
+            if kind == crate::runner::Kind::Pi {
+                let text = std::fs::read_to_string(&copied).unwrap_or_default();
+                if let Some((turns, input, output, cost)) = crate::runner::pi_session_usage(&text) {
+                    value["turns"] = turns.into();
+                    value["input_tokens"] = input.into();
+                    value["output_tokens"] = output.into();
+                    if let (Some(c), false) = (cost, result.is_error && input + output == 0) {
+                        value["cost_usd"] = c.into();
+                    }
+                }
+            }
             value["transcript"] = copied.into();
         }
     }
