@@ -17,7 +17,7 @@ mod tail;
 mod tests;
 
 pub use procinfo::pid_start_time;
-pub use spec::{ActivitySpec, Outcome, StreamSummary, SupervisorRecord};
+pub use spec::{expand_vars, ActivitySpec, Outcome, StreamSummary, SupervisorRecord};
 pub use supervise::supervise;
 pub use tail::{MAX_BYTES, MAX_LINES};
 

@@ -1222,7 +1222,7 @@ fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                                 ctx.transcript_path(&run_id, &lane_id, "implementer", attempt);
                             read_harness(
                                 &dir,
-                                r.kind,
+                                r,
                                 (outcome.exit_code, outcome.timed_out),
                                 false,
                                 &receipt,
@@ -1421,12 +1421,13 @@ fn paced_until(run: &Run) -> Option<String> {
 /// so a call killed after writing it finds it there and reads it as the agent's.
 pub(super) fn read_harness(
     dir: &Path,
-    kind: crate::runner::Kind,
+    runner: &super::settings::Runner,
     (exit_code, timed_out): (Option<i32>, bool),
     read_only: bool,
     output: &Path,
     transcript: Option<&Path>,
 ) -> (Value, Option<String>) {
+    let kind = runner.kind;
     let stdout = std::fs::read(dir.join(activity::files::STDOUT)).unwrap_or_default();
     let Some(result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
         let why = if timed_out {
@@ -1460,7 +1461,7 @@ pub(super) fn read_harness(
     }
     let mut value = result.to_value();
     if let (Some(session), Some(to)) = (&result.session_id, transcript) {
-        if let Some(copied) = copy_transcript(kind, session, to) {
+        if let Some(copied) = copy_transcript(runner, session, to) {
             // pi's session file holds every message once: its usage is whole, where the output's
             // kept tail may not be.
             if kind == crate::runner::Kind::Pi {
@@ -1483,17 +1484,30 @@ pub(super) fn read_harness(
 /// Copy a harness session's transcript to `to` (0600), secrets redacted (SPEC 20.8): the values
 /// of the variables iced passes the harness for its credentials, and keys by their shape. Done
 /// again whole by a call that died before recording it. Returns the path written.
-fn copy_transcript(kind: crate::runner::Kind, session: &str, to: &Path) -> Option<String> {
+fn copy_transcript(runner: &super::settings::Runner, session: &str, to: &Path) -> Option<String> {
     let var = |k: &str| std::env::var(k).ok();
-    let from = crate::runner::transcript_of(kind, session, &var)?;
+    let from = crate::runner::transcript_of(runner.kind, session, &var)?;
     let text = crate::store::read_limited(&from, 64 * 1024 * 1024).ok()?;
-    let secrets: Vec<String> = std::env::vars()
-        .filter(|(k, _)| {
-            kind.credential_prefixes().iter().any(|p| k.starts_with(p))
-                && (k.contains("KEY") || k.contains("TOKEN") || k.contains("SECRET"))
-        })
-        .map(|(_, v)| v)
+    // Secrets: every variable of iced's environment named like one, and the values the runner's
+    // `env` gives to variables named like one (whatever its template reads them from).
+    let secret_name = |k: &str| {
+        ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+            .iter()
+            .any(|w| k.to_ascii_uppercase().contains(w))
+    };
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let mut secrets: Vec<String> = vars
+        .iter()
+        .filter(|(k, _)| secret_name(k))
+        .map(|(_, v)| v.clone())
         .collect();
+    secrets.extend(
+        runner
+            .env
+            .iter()
+            .filter(|(k, _)| secret_name(k))
+            .map(|(_, t)| crate::activity::expand_vars(t, &vars)),
+    );
     let clean = crate::runner::redact(&String::from_utf8_lossy(&text), &secrets);
     if let Some(parent) = to.parent() {
         crate::store::create_dir_all(parent).ok()?;

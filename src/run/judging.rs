@@ -658,7 +658,7 @@ pub fn check(
             let transcript = ctx.transcript_path(&snapshot.id, lane_id, &role, attempt);
             super::engine::read_harness(
                 &dir,
-                r.kind,
+                r,
                 (exit_code, timed_out),
                 true,
                 &output,

@@ -11,6 +11,9 @@ use std::path::PathBuf;
 
 /// A dummy key: the mock only checks that one was sent. It must never be written anywhere.
 const API_KEY: &str = "sk-ant-test-PLANTED-0123456789";
+/// A credential in a variable whose name says nothing (`PROVIDER_CRED`), handed to the harness by
+/// a runner `env` entry that does (`MY_PROVIDER_AUTH_TOKEN`).
+const CRED: &str = "cred-PLANTED-987654321";
 
 /// The validator's answer when it passes the lane.
 const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "src/session.txt says so"}, {"id": "E2", "result": "pass", "evidence": "src/session.txt says so"}], "failures": [{"id": "F1", "triggered": false, "evidence": "nobody is signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "passwords untouched"}]}"#;
@@ -116,6 +119,7 @@ impl Harness {
                 .env("ICED_TEST_API", &self.api.url)
                 .env("ANTHROPIC_API_KEY", API_KEY)
                 .env("OPENAI_API_KEY", API_KEY)
+                .env("PROVIDER_CRED", CRED)
                 .env("CODEX_HOME", self.codex_home())
                 .args(args)
                 .arg("--json"),
@@ -594,12 +598,16 @@ fn a_transcript_is_captured_with_a_planted_key_redacted() {
         "# Brief: implement",
         vec![
             Reply::bash(&format!(
-                "echo {API_KEY} {SHAPED} >/dev/null && mkdir -p src && printf 'sessions end when idle\\n' > src/session.txt && git add src/session.txt && git commit -q -m 'sessions end when idle'"
+                "echo {API_KEY} {SHAPED} {CRED} >/dev/null && mkdir -p src && printf 'sessions end when idle\\n' > src/session.txt && git add src/session.txt && git commit -q -m 'sessions end when idle'"
             )),
             Reply::Text(format!("Done.\n\n```json\n{REPORT}\n```\n")),
         ],
     );
-    let h = Harness::new(&program, vec![planting, validator(PASS)], json!({}));
+    let h = Harness::new(
+        &program,
+        vec![planting, validator(PASS)],
+        json!({"runners": {"cc": {"env": {"MY_PROVIDER_AUTH_TOKEN": "${PROVIDER_CRED}"}}}}),
+    );
     let (out, last) = h.build();
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
@@ -617,7 +625,10 @@ fn a_transcript_is_captured_with_a_planted_key_redacted() {
         text.contains("sessions end when idle"),
         "the tool call is in it"
     );
-    assert!(!text.contains(API_KEY) && !text.contains(SHAPED), "{text}");
+    assert!(
+        !text.contains(API_KEY) && !text.contains(SHAPED) && !text.contains(CRED),
+        "{text}"
+    );
     assert!(text.contains("<redacted>"));
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
@@ -629,7 +640,8 @@ fn a_transcript_is_captured_with_a_planted_key_redacted() {
         .into_iter()
         .find(|p| p.ends_with(format!("{session}.jsonl")))
         .expect("the CLI's own transcript");
-    assert!(std::fs::read_to_string(original).unwrap().contains(API_KEY));
+    let original = std::fs::read_to_string(original).unwrap();
+    assert!(original.contains(API_KEY) && original.contains(CRED));
     // The validator's is there too.
     let validate = record(&show, "validate-full");
     assert!(
