@@ -358,7 +358,7 @@ fn a_denied_tool_fails_the_implementer() {
 }
 
 /// Records what the real Claude Code CLI prints in each shape of run the adapter must read
-/// (SPEC 20.8), into `fixtures/harness/claude/`, for `src/runner.rs`'s tests to parse. Run by hand
+/// (SPEC 20.8), into `fixtures/harness/claude/`, for the tests of `src/runner/` to parse. Run by hand
 /// when the pinned CLI changes: `ICED_CLAUDE=... cargo test --test cli record_claude_outputs --
 /// --ignored`.
 #[test]

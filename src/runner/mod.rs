@@ -1,9 +1,16 @@
 //! Harness runners (SPEC 20.8): how a coding-agent harness run headless is started, and what its
-//! machine output says about the run. Pure: argv from an invocation, a result from bytes, an answer
-//! from a final message. Nothing here starts a process or reads a file.
+//! machine output says about the run: argv from an invocation, a result from bytes (one module per
+//! harness), an answer from a final message, redaction. Nothing here starts a process; only
+//! `transcript_of` looks at the file system, to find where a harness kept a session.
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
+
+mod claude;
+mod codex;
+mod pi;
+
+pub use pi::pi_session_usage;
 
 /// Which harness a runner is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,9 +227,9 @@ impl HarnessResult {
 pub fn parse(kind: Kind, stdout: &str) -> Option<HarnessResult> {
     match kind {
         Kind::Command => None,
-        Kind::Claude => parse_claude(stdout),
-        Kind::Codex => parse_codex(stdout),
-        Kind::Pi => parse_pi(stdout),
+        Kind::Claude => claude::parse(stdout),
+        Kind::Codex => codex::parse(stdout),
+        Kind::Pi => pi::parse(stdout),
     }
 }
 
@@ -247,209 +254,6 @@ fn short(message: &str, max: usize) -> String {
 
 fn u64_at(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(Value::as_u64)
-}
-
-/// `claude -p --output-format json` (one result object) or `stream-json` (its last `result`).
-fn parse_claude(stdout: &str) -> Option<HarnessResult> {
-    let result = objects(stdout).filter(|o| o["type"] == "result").last()?;
-    let subtype = result["subtype"].as_str().unwrap_or("");
-    let status = result["api_error_status"].as_u64();
-    let api_error = result["api_error"].as_str();
-    let is_error = result["is_error"].as_bool().unwrap_or(true) || subtype != "success";
-    let usage = &result["usage"];
-    let input = u64_at(usage, "input_tokens");
-    let output = u64_at(usage, "output_tokens");
-    let zero_usage = input.unwrap_or(0) == 0 && output.unwrap_or(0) == 0;
-    let cost = result["total_cost_usd"]
-        .as_f64()
-        .filter(|c| !(is_error && zero_usage && *c == 0.0));
-    // The model actually used: the one `modelUsage` names with the most output.
-    let model = result["modelUsage"].as_object().and_then(|m| {
-        m.iter()
-            .max_by_key(|(_, u)| u["outputTokens"].as_u64().unwrap_or(0))
-            .map(|(name, _)| name.clone())
-    });
-    let text = result["result"].as_str().map(str::to_owned);
-    let overloaded = text
-        .as_deref()
-        .is_some_and(|t| t.contains("overloaded_error") || t.contains("Overloaded"));
-    let error = is_error.then(|| {
-        let why = match (status, api_error, subtype) {
-            (Some(code), _, _) => format!("the API answered HTTP {code}"),
-            (None, Some(e), _) => format!("the API call failed: {e}"),
-            (None, None, "success") => result["terminal_reason"]
-                .as_str()
-                .map_or("the harness reported an error".to_owned(), |r| {
-                    format!("the harness ended: {r}")
-                }),
-            (None, None, other) => format!("the harness ended: {other}"),
-        };
-        why
-    });
-    let denials = result["permission_denials"]
-        .as_array()
-        .map_or(0, |a| a.len() as u64);
-    Some(HarnessResult {
-        session_id: result["session_id"].as_str().map(str::to_owned),
-        model,
-        turns: u64_at(&result, "num_turns"),
-        cost_usd: cost,
-        input_tokens: input,
-        output_tokens: output,
-        is_error,
-        error: error
-            .or_else(|| (denials > 0).then(|| format!("{denials} tool call(s) were denied"))),
-        rate_limited: status == Some(429) || status == Some(529) || overloaded,
-        permission_denials: denials,
-        final_text: text,
-    })
-}
-
-/// `codex exec --json`: `thread.started`, `item.completed` (`agent_message`), `turn.completed`
-/// (usage), `turn.failed`. Its `error` events are notices of retries (`Reconnecting...`), not
-/// failures; a stream that ends without `turn.completed` (killed, or codex waiting for a network
-/// that never came) failed, with the last notice as its reason. Codex reports tokens, never a
-/// cost.
-fn parse_codex(stdout: &str) -> Option<HarnessResult> {
-    let mut r = HarnessResult::default();
-    let mut seen = false;
-    let mut completed = false;
-    let mut notice: Option<String> = None;
-    let (mut input, mut output) = (0u64, 0u64);
-    let limited = |m: &str| m.contains("429") || m.to_ascii_lowercase().contains("rate limit");
-    for o in objects(stdout) {
-        let kind = o["type"].as_str().unwrap_or("");
-        match kind {
-            "thread.started" => {
-                seen = true;
-                r.session_id = o["thread_id"].as_str().map(str::to_owned);
-            }
-            "turn.completed" => {
-                seen = true;
-                completed = true;
-                r.turns = Some(r.turns.unwrap_or(0) + 1);
-                input += u64_at(&o["usage"], "input_tokens").unwrap_or(0);
-                output += u64_at(&o["usage"], "output_tokens").unwrap_or(0);
-            }
-            "item.completed" if o["item"]["type"] == "agent_message" => {
-                seen = true;
-                r.final_text = o["item"]["text"].as_str().map(str::to_owned);
-            }
-            "turn.failed" => {
-                seen = true;
-                r.is_error = true;
-                let message = o["error"]["message"]
-                    .as_str()
-                    .unwrap_or("the harness reported an error");
-                r.rate_limited |= limited(message);
-                r.error = Some(short(message, 200));
-            }
-            "error" => {
-                seen = true;
-                notice = o["message"].as_str().map(str::to_owned);
-            }
-            _ => {}
-        }
-    }
-    if !seen {
-        return None;
-    }
-    if !completed && !r.is_error {
-        r.is_error = true;
-        r.rate_limited |= notice.as_deref().is_some_and(limited);
-        r.error = Some(match notice {
-            Some(n) => format!("no turn completed; last: {}", short(&n, 160)),
-            None => "no turn completed".into(),
-        });
-    }
-    r.input_tokens = Some(input);
-    r.output_tokens = Some(output);
-    Some(r)
-}
-
-/// `pi -p --mode json`: usage summed over `message_end` events of the assistant; a `stopReason`
-/// of `error` or `aborted` fails (pi exits 0 either way).
-fn parse_pi(stdout: &str) -> Option<HarnessResult> {
-    let mut r = HarnessResult::default();
-    let mut seen = false;
-    let (mut input, mut output, mut cost, mut costed) = (0u64, 0u64, 0f64, false);
-    for o in objects(stdout) {
-        if o["type"] == "session" {
-            r.session_id = o["id"].as_str().map(str::to_owned);
-        }
-        if o["type"] != "message_end" {
-            continue;
-        }
-        let message = &o["message"];
-        if message["role"] != "assistant" {
-            continue;
-        }
-        seen = true;
-        r.turns = Some(r.turns.unwrap_or(0) + 1);
-        if let Some(model) = message["model"].as_str() {
-            r.model = Some(model.to_owned());
-        }
-        let usage = &message["usage"];
-        input += u64_at(usage, "input").unwrap_or(0);
-        output += u64_at(usage, "output").unwrap_or(0);
-        if let Some(c) = usage["cost"]["total"].as_f64() {
-            cost += c;
-            costed = true;
-        }
-        let text: String = message["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["type"] == "text")
-            .filter_map(|c| c["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        if !text.is_empty() {
-            r.final_text = Some(text);
-        }
-        match message["stopReason"].as_str() {
-            Some("error") | Some("aborted") => {
-                r.is_error = true;
-                let why = message["errorMessage"]
-                    .as_str()
-                    .unwrap_or("the model call failed");
-                r.rate_limited |= why.contains("429") || why.contains("rate limit");
-                r.error = Some(short(why, 200));
-            }
-            _ => {
-                r.is_error = false;
-                r.error = None;
-            }
-        }
-    }
-    if !seen {
-        return None;
-    }
-    r.input_tokens = Some(input);
-    r.output_tokens = Some(output);
-    r.cost_usd = (costed && !(r.is_error && input + output == 0)).then_some(cost);
-    Some(r)
-}
-
-/// Usage from pi's own session file, which holds each message once (its JSON output also holds
-/// every streamed delta, and only its tail is kept): turns, input and output tokens, and cost
-/// (when every assistant message reported one). `None` when it holds no assistant message.
-pub fn pi_session_usage(session: &str) -> Option<(u64, u64, u64, Option<f64>)> {
-    let (mut turns, mut input, mut output, mut cost, mut costed) = (0, 0, 0, 0.0, true);
-    for o in objects(session).filter(|o| o["type"] == "message") {
-        let m = &o["message"];
-        if m["role"] != "assistant" {
-            continue;
-        }
-        turns += 1;
-        input += u64_at(&m["usage"], "input").unwrap_or(0);
-        output += u64_at(&m["usage"], "output").unwrap_or(0);
-        match m["usage"]["cost"]["total"].as_f64() {
-            Some(c) => cost += c,
-            None => costed = false,
-        }
-    }
-    (turns > 0).then_some((turns, input, output, costed.then_some(cost)))
 }
 
 /// The answer in an agent's final message: its one fenced block marked `json`. None, or more than
@@ -592,14 +396,18 @@ pub fn transcript_of(
         .find(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(name))
 }
 
-/// What the recorded argv shows of a harness start: the program and flags, nothing from `env`.
-pub fn describe(kind: Kind, argv: &[String]) -> Value {
-    json!({"kind": kind.as_str(), "argv": argv})
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A recorded output of a harness (`fixtures/harness/<kind>/<name>`).
+    pub(crate) fn fixture(kind: &str, name: &str) -> String {
+        let path = format!(
+            "{}/fixtures/harness/{kind}/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
 
     fn inv(read_only: bool) -> Invocation<'static> {
         Invocation {
@@ -700,109 +508,6 @@ mod tests {
         assert_eq!(fenced_json("```json\n{}"), None);
     }
 
-    /// What the real Claude Code CLI printed, recorded against the mock API
-    /// (`tests/cli/harness.rs`, `record_claude_outputs`).
-    fn claude_fixture(name: &str) -> HarnessResult {
-        let path = format!(
-            "{}/fixtures/harness/claude/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        parse(Kind::Claude, &text).unwrap_or_else(|| panic!("{name}: no result"))
-    }
-
-    #[test]
-    fn claude_success_reports_session_model_turns_cost_and_answer() {
-        let r = claude_fixture("success.json");
-        assert!(!r.is_error && !r.failed(false), "{r:?}");
-        assert_eq!(
-            r.session_id.as_deref(),
-            Some("0badc0de-0000-4000-8000-000000000000")
-        );
-        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
-        assert_eq!(r.turns, Some(2));
-        assert_eq!(r.cost_usd, Some(0.00162));
-        assert_eq!((r.input_tokens, r.output_tokens), (Some(240), Some(60)));
-        let answer = fenced_json(r.final_text.as_deref().unwrap()).expect("a json block");
-        assert!(answer.starts_with("{\"summary\""), "{answer}");
-    }
-
-    #[test]
-    fn claude_api_errors_fail_whatever_the_subtype_says_and_cost_unknown() {
-        for (name, status, limited) in [
-            ("api-error-500.json", 500, false),
-            ("rate-limited-429.json", 429, true),
-            ("overloaded-529.json", 529, true),
-        ] {
-            let r = claude_fixture(name);
-            assert!(r.is_error && r.failed(true), "{name}: {r:?}");
-            assert_eq!(
-                r.error.as_deref(),
-                Some(format!("the API answered HTTP {status}").as_str()),
-                "{name}"
-            );
-            assert_eq!(r.rate_limited, limited, "{name}");
-            assert_eq!(
-                r.cost_usd, None,
-                "{name}: zero usage after failing is unknown"
-            );
-            assert_eq!(
-                r.to_value()["cost_usd"],
-                "unknown",
-                "{name}: written as unknown"
-            );
-        }
-        let dropped = claude_fixture("connection-dropped.json");
-        assert!(dropped.is_error && !dropped.rate_limited);
-        assert_eq!(
-            dropped.error.as_deref(),
-            Some("the API call failed: connection_failed")
-        );
-        assert_eq!(dropped.cost_usd, None);
-    }
-
-    #[test]
-    fn claude_limits_fail_and_keep_what_they_cost() {
-        let turns = claude_fixture("max-turns.json");
-        assert!(turns.is_error);
-        assert_eq!(
-            turns.error.as_deref(),
-            Some("the harness ended: error_max_turns")
-        );
-        assert_eq!(turns.cost_usd, Some(0.00081));
-        let budget = claude_fixture("budget-exceeded.json");
-        assert!(budget.is_error);
-        assert_eq!(
-            budget.error.as_deref(),
-            Some("the harness ended: error_max_budget_usd")
-        );
-        assert_eq!(budget.cost_usd, Some(0.00081));
-    }
-
-    #[test]
-    fn a_denied_tool_fails_an_implementer_but_not_a_reader() {
-        let r = claude_fixture("tool-denied.json");
-        assert!(!r.is_error, "the CLI says success");
-        assert_eq!(r.permission_denials, 1);
-        assert!(
-            r.failed(false),
-            "an implementer whose tool was denied did not do its work"
-        );
-        assert!(!r.failed(true));
-        assert_eq!(r.error.as_deref(), Some("1 tool call(s) were denied"));
-    }
-
-    #[test]
-    fn a_claude_killed_mid_stream_left_no_result() {
-        let path = format!(
-            "{}/fixtures/harness/claude/killed-mid-stream.jsonl",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(path).unwrap();
-        assert!(text.contains("\"type\":\"system\""), "the stream had begun");
-        assert_eq!(parse(Kind::Claude, &text), None);
-    }
-
     #[test]
     fn each_harness_transcript_is_found_where_it_keeps_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -839,108 +544,6 @@ mod tests {
         assert_eq!(
             out,
             "key sk-<redacted> and Authorization: Bearer <redacted>; mine=<redacted>; task-abcdefghijklmnopqrstu sk-short"
-        );
-    }
-
-    fn fixture(kind: &str, name: &str) -> String {
-        let path = format!(
-            "{}/fixtures/harness/{kind}/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
-
-    #[test]
-    fn codex_success_reports_its_thread_tokens_and_answer_but_no_cost() {
-        let r = parse(Kind::Codex, &fixture("codex", "success.jsonl")).expect("a result");
-        assert!(!r.failed(false), "{r:?}");
-        assert_eq!(
-            r.session_id.as_deref(),
-            Some("01a229f2-7e13-7742-9c7f-abb6acc1ec3d")
-        );
-        assert_eq!((r.input_tokens, r.output_tokens), (Some(20301), Some(84)));
-        assert_eq!(r.turns, Some(1));
-        assert_eq!(r.cost_usd, None, "codex reports tokens only");
-        assert_eq!(r.to_value()["cost_usd"], "unknown");
-        let answer = fenced_json(r.final_text.as_deref().unwrap()).expect("a json block");
-        assert!(answer.contains("\"committed\": true"), "{answer}");
-    }
-
-    #[test]
-    fn codex_failures_are_its_turn_failed_or_a_stream_that_never_completed() {
-        let r = parse(Kind::Codex, &fixture("codex", "rate-limited-429.jsonl")).unwrap();
-        assert!(r.is_error && r.rate_limited, "{r:?}");
-        assert_eq!(
-            r.error.as_deref(),
-            Some("exceeded retry limit, last status: 429 Too Many Requests")
-        );
-        let r = parse(Kind::Codex, &fixture("codex", "api-error-500.jsonl")).unwrap();
-        assert!(r.is_error && !r.rate_limited, "{r:?}");
-        let r = parse(Kind::Codex, &fixture("codex", "connection-dropped.jsonl")).unwrap();
-        assert!(r.is_error, "{r:?}");
-        // Killed while waiting for a network that never came: its notices are not a success.
-        let r = parse(Kind::Codex, &fixture("codex", "api-unreachable.jsonl")).unwrap();
-        assert!(r.is_error, "{r:?}");
-        assert!(
-            r.error
-                .as_deref()
-                .unwrap()
-                .starts_with("no turn completed; last: Reconnecting"),
-            "{r:?}"
-        );
-        let r = parse(Kind::Codex, &fixture("codex", "killed-mid-stream.jsonl")).unwrap();
-        assert_eq!(r.error.as_deref(), Some("no turn completed"));
-    }
-
-    #[test]
-    fn pi_success_sums_usage_and_cost_over_its_messages() {
-        let r = parse(Kind::Pi, &fixture("pi", "success.jsonl")).expect("a result");
-        assert!(!r.failed(false), "{r:?}");
-        assert_eq!(
-            r.session_id.as_deref(),
-            Some("01a229f6-522f-7270-99ca-55f23f81880e")
-        );
-        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
-        assert_eq!(r.turns, Some(2));
-        assert_eq!(
-            (r.input_tokens, r.output_tokens),
-            (Some(1533 + 1661), Some(84))
-        );
-        let cost = r.cost_usd.expect("pi reports a cost");
-        assert!((cost - (0.005229 + 0.005613)).abs() < 1e-9, "{cost}");
-        assert!(fenced_json(r.final_text.as_deref().unwrap()).is_some());
-    }
-
-    #[test]
-    fn pi_session_files_give_the_whole_usage() {
-        let (turns, input, output, cost) =
-            pi_session_usage(&fixture("pi", "session-success.jsonl")).expect("usage");
-        assert_eq!((turns, input, output), (2, 1533 + 1661, 84));
-        assert!((cost.unwrap() - (0.005229 + 0.005613)).abs() < 1e-9);
-        assert_eq!(pi_session_usage("{\"type\": \"session\"}\n"), None);
-    }
-
-    #[test]
-    fn pi_failures_are_read_from_its_stop_reason_though_it_exits_0() {
-        for (name, limited) in [
-            ("api-error-500.jsonl", false),
-            ("rate-limited-429.jsonl", true),
-            ("connection-dropped.jsonl", false),
-        ] {
-            let r = parse(Kind::Pi, &fixture("pi", name)).expect("a result");
-            assert!(r.is_error, "{name}: {r:?}");
-            assert_eq!(r.rate_limited, limited, "{name}");
-        }
-        let r = parse(Kind::Pi, &fixture("pi", "api-error-500.jsonl")).unwrap();
-        assert!(r.error.as_deref().unwrap().starts_with("500 "), "{r:?}");
-        assert_eq!(r.cost_usd, None, "zero usage after failing is unknown");
-        // The dropped stream had begun: what it cost is known.
-        let r = parse(Kind::Pi, &fixture("pi", "connection-dropped.jsonl")).unwrap();
-        assert!(r.cost_usd.is_some_and(|c| c > 0.0), "{r:?}");
-        // Killed before any assistant message ended: no result at all.
-        assert_eq!(
-            parse(Kind::Pi, &fixture("pi", "killed-mid-stream.jsonl")),
-            None
         );
     }
 
