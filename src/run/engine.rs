@@ -1890,16 +1890,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             )
         }
         Next::Requeue { lane, key } => {
-            let l = run.lane_mut(lane).expect("lane");
-            let attempt = l.attempt;
-            let old: Vec<StepRecord> = l
-                .steps
-                .iter()
-                .filter(|r| r.step == *key && r.attempt == attempt)
-                .cloned()
-                .collect();
-            l.steps
-                .retain(|r| !(r.step == *key && r.attempt == attempt));
+            let old = run.lane_mut(lane).expect("lane").take_current(key);
             archive(ctx, &run_id, lane, &old)?;
             let until = run.next_eligible_at.clone().unwrap_or_default();
             report(
@@ -1911,15 +1902,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
         }
         Next::RelaunchDod { lane, key } => {
             let l = run.lane_mut(lane).expect("lane");
-            let attempt = l.attempt;
-            let old: Vec<StepRecord> = l
-                .steps
-                .iter()
-                .filter(|r| r.step == *key && r.attempt == attempt)
-                .cloned()
-                .collect();
-            l.steps
-                .retain(|r| !(r.step == *key && r.attempt == attempt));
+            let old = l.take_current(key);
             l.crashes += 1;
             archive(ctx, &run_id, lane, &old)?;
             report(

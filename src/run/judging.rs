@@ -181,21 +181,13 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &str) -> StepRepor
 
 /// Throw away a validator step that crashed or changed its tree; it is prepared again from scratch.
 pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<String, Refusal> {
-    let attempt = lane.attempt;
-    let old: Vec<StepRecord> = lane
-        .steps
-        .iter()
-        .filter(|r| r.step == key && r.attempt == attempt)
-        .cloned()
-        .collect();
+    let old = lane.take_current(key);
     let mutated = old.iter().any(|r| {
         r.outcome
             .as_ref()
             .is_some_and(|o| o.get("mutation").is_some())
     });
     let limited = old.iter().any(super::decide::rate_limited);
-    lane.steps
-        .retain(|r| !(r.step == key && r.attempt == attempt));
     if mutated {
         lane.mutations += 1;
     } else if !limited {

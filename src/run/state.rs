@@ -212,6 +212,17 @@ impl Lane {
             .find(|r| r.step == step && r.attempt == self.attempt)
     }
 
+    /// Take the records of `step` in the current attempt out of the lane (to archive them, so the
+    /// step runs again).
+    pub fn take_current(&mut self, step: &str) -> Vec<StepRecord> {
+        let attempt = self.attempt;
+        let (taken, kept) = std::mem::take(&mut self.steps)
+            .into_iter()
+            .partition(|r| r.step == step && r.attempt == attempt);
+        self.steps = kept;
+        taken
+    }
+
     pub fn record_mut(&mut self, step: &str) -> Option<&mut StepRecord> {
         let attempt = self.attempt;
         self.steps
