@@ -3098,17 +3098,22 @@ pub fn abandon(ctx: &Ctx<'_>, run_id: &str) -> Result<Run, Refusal> {
     })?;
     // Stop what still runs (outside the lock); their outcomes no longer matter.
     for lane in &run.lanes {
-        for record in lane
-            .steps
-            .iter()
-            .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
-        {
-            let dir = ctx.activity_dir(&run.id, &lane.id, &record.step, record.attempt);
-            let _ = activity::stop(&dir);
-            activity::kill_orphans(&dir);
-        }
+        stop_activities(ctx, &run.id, lane);
     }
     Ok(run)
+}
+
+/// Stop every activity of a lane that is still running, and what its dead supervisors left.
+fn stop_activities(ctx: &Ctx<'_>, run_id: &str, lane: &Lane) {
+    for record in lane
+        .steps
+        .iter()
+        .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
+    {
+        let dir = ctx.activity_dir(run_id, &lane.id, &record.step, record.attempt);
+        let _ = activity::stop(&dir);
+        activity::kill_orphans(&dir);
+    }
 }
 
 /// The lane of a run a verb names: by id, or by a unique part of it.
@@ -3221,15 +3226,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
     }
     // Stop what still runs (outside the lock); the gate refuses what has not started.
     if let Some(lane) = run.lane(&lane_id) {
-        for record in lane
-            .steps
-            .iter()
-            .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
-        {
-            let dir = ctx.activity_dir(&run.id, &lane.id, &record.step, record.attempt);
-            let _ = activity::stop(&dir);
-            activity::kill_orphans(&dir);
-        }
+        stop_activities(ctx, &run.id, lane);
     }
     Ok(run)
 }

@@ -199,26 +199,8 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let first = messages.first().map(|m| m.to_string()).unwrap_or_default();
         let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
-        let rule = rules
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|r| r.take(&first))
-            .cloned();
-        seen.lock().unwrap().push(Seen {
-            at: std::time::Instant::now(),
-            model: body["model"].as_str().unwrap_or("").to_owned(),
-            rule: rule.as_ref().map(|r| r.when.clone()),
-            turn,
-            authorization: req
-                .headers
-                .iter()
-                .any(|(k, _)| k == "x-api-key" || k == "authorization"),
-        });
-        let reply = rule
-            .and_then(|r| r.turns.get(turn).cloned())
-            .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()));
         let model = body["model"].as_str().unwrap_or("claude-mock").to_owned();
+        let reply = scripted(&req, &model, &first, turn, seen, rules);
         let stream = body["stream"].as_bool().unwrap_or(false);
         match reply {
             Reply::Status(code) => {
@@ -274,6 +256,36 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
     }
 }
 
+/// The reply the script gives the `turn`-th turn of a conversation asking `asked`, the request
+/// logged as seen.
+fn scripted(
+    req: &Request,
+    model: &str,
+    asked: &str,
+    turn: usize,
+    seen: &Mutex<Vec<Seen>>,
+    rules: &Mutex<Vec<Rule>>,
+) -> Reply {
+    let rule = rules
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.take(asked))
+        .cloned();
+    seen.lock().unwrap().push(Seen {
+        at: std::time::Instant::now(),
+        model: model.to_owned(),
+        rule: rule.as_ref().map(|r| r.when.clone()),
+        turn,
+        authorization: req
+            .headers
+            .iter()
+            .any(|(k, _)| k == "x-api-key" || k == "authorization"),
+    });
+    rule.and_then(|r| r.turns.get(turn).cloned())
+        .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()))
+}
+
 /// OpenAI's Responses API, streamed, as Codex speaks it: the conversation is `input`; a turn is a
 /// `function_call` the model already made; a Bash reply becomes a call of Codex's own shell tool.
 fn responses(
@@ -293,27 +305,8 @@ fn responses(
         .iter()
         .filter(|i| i["type"] == "function_call")
         .count();
-    let rule = rules
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|r| r.take(&asked))
-        .cloned();
     let model = body["model"].as_str().unwrap_or("gpt-mock").to_owned();
-    seen.lock().unwrap().push(Seen {
-        at: std::time::Instant::now(),
-        model: model.clone(),
-        rule: rule.as_ref().map(|r| r.when.clone()),
-        turn,
-        authorization: req
-            .headers
-            .iter()
-            .any(|(k, _)| k == "authorization" || k == "x-api-key"),
-    });
-    let reply = rule
-        .and_then(|r| r.turns.get(turn).cloned())
-        .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()));
-    let item = match reply {
+    let item = match scripted(req, &model, &asked, turn, seen, rules) {
         Reply::Status(code) => {
             let body =
                 json!({"error": {"message": format!("mock status {code}"), "type": "mock_error"}});
