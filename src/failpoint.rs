@@ -44,6 +44,7 @@ pub const ALL: &[&str] = &[
     "validator-after-check",
     "validator-after-remove",
     "archive-after-append",
+    "deliver-after-prepare",
     "deliver-after-commit",
     "deliver-after-record",
     "end-before-release",

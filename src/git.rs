@@ -111,3 +111,91 @@ pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
     args.extend(paths);
     run(dir, &args).map(|out| out.is_empty())
 }
+
+/// Run git with its index at `index` (a temporary index of the caller's), so that what the
+/// command builds never depends on the worktree's own index.
+pub fn run_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<String, String> {
+    let out = command(dir)
+        .env("GIT_INDEX_FILE", index)
+        .args(args)
+        .output()
+        .map_err(|e| format!("git could not be started: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+    } else {
+        Err(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("no message")
+        ))
+    }
+}
+
+/// Write `bytes` into the object store as a blob; its id.
+pub fn write_blob(dir: &Path, bytes: &[u8]) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = command(dir)
+        .args(["hash-object", "-w", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("git could not be started: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let written = stdin.write_all(bytes);
+    drop(stdin);
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("git hash-object: {e}"))?;
+    written.map_err(|e| format!("git hash-object: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`git hash-object` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The bytes of `path` in `commit`, if it is a file there no larger than `limit` bytes: `Ok(None)`
+/// when the path is absent (or not a blob), an error when git fails or the blob is larger.
+pub fn blob_at(
+    dir: &Path,
+    commit: &str,
+    path: &str,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, String> {
+    let spec = format!("{commit}:{path}");
+    let kind = command(dir)
+        .args(["cat-file", "-t", &spec])
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("git could not be started: {e}"))?;
+    if !kind.status.success() || String::from_utf8_lossy(&kind.stdout).trim() != "blob" {
+        return Ok(None);
+    }
+    let size: u64 = run(dir, &["cat-file", "-s", &spec])?
+        .trim()
+        .parse()
+        .map_err(|e| format!("git cat-file -s: {e}"))?;
+    if size > limit {
+        return Err(format!(
+            "`{path}` at {commit} is {size} bytes, over {limit}"
+        ));
+    }
+    let out = command(dir)
+        .args(["cat-file", "blob", &spec])
+        .output()
+        .map_err(|e| format!("git could not be started: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`git cat-file blob {spec}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(Some(out.stdout))
+}

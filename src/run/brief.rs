@@ -32,6 +32,40 @@ pub struct BriefInput<'a> {
 /// Constraints and failure conditions of every ancestor, nearest first (cycle-safe).
 pub fn ancestor_rules(repo: &Repo, unit_text: &str) -> String {
     let mut out = String::new();
+    for (id, items) in ancestors(repo, unit_text) {
+        match items {
+            None => {
+                let _ = writeln!(out, "- `{id}`: (not readable in this repository)");
+            }
+            Some(items) => {
+                for (item, text) in items {
+                    let _ = writeln!(out, "- {id}:{item} {text}");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The ids of the ancestors' constraints and failure conditions, written `<ancestor>:<id>` as the
+/// validators' prompt names them.
+pub fn ancestor_ids(repo: &Repo, unit_text: &str) -> Vec<String> {
+    ancestors(repo, unit_text)
+        .into_iter()
+        .flat_map(|(id, items)| {
+            items
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |(item, _)| format!("{id}:{item}"))
+        })
+        .collect()
+}
+
+/// Each ancestor, nearest first, with its constraints and failure conditions (id, text), or None
+/// when its file cannot be read (the walk stops there).
+#[allow(clippy::type_complexity)]
+fn ancestors(repo: &Repo, unit_text: &str) -> Vec<(String, Option<Vec<(String, String)>>)> {
+    let mut out = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     let mut parent = parse_unit(unit_text)
         .frontmatter
@@ -44,13 +78,17 @@ pub fn ancestor_rules(repo: &Repo, unit_text: &str) -> String {
         }
         seen.push(id.clone());
         let Ok(text) = read_text(&repo.unit_paths(&id).iced) else {
-            let _ = writeln!(out, "- `{id}`: (not readable in this repository)");
+            out.push((id, None));
             break;
         };
         let p = parse_unit(&text);
-        for item in p.constraints.iter().chain(&p.failures) {
-            let _ = writeln!(out, "- {id}:{} {}", item.id, item.text);
-        }
+        let items = p
+            .constraints
+            .iter()
+            .chain(&p.failures)
+            .map(|i| (i.id.clone(), i.text.clone()))
+            .collect();
+        out.push((id, Some(items)));
         parent = p
             .frontmatter
             .get("parent")

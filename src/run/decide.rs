@@ -395,6 +395,12 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
                 lane: id,
                 why: "another call is delivering".into(),
             },
+            Some(r)
+                if r.status == StepStatus::Failed
+                    && r.outcome.as_ref().is_some_and(|o| o.get("moved").is_some()) =>
+            {
+                moved(lane, view, r)
+            }
             Some(r) if r.status == StepStatus::Failed => Next::Block {
                 lane: id,
                 reason: "delivering failed".into(),
@@ -438,6 +444,7 @@ fn validators(
         };
         match record.status {
             StepStatus::Done => {}
+            StepStatus::Failed if flag("moved") => return Some(moved(lane, view, record)),
             StepStatus::Failed => {
                 let mutated = flag("mutation");
                 return Some(if mutated && lane.mutations >= view.max_mutations {
@@ -524,6 +531,45 @@ fn validators(
         })
     } else {
         None
+    }
+}
+
+/// The lane moved after it was judged (SPEC 24.3): nothing of it is validated or delivered; a new
+/// attempt judges everything again, or, with the attempts spent, the lane blocks naming the
+/// commits.
+fn moved(lane: &Lane, view: &DecideView, record: &super::state::StepRecord) -> Next {
+    let o = record.outcome.clone().unwrap_or_default();
+    let commits: Vec<String> = o["moved"]["commits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(str::to_owned))
+        .collect();
+    let short = |v: &serde_json::Value| {
+        let s = v.as_str().unwrap_or("?");
+        s[..s.len().min(12)].to_owned()
+    };
+    let reason = format!(
+        "the lane moved after it was judged: the verdict is about {}, the branch is at {}{}; nothing unjudged lands",
+        short(&o["moved"]["judged"]),
+        short(&o["moved"]["head"]),
+        if commits.is_empty() {
+            String::new()
+        } else {
+            format!(" (added: {})", commits.join("; "))
+        }
+    );
+    if lane.attempt >= view.max_attempts {
+        Next::Block {
+            lane: lane.id.clone(),
+            reason,
+        }
+    } else {
+        Next::Retry {
+            lane: lane.id.clone(),
+            reason: format!("{reason}; this attempt judges the branch as it is now"),
+            crashed: false,
+        }
     }
 }
 

@@ -1,68 +1,261 @@
 //! Delivering a lane whose receipt verified: the unit's close is written in the lane's own change
-//! (`evidence.md`, `verify.json`, `status: done`), committed on the lane branch, never left as an
-//! edit in the person's checkout. Idempotent: a commit this run already made is adopted.
+//! (`evidence.md`, `verify.json`, `status: done`, the metric events), committed on the lane branch,
+//! never left as an edit in the person's checkout.
 //!
-//! A call killed while its `git` runs leaves that `git` running (it outlives the call), so the
-//! next call's delivery can overlap it: HEAD is read once, everything is derived from that
-//! commit, and the branch moves only from it (`update-ref` with the old value). If it moved, the
-//! other call's commit is adopted when it is this run's delivery; there is never a second one.
+//! Only the judged head is delivered (SPEC 24.3): the close is a commit on top of the head the
+//! validators judged, built from that commit's tree in an index of the loop's own (never from the
+//! worktree's index, where an agent could have staged anything), and the branch moves to it only
+//! from the judged head (`update-ref` with the old value). A lane that moved after it was judged is
+//! not delivered. The commit is recorded as prepared before the branch moves, so a call killed in
+//! between is finished by the next, which adopts exactly that commit and no other.
 
-use super::engine::Ctx;
-use super::state::{Lane, Run, StepStatus};
+use super::engine::{finish, record_after, Ctx, StepReport};
+use super::state::{Lane, Run, Stage, StepStatus};
+use crate::refusal::Refusal;
 use crate::unit::frontmatter::{apply, Edit};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-const TRAILER_STEP: &str = "Iced-Step: deliver";
+/// A unit file, the metrics log and the close documents are read from git up to this size.
+const BLOB_LIMIT: u64 = 16 * 1024 * 1024;
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     crate::git::run(dir, args)
 }
 
-/// Is `commit` the delivery commit of this run?
-fn is_delivery(worktree: &Path, commit: &str, run: &str) -> bool {
-    let Ok(message) = git(worktree, &["log", "-1", "--format=%B", commit]) else {
-        return false;
+/// Why a lane was not delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Undelivered {
+    /// The lane's head is not the judged head: commits were added (or the branch was moved) after
+    /// the verdict.
+    Moved {
+        judged: String,
+        head: String,
+        commits: Vec<String>,
+    },
+    Failed(String),
+}
+
+impl From<String> for Undelivered {
+    fn from(e: String) -> Self {
+        Undelivered::Failed(e)
+    }
+}
+
+impl From<&str> for Undelivered {
+    fn from(e: &str) -> Self {
+        Undelivered::Failed(e.to_owned())
+    }
+}
+
+/// The head and tree the lane was judged on: the verdict's, or the receipt's when no validator ran
+/// (`verify.independent: false`). None for a lane recorded before heads were (it is then taken
+/// as it stands).
+pub fn judged_head(lane: &Lane) -> Option<(String, String)> {
+    let pick = |o: &Value| {
+        Some((
+            o.get("head")?.as_str()?.to_owned(),
+            o.get("tree")?.as_str()?.to_owned(),
+        ))
     };
-    message
-        .lines()
-        .any(|l| l.trim() == format!("Iced-Run: {run}"))
-        && message.lines().any(|l| l.trim() == TRAILER_STEP)
+    lane.outcome("judge")
+        .and_then(pick)
+        .or_else(|| lane.outcome("receipt").and_then(pick))
 }
 
-/// `git add`, again for up to 2 s while it fails: a `git` left running by a call that died here
-/// may hold the worktree's index lock for a moment.
-fn add_waiting(worktree: &Path, rel: &str) -> Result<String, String> {
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match git(worktree, &["add", "--", rel]) {
-            Err(_) if std::time::Instant::now() < give_up => {
-                std::thread::sleep(std::time::Duration::from_millis(50))
+/// The commits on `to` that `from` does not have (`from..to`), as `<sha> <subject>`, oldest first.
+fn commits_between(dir: &Path, from: &str, to: &str) -> Vec<String> {
+    git(
+        dir,
+        &[
+            "log",
+            "--reverse",
+            "--format=%h %s",
+            &format!("{from}..{to}"),
+        ],
+    )
+    .map(|l| l.lines().map(str::to_owned).collect())
+    .unwrap_or_default()
+}
+
+/// The deliver step, outside the lock: check the lane still holds the judged head, build and record
+/// the close commit, move the branch to it, and record the outcome.
+pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, Refusal> {
+    let lane = snapshot.lane(lane_id).expect("lane");
+    super::judging::remove_sandboxes(ctx, lane);
+    let result = deliver(ctx, snapshot, lane);
+    crate::failpoint::hit("deliver-after-commit");
+    let out = record_after(ctx, &snapshot.id, lane_id, "deliver", |l, record| {
+        match &result {
+            Ok(commit) => {
+                finish(record, StepStatus::Done, json!({"commit": commit}));
+                if ctx.settings.land.mode == "none" {
+                    l.stage = Stage::Delivered;
+                    Ok((
+                        "advanced",
+                        "delivered on the lane branch; call again to finish".to_owned(),
+                    ))
+                } else {
+                    l.stage = Stage::Land;
+                    l.land_round = 1;
+                    Ok((
+                        "advanced",
+                        format!(
+                            "the close is committed; it lands by `{}` next",
+                            ctx.settings.land.mode
+                        ),
+                    ))
+                }
             }
-            result => return result,
+            Err(Undelivered::Moved {
+                judged,
+                head,
+                commits,
+            }) => {
+                // Nothing unjudged is delivered: `decide` starts a new attempt, or blocks.
+                finish(
+                    record,
+                    StepStatus::Failed,
+                    json!({"moved": {"judged": judged, "head": head, "commits": commits}}),
+                );
+                Ok((
+                    "advanced",
+                    format!(
+                        "the lane moved after it was judged ({} commit(s) added); nothing is delivered",
+                        commits.len()
+                    ),
+                ))
+            }
+            Err(Undelivered::Failed(e)) => {
+                finish(record, StepStatus::Failed, json!({"error": e}));
+                l.stage = Stage::Blocked;
+                l.reason = Some(format!("deliver: {e}"));
+                Ok(("blocked", format!("delivering failed: {e}")))
+            }
         }
-    }
+    })?;
+    crate::failpoint::hit("deliver-after-record");
+    Ok(out)
 }
 
-pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> {
-    let worktree = Path::new(lane.worktree.as_deref().ok_or("the lane has no worktree")?);
-    // Read once: the evidence names this commit, the delivery's parent is this commit, and the
-    // branch moves only if it still points here.
-    let head = git(worktree, &["rev-parse", "HEAD"])?;
-    if is_delivery(worktree, &head, &run.id) {
-        return Ok(head);
+/// Record `commit` as the delivery this call is about to make, on the `deliver` record it owns.
+fn record_prepared(ctx: &Ctx<'_>, run: &str, lane: &str, commit: &str) -> Result<(), Undelivered> {
+    let (mine, _) = super::engine::me();
+    let recorded = ctx
+        .transact_pub(|state| {
+            let Some(record) = state
+                .runs
+                .get_mut(run)
+                .and_then(|r| r.lane_mut(lane))
+                .and_then(|l| l.record_mut("deliver"))
+                .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
+            else {
+                return Ok(false);
+            };
+            record.outcome = Some(json!({"prepared": commit}));
+            Ok(true)
+        })
+        .map_err(|r| Undelivered::Failed(r.reason))?;
+    if !recorded {
+        return Err(Undelivered::Failed(
+            "the deliver step moved on while this call worked".into(),
+        ));
     }
+    crate::failpoint::hit("deliver-after-prepare");
+    Ok(())
+}
+
+/// After the branch moved to the delivery: the worktree's index and the close files follow it,
+/// leaving anything else in the worktree as it was.
+fn settle_worktree(worktree: &Path, branch: &str, paths: &[String]) -> Result<(), String> {
+    if crate::git::current_branch(worktree).as_deref() != Some(branch) {
+        // Not on the lane branch (someone checked out another): nothing of it is ours to touch.
+        return Ok(());
+    }
+    git(worktree, &["reset", "-q"])?;
+    for path in paths {
+        // A close file the delivery does not hold (no metrics without validation) is skipped.
+        let _ = git(worktree, &["checkout", "-q", "HEAD", "--", path]);
+    }
+    Ok(())
+}
+
+pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelivered> {
+    let worktree = Path::new(lane.worktree.as_deref().ok_or("the lane has no worktree")?);
+    let branch = lane.branch.clone().ok_or("the lane has no branch")?;
+    let branch_ref = format!("refs/heads/{branch}");
+    let rel = format!("intent/{}", lane.unit);
+    let close_paths: Vec<String> = ["iced.md", "evidence.md", "verify.json"]
+        .iter()
+        .map(|f| format!("{rel}/{f}"))
+        .chain([".iced/metrics.jsonl".to_owned()])
+        .collect();
+    // Read once: the branch moves only if it still points here.
+    let current = git(worktree, &["rev-parse", "--verify", &branch_ref])?;
+    // A delivery this step prepared (a call that died before recording it): adopted if the
+    // branch is there, made again from the judged head if it is not.
+    let prepared = lane
+        .record("deliver")
+        .and_then(|r| r.outcome.as_ref())
+        .and_then(|o| o["prepared"].as_str())
+        .map(str::to_owned);
+    if prepared.as_deref() == Some(current.as_str()) {
+        settle_worktree(worktree, &branch, &close_paths)?;
+        return Ok(current);
+    }
+    let (judged, judged_tree) = match judged_head(lane) {
+        Some(j) => j,
+        None => {
+            let tree = git(worktree, &["rev-parse", &format!("{current}^{{tree}}")])?;
+            (current.clone(), tree)
+        }
+    };
+    if current != judged {
+        return Err(Undelivered::Moved {
+            commits: commits_between(worktree, &judged, &current),
+            judged,
+            head: current,
+        });
+    }
+    let head = judged;
     let receipt = lane
         .record("receipt")
         .filter(|r| r.status == StepStatus::Done)
         .and_then(|r| r.outcome.clone())
         .ok_or("the lane has no verified receipt")?;
-    let rel = format!("intent/{}", lane.unit);
-    let unit_path = worktree.join(&rel).join("iced.md");
-    let text = std::fs::read_to_string(&unit_path)
-        .map_err(|e| format!("read `{}`: {e}", unit_path.display()))?;
+    let report: Value = super::kept::load_from(Some(&receipt), "report")
+        .ok_or("the implementer's report, as the loop kept it, is missing or was changed")?;
+    let keys: Vec<String> = lane
+        .steps
+        .iter()
+        .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
+        .map(|r| r.step.clone())
+        .collect();
+    let answers: BTreeMap<String, Value> = keys
+        .iter()
+        .filter_map(|k| {
+            super::kept::load_from::<Value>(
+                lane.record(k).and_then(|r| r.outcome.as_ref()),
+                "answer",
+            )
+            .map(|a| (k.clone(), a))
+        })
+        .collect();
+    let text_at = |commit: &str, path: &str| -> Result<Option<String>, String> {
+        crate::git::blob_at(worktree, commit, path, BLOB_LIMIT)
+            .map(|b| b.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    };
+    let unit_path = format!("{rel}/iced.md");
+    let text = text_at(&head, &unit_path)?
+        .ok_or_else(|| format!("`{unit_path}` is not in the judged head {head}"))?;
     let parsed = crate::unit::parse_unit(&text);
+    // The autonomy that decides an automatic acceptance is the approved unit's, at the run's base,
+    // never the lane's copy (SPEC 24.2).
+    let at_base = text_at(run.base_of(lane), &unit_path)?
+        .map(|t| crate::unit::parse_unit(&t))
+        .unwrap_or_else(|| parsed.clone());
     let now = crate::clock::now_iso();
     let log = git(
         worktree,
@@ -79,9 +272,9 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         .map(|l| l.split_once(' ').unwrap_or((l, "")))
         .collect();
 
-    let risk = parsed.frontmatter.str("risk").and_then(|r| r.parse().ok());
+    let risk = at_base.frontmatter.str("risk").and_then(|r| r.parse().ok());
     let level = crate::unit::kinds::effective_autonomy(
-        parsed
+        at_base
             .frontmatter
             .get("autonomy")
             .and_then(crate::unit::Scalar::as_int),
@@ -94,7 +287,10 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         lane,
         run,
         receipt: &receipt,
+        report: &report,
+        answers: &answers,
         head: &head,
+        tree: &judged_tree,
         commits: &commits,
         now: &now,
         effective_autonomy: level,
@@ -109,10 +305,13 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         edits.push(Edit::set("accepted_by", "auto"));
     }
     let closed = apply(&text, &edits);
-    let md = close.evidence_md;
-    let verify_json = close.verify_json;
-    // The verify metric (and the automatic acceptance) travel in the landing change too.
-    let metric = |event: &str, data: Value| -> Result<(), String> {
+    // The verify metric (and the automatic acceptance) travel in the landing change too: the
+    // judged head's log with this delivery's lines after it.
+    let mut metrics = text_at(&head, ".iced/metrics.jsonl")?.unwrap_or_default();
+    if !metrics.is_empty() && !metrics.ends_with('\n') {
+        metrics.push('\n');
+    }
+    let metric = |metrics: &mut String, event: &str, data: Value| {
         let mut line = serde_json::Map::new();
         line.insert("ts".into(), now.clone().into());
         line.insert("id".into(), lane.unit.clone().into());
@@ -130,36 +329,51 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         {
             line.insert("autonomy".into(), a.into());
         }
-        let mut text = serde_json::to_string(&line).expect("serialises");
-        text.push('\n');
-        let path = worktree.join(".iced").join("metrics.jsonl");
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        }
-        crate::store::append(&path, text.as_bytes(), 0o644).map_err(|e| e.to_string())
+        metrics.push_str(&serde_json::to_string(&line).expect("serialises"));
+        metrics.push('\n');
     };
+    let mut files: Vec<(String, String)> = vec![
+        (format!("{rel}/iced.md"), closed),
+        (format!("{rel}/evidence.md"), close.evidence_md),
+        (format!("{rel}/verify.json"), close.verify_json),
+    ];
     if close.validated {
-        metric("verify", json!({"result": "pass", "attempt": lane.attempt}))?;
+        metric(
+            &mut metrics,
+            "verify",
+            json!({"result": "pass", "attempt": lane.attempt}),
+        );
         if close.status == "accepted" {
-            metric("accept", json!({"auto": true}))?;
+            metric(&mut metrics, "accept", json!({"auto": true}));
         }
+        files.push((".iced/metrics.jsonl".into(), metrics));
     }
-
-    let dir = worktree.join(&rel);
-    for (name, body) in [
-        ("iced.md", closed.as_str()),
-        ("evidence.md", md.as_str()),
-        ("verify.json", verify_json.as_str()),
-    ] {
-        crate::store::write_atomic(&dir.join(name), body.as_bytes(), 0o644)
-            .map_err(|e| e.to_string())?;
+    // The close's tree: the judged head's, with these files, built in an index of our own.
+    let index: PathBuf = ctx
+        .activity_dir(&run.id, &lane.id, "deliver", lane.attempt)
+        .join("index");
+    if let Some(dir) = index.parent() {
+        crate::store::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
-    add_waiting(worktree, &rel)?;
-    if close.validated {
-        add_waiting(worktree, ".iced/metrics.jsonl")?;
+    let _ = std::fs::remove_file(&index);
+    crate::git::run_with_index(worktree, &index, &["read-tree", &head])?;
+    for (path, body) in &files {
+        let blob = crate::git::write_blob(worktree, body.as_bytes())?;
+        crate::git::run_with_index(
+            worktree,
+            &index,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("100644,{blob},{path}"),
+            ],
+        )?;
     }
+    let tree = crate::git::run_with_index(worktree, &index, &["write-tree"])?;
+    let _ = std::fs::remove_file(&index);
     let message = format!(
-        "iced: deliver {}\n\nThe loop's close of the unit: status {}, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\n{TRAILER_STEP}\n",
+        "iced: deliver {}\n\nThe loop's close of the unit: status {}, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\nIced-Step: deliver\n",
         lane.unit, close.status, run.id, lane.id
     );
     let mut args: Vec<String> = Vec::new();
@@ -171,9 +385,6 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
             "user.email=iced@localhost".into(),
         ]);
     }
-    // The commit of the index (this call's files on top of `head`), then the branch moved to it
-    // only from `head`: what `git commit` does, minus hooks, with a compare-and-swap.
-    let tree = git(worktree, &["write-tree"])?;
     args.push("commit-tree".into());
     // `git commit` signs when `commit.gpgSign` says so; `commit-tree` only when asked.
     if git(worktree, &["config", "--bool", "commit.gpgSign"]).is_ok_and(|v| v == "true") {
@@ -182,21 +393,33 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
     args.extend([tree, "-p".into(), head.clone(), "-m".into(), message]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let commit = git(worktree, &args)?;
-    match git(
+    record_prepared(ctx, &run.id, &lane.id, &commit)?;
+    if let Err(e) = git(
         worktree,
-        &["update-ref", "-m", "iced: deliver", "HEAD", &commit, &head],
+        &[
+            "update-ref",
+            "-m",
+            "iced: deliver",
+            &branch_ref,
+            &commit,
+            &head,
+        ],
     ) {
-        Ok(_) => Ok(commit),
-        Err(e) => {
-            // The branch moved under this call: another call's delivery is adopted, nothing else.
-            let now = git(worktree, &["rev-parse", "HEAD"])?;
-            if is_delivery(worktree, &now, &run.id) {
-                Ok(now)
+        let now = git(worktree, &["rev-parse", "--verify", &branch_ref])?;
+        if now != commit {
+            return Err(if now != head {
+                Undelivered::Moved {
+                    commits: commits_between(worktree, &head, &now),
+                    judged: head,
+                    head: now,
+                }
             } else {
-                Err(e)
-            }
+                Undelivered::Failed(e)
+            });
         }
     }
+    settle_worktree(worktree, &branch, &close_paths)?;
+    Ok(commit)
 }
 
 /// What the close of a unit is made from.
@@ -205,7 +428,13 @@ pub struct Close<'a> {
     pub lane: &'a Lane,
     pub run: &'a Run,
     pub receipt: &'a Value,
+    /// The implementer's report as the loop kept it (SPEC 24.5).
+    pub report: &'a Value,
+    /// Each validator's answer of this round as the loop kept it, by step key.
+    pub answers: &'a std::collections::BTreeMap<String, Value>,
+    /// The judged head (SPEC 24.3) and its tree.
     pub head: &'a str,
+    pub tree: &'a str,
     /// The commits of the delivered range, oldest first: sha and subject.
     pub commits: &'a [(&'a str, &'a str)],
     pub now: &'a str,
@@ -252,7 +481,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
         .expectations
         .iter()
         .map(|e| {
-            let claimed: Vec<&Value> = c.receipt["evidence"]
+            let claimed: Vec<&Value> = c.report["evidence"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -274,7 +503,8 @@ pub fn documents(c: &Close<'_>) -> Closed {
         .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
         .map(|r| {
             let o = r.outcome.clone().unwrap_or(Value::Null);
-            json!({"name": r.step.trim_start_matches("validate-"), "answered": !o["answer"].is_null(), "verdict": o["answer"]["verdict"], "problem": o["problem"], "notes": o["answer"]["notes"]})
+            let answer = c.answers.get(&r.step).cloned().unwrap_or(Value::Null);
+            json!({"name": r.step.trim_start_matches("validate-"), "answered": !answer.is_null(), "verdict": answer["verdict"], "problem": o["problem"], "notes": answer["notes"]})
         })
         .collect();
     let verdict = json!({
@@ -290,9 +520,10 @@ pub fn documents(c: &Close<'_>) -> Closed {
         "status": status,
         "base": c.run.base_of(lane),
         "head": c.head,
+        "tree": c.tree,
         "commits": c.commits.iter().map(|(sha, _)| *sha).collect::<Vec<_>>(),
         "commands": c.receipt["commands"],
-        "summary": c.receipt["summary"],
+        "summary": c.report["summary"],
         "expectations": expectations,
         "failures": merged["failures"],
         "constraints": merged["constraints"],
@@ -360,7 +591,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
     let _ = writeln!(
         md,
         "## Builder summary\n\n{}\n",
-        c.receipt["summary"].as_str().unwrap_or("")
+        c.report["summary"].as_str().unwrap_or("")
     );
     let _ = writeln!(md, "## Definition of done\n");
     let commands = c.receipt["commands"]
@@ -384,7 +615,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
         .steps
         .iter()
         .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
-        .filter(|r| r.outcome.as_ref().is_some_and(|o| o["answer"].is_object()))
+        .filter(|r| c.answers.contains_key(&r.step))
         .collect();
     let _ = writeln!(md, "\n## Expectations\n");
     for e in &expectations {
@@ -422,7 +653,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
             );
         }
         for r in &answered {
-            let answer = &r.outcome.as_ref().expect("answered")["answer"];
+            let answer = &c.answers[&r.step];
             for j in answer["expectations"].as_array().into_iter().flatten() {
                 if j["id"] == e["id"] {
                     let said = j["evidence"].as_str().unwrap_or("");

@@ -1932,7 +1932,12 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
         }
         Next::Deliver { lane } => {
             let l = run.lane_mut(lane).expect("lane");
-            let record = started("deliver", l.attempt, None, None);
+            let mut record = started("deliver", l.attempt, None, None);
+            // A delivery commit a dead call prepared is kept: the next call adopts exactly it.
+            record.outcome = l
+                .record("deliver")
+                .and_then(|r| r.outcome.clone())
+                .filter(|o| o.get("prepared").is_some());
             l.steps
                 .retain(|r| !(r.step == "deliver" && r.attempt == record.attempt));
             l.steps.push(record);
@@ -2390,48 +2395,7 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
             super::judging::launch_all(ctx, snapshot, &lane, &keys)
         }
         Pending::CheckValidator { lane, key } => super::judging::check(ctx, snapshot, &lane, &key),
-        Pending::Deliver { lane } => {
-            let l = snapshot.lane(&lane).expect("lane");
-            super::judging::remove_sandboxes(ctx, l);
-            let result = super::deliver::deliver(ctx, snapshot, l);
-            crate::failpoint::hit("deliver-after-commit");
-            let out = record_after(
-                ctx,
-                &snapshot.id,
-                &lane,
-                "deliver",
-                |l, record| match &result {
-                    Ok(commit) => {
-                        finish(record, StepStatus::Done, json!({"commit": commit}));
-                        if ctx.settings.land.mode == "none" {
-                            l.stage = Stage::Delivered;
-                            Ok((
-                                "advanced",
-                                "delivered on the lane branch; call again to finish".to_owned(),
-                            ))
-                        } else {
-                            l.stage = Stage::Land;
-                            l.land_round = 1;
-                            Ok((
-                                "advanced",
-                                format!(
-                                    "the close is committed; it lands by `{}` next",
-                                    ctx.settings.land.mode
-                                ),
-                            ))
-                        }
-                    }
-                    Err(e) => {
-                        finish(record, StepStatus::Failed, json!({"error": e}));
-                        l.stage = Stage::Blocked;
-                        l.reason = Some(format!("deliver: {e}"));
-                        Ok(("blocked", format!("delivering failed: {e}")))
-                    }
-                },
-            )?;
-            crate::failpoint::hit("deliver-after-record");
-            Ok(out)
-        }
+        Pending::Deliver { lane } => super::deliver::step(ctx, snapshot, &lane),
     }
 }
 
@@ -2678,12 +2642,25 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             on_branch.unwrap_or_else(|| "a detached HEAD".into())
         ));
     }
+    // The head this receipt judges, read once: the definition of done, the validators and the
+    // delivery all refer to exactly this commit (SPEC 24.3).
+    let head = crate::git::run(
+        &worktree,
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+    )
+    .unwrap_or_default();
+    let tree =
+        crate::git::run(&worktree, &["rev-parse", &format!("{head}^{{tree}}")]).unwrap_or_default();
     let ahead = crate::git::run(
         &worktree,
         &[
             "rev-list",
             "--count",
-            &format!("{}..{branch}", run.base_of(lane)),
+            &format!("{}..{head}", run.base_of(lane)),
         ],
     )
     .ok()
@@ -2702,9 +2679,7 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     }
     let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
     let mut handback = None;
-    let mut evidence = Value::Null;
-    let mut summary = Value::Null;
-    let mut dispositions = Value::Null;
+    let mut kept = Value::Null;
     match report::read(&receipt) {
         Ok(r) => {
             if let Some(h) = &r.handback {
@@ -2727,16 +2702,21 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
                     }
                 }
             }
-            evidence = serde_json::to_value(&r.evidence).expect("serialises");
-            summary = r.summary.clone().into();
             if r.handback.is_none() {
-                missing.extend(super::judging::disposition_gaps(ctx, run, lane, &r));
+                missing.extend(super::judging::disposition_gaps(ctx, run, lane, &r, &head));
             }
-            dispositions = serde_json::to_value(&r.dispositions).expect("serialises");
+            // The report as the loop took it, in a file of its own (SPEC 24.5).
+            let copy = ctx
+                .lane_dir(&run.id, &lane.id)
+                .join(format!("receipt-{}.json", lane.attempt));
+            match super::kept::keep(&copy, &r) {
+                Ok(k) => kept = serde_json::to_value(k).expect("serialises"),
+                Err(e) => missing.push(format!("the report could not be kept: {e}")),
+            }
         }
         Err(p) => missing.push(format!("{}: {}", p.code, p.message)),
     }
-    json!({"missing": missing, "ahead": ahead, "handback": handback, "summary": summary, "evidence": evidence, "dispositions": dispositions})
+    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "handback": handback, "report": kept})
 }
 
 /// All commands and checks are in: the receipt verifies or names every gap at once.
@@ -2802,7 +2782,7 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "summary": checks["summary"], "evidence": checks["evidence"], "dispositions": checks["dispositions"], "handback": handback}),
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "head": checks["head"], "tree": checks["tree"], "report": checks["report"], "handback": handback}),
     );
     emit(
         &ctx.paths,
@@ -2815,11 +2795,12 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         lane.reason = Some(reason);
     } else if verified {
         // The dispositions of a fix round are now facts of the branch: record them on the findings.
-        let dispositions = lane
-            .record("receipt")
-            .and_then(|r| r.outcome.as_ref())
-            .map(|o| o["dispositions"].clone())
-            .unwrap_or(Value::Null);
+        let dispositions = super::kept::load_from::<report::Report>(
+            lane.record("receipt").and_then(|r| r.outcome.as_ref()),
+            "report",
+        )
+        .map(|r| serde_json::to_value(r.dispositions).expect("serialises"))
+        .unwrap_or(Value::Null);
         super::judging::apply_dispositions(lane, &dispositions);
         if independent {
             if lane.validators.is_empty() {
@@ -2910,6 +2891,8 @@ fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepR
         if let Err(p) = report::read(&expected) {
             let remedy = if p.code == "report-forged" {
                 "the report is the agent's claim; the verdict and finding ids are the loop's: remove the field and hand it in again"
+            } else if p.code == "report-too-large" {
+                "shorten the report to 256 KiB or less (evidence points at tests and files; it does not hold them), then hand it in again"
             } else {
                 "fix the report (spec/schema/report.schema.json), then hand it in again"
             };
@@ -3061,6 +3044,13 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                     lane.released = false;
                     lane.land_round = lane.land_round.max(1) + 1;
                     lane.crashes = 0;
+                    // A person resumed this round: what they did on the lane branch is theirs to
+                    // land (SPEC 23.3, 24.3); the landing records what it takes.
+                    let mut record = started(&format!("resume-{}", lane.land_round), lane.attempt, None, None);
+                    record.pid = None;
+                    record.pid_start = None;
+                    finish(&mut record, StepStatus::Done, json!({"by": "person"}));
+                    lane.steps.push(record);
                     continue;
                 }
                 lane.released = false;

@@ -203,18 +203,26 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<S
     })
 }
 
-fn answers(lane: &Lane, keys: &[String]) -> Vec<(String, Option<Answer>)> {
+/// Each validator's answer, read back from the copy the loop kept (SPEC 24.5); a copy that is
+/// missing or changed is no answer.
+pub fn answers(lane: &Lane, keys: &[String]) -> Vec<(String, Option<Answer>)> {
     keys.iter()
         .map(|key| {
-            let answer = lane
-                .record(key)
-                .and_then(|r| r.outcome.as_ref())
-                .and_then(|o| o.get("answer"))
-                .filter(|a| !a.is_null())
-                .and_then(|a| serde_json::from_value::<Answer>(a.clone()).ok());
+            let answer = super::kept::load_from::<Answer>(
+                lane.record(key).and_then(|r| r.outcome.as_ref()),
+                "answer",
+            );
             (name_of(key).to_owned(), answer)
         })
         .collect()
+}
+
+/// The ids a validator of `unit_text` may answer about (SPEC 24.4).
+pub fn known_ids(ctx: &Ctx<'_>, unit_text: &str) -> validate::KnownIds {
+    validate::KnownIds::of(
+        &crate::unit::parse_unit(unit_text),
+        &super::brief::ancestor_ids(ctx.repo, unit_text),
+    )
 }
 
 /// Every validator of the round answered (or could not): merge what they said, mint the findings,
@@ -235,12 +243,16 @@ pub fn judge(
     let unit = crate::unit::parse_unit(&text);
     let answers = answers(lane, &keys);
     let merged = validate::merge(&unit, &answers);
+    // The verdict is about the head the receipt recorded, which every sandbox checked out.
+    let judged = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let head = judged["head"].as_str().map(str::to_owned);
     let mut minted = Vec::new();
     let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
         let n = lane.findings.len() + 1;
         let finding = Finding {
             id: format!("{}-F{n}", lane.id),
             by,
+            head: head.clone(),
             round: attempt,
             status: if matches!(evidence.severity.as_str(), "S1-stop-the-line" | "S2-major") {
                 "open".into()
@@ -276,7 +288,7 @@ pub fn judge(
     finish(
         &mut record,
         StepStatus::Done,
-        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human}),
+        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human, "head": judged["head"], "tree": judged["tree"]}),
     );
     lane.steps
         .retain(|r| !(r.step == "judge" && r.attempt == attempt));
@@ -357,12 +369,10 @@ pub fn finish_refute(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), 
     let max_attempts = ctx.settings.max_attempts;
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
-    let answer = lane
-        .record("refute")
-        .and_then(|r| r.outcome.as_ref())
-        .and_then(|o| o.get("answer"))
-        .cloned()
-        .and_then(|a| serde_json::from_value::<validate::RefuteAnswer>(a).ok());
+    let answer = super::kept::load_from::<validate::RefuteAnswer>(
+        lane.record("refute").and_then(|r| r.outcome.as_ref()),
+        "answer",
+    );
     for f in lane
         .findings
         .iter_mut()
@@ -413,21 +423,48 @@ pub fn prepare(
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
         .map_err(|e| e.refusal(ctx.step))?;
-    let head = crate::git::run(&worktree, &["rev-parse", "HEAD"]).unwrap_or_default();
+    let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let current = crate::git::run(
+        &worktree,
+        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+    )
+    .unwrap_or_default();
+    // The validators judge the head the receipt checked, never a later one (SPEC 24.3): a lane
+    // that moved since fails this round, and `decide` starts a new attempt.
+    let head = receipt["head"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map_or_else(|| current.clone(), str::to_owned);
+    if current != head {
+        let commits: Vec<String> = crate::git::run(
+            &worktree,
+            &[
+                "log",
+                "--reverse",
+                "--format=%h %s",
+                &format!("{head}..{current}"),
+            ],
+        )
+        .map(|l| l.lines().map(str::to_owned).collect())
+        .unwrap_or_default();
+        let moved = json!({"judged": head, "head": current, "commits": commits});
+        return record_moved(ctx, snapshot, lane_id, keys, moved);
+    }
     let changed: Vec<String> = crate::git::run(
         &worktree,
         &[
             "diff",
             "--name-only",
-            &format!("{}..HEAD", snapshot.base_of(lane)),
+            &format!("{}..{head}", snapshot.base_of(lane)),
         ],
     )
     .unwrap_or_default()
     .lines()
     .map(str::to_owned)
     .collect();
-    let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
-    let report = json!({"summary": receipt["summary"], "evidence": receipt["evidence"]});
+    let kept_report: Value =
+        super::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
+    let report = json!({"summary": kept_report["summary"], "evidence": kept_report["evidence"]});
     let rules = super::brief::ancestor_rules(ctx.repo, &unit_text);
     let rejected: Vec<Finding> = lane
         .findings
@@ -458,7 +495,7 @@ pub fn prepare(
             }
             match crate::git::run(
                 root,
-                &["worktree", "add", "--quiet", "--detach", &shown, &branch],
+                &["worktree", "add", "--quiet", "--detach", &shown, &head],
             ) {
                 Err(_) if std::time::Instant::now() < give_up => {
                     std::thread::sleep(std::time::Duration::from_millis(50))
@@ -535,6 +572,42 @@ pub fn prepare(
             lane,
             "advanced",
             "the validators are prepared; call again",
+        ))
+    })
+}
+
+/// The lane moved after its receipt: fail the validator steps this call prepares, naming how.
+fn record_moved(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane_id: &str,
+    keys: &[String],
+    moved: Value,
+) -> Result<StepReport, Refusal> {
+    let (mine, _) = me();
+    ctx.transact_pub(|state| {
+        let run = state.runs.get_mut(&snapshot.id).expect("run");
+        let lane = run.lane_mut(lane_id).expect("lane");
+        for key in keys {
+            if let Some(r) = lane
+                .record_mut(key)
+                .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
+            {
+                finish(r, StepStatus::Failed, json!({"moved": moved}));
+            }
+        }
+        emit(
+            &ctx.paths,
+            &snapshot.id,
+            "lane_moved",
+            json!({"lane": lane_id, "moved": moved}),
+        );
+        let lane = run.lane(lane_id).expect("lane");
+        Ok(StepReport::for_lane(
+            run,
+            lane,
+            "advanced",
+            "the lane moved after its receipt; nothing unjudged is validated: call again",
         ))
     })
 }
@@ -657,18 +730,13 @@ pub fn check(
                 r.transcripts.then_some(transcript.as_path()),
             )
         });
-    let text = crate::store::read_limited(&output, validate::OUTPUT_LIMIT)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
-    let parsed: Result<Value, String> = match (&text, key) {
-        (None, _) => Err("no answer was written".into()),
-        (Some(t), "refute") => validate::parse_refutation(t)
-            .map(|a| serde_json::to_value(a).expect("serialises"))
-            .map_err(|p| format!("{}: {}", p.code, p.message)),
-        (Some(t), _) => validate::parse_answer(t)
-            .map(|a| serde_json::to_value(a).expect("serialises"))
-            .map_err(|p| format!("{}: {}", p.code, p.message)),
-    };
+    // The answer is checked strictly and a copy kept in a file of the loop's own; the state names
+    // the copy, never the answer (SPEC 24.5).
+    let parsed: Result<super::kept::Kept, String> = read_answer(ctx, lane, key, &output)
+        .map_err(|p| format!("{}: {}", p.code, p.message))
+        .and_then(|answer| {
+            super::kept::keep(&dir.join("answer.json"), &answer).map_err(|e| e.to_string())
+        });
     // The sandbox goes only once its check is recorded: a call that dies before would leave the
     // next one a missing sandbox, which it could not tell from a validator that removed it.
     crate::failpoint::hit("validator-after-check");
@@ -731,7 +799,7 @@ pub fn check(
         }
         // No usable answer: this lens needs a person (it never blocks by itself).
         let mut outcome = match &parsed {
-            Ok(answer) => json!({"answer": answer, "finished": finished}),
+            Ok(kept) => json!({"answer": kept, "finished": finished}),
             Err(problem) => json!({"answer": null, "problem": problem, "finished": finished}),
         };
         if let Some((result, _)) = &harness {
@@ -764,6 +832,46 @@ fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {
     let mut text = serde_json::to_vec_pretty(value).expect("serialises");
     text.push(b'\n');
     crate::store::write_atomic(path, &text, 0o600).map_err(|e| crate::repo::store_refusal(step, e))
+}
+
+/// A validator's or the refuter's answer at `path`, checked strictly against the unit's ids and
+/// the findings it was asked about (SPEC 24.4, 24.5), as the JSON the loop keeps.
+fn read_answer(
+    ctx: &Ctx<'_>,
+    lane: &Lane,
+    key: &str,
+    path: &Path,
+) -> Result<Value, validate::AnswerProblem> {
+    let problem = |code: &'static str, message: String| validate::AnswerProblem { code, message };
+    let bytes = match crate::store::read_limited(path, validate::OUTPUT_LIMIT) {
+        Ok(b) => b,
+        Err(crate::store::StoreError::TooLarge { limit, .. }) => {
+            return Err(problem(
+                "answer-too-large",
+                format!("the answer is larger than {limit} bytes"),
+            ))
+        }
+        Err(e) if e.is_not_found() => {
+            return Err(problem("answer-missing", "no answer was written".into()))
+        }
+        Err(e) => return Err(problem("answer-invalid", e.to_string())),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    if key == "refute" {
+        let asked: Vec<String> = lane
+            .findings
+            .iter()
+            .filter(|f| f.round == lane.attempt && f.status == "open")
+            .map(|f| f.id.clone())
+            .collect();
+        validate::parse_refutation(&text, &asked)
+            .map(|a| serde_json::to_value(a).expect("serialises"))
+    } else {
+        let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+            .map_err(|e| problem("answer-invalid", format!("the unit cannot be read: {e:?}")))?;
+        validate::parse_answer(&text, &known_ids(ctx, &unit_text))
+            .map(|a| serde_json::to_value(a).expect("serialises"))
+    }
 }
 
 /// `implement receipt <path>` for a host-driven validator or refuter: the answer is checked now
@@ -801,23 +909,18 @@ pub fn host_answer(
     };
     let lane = &mut run.lanes[index];
     let attempt = lane.attempt;
-    let text = crate::store::read_limited(&path, validate::OUTPUT_LIMIT)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| {
-            ctx.refuse_pub(
-                "answer-invalid",
-                e.to_string(),
-                "write the answer, then hand it in again",
-            )
-        })?;
-    let checked = if key == "refute" {
-        validate::parse_refutation(&text).map(|_| ())
-    } else {
-        validate::parse_answer(&text).map(|_| ())
-    };
-    if let Err(p) = checked {
+    if let Err(p) = read_answer(ctx, lane, &key, &path) {
         if p.code != "answer-unparsable" {
-            return Err(ctx.refuse_pub(p.code, format!("`{}`: {}", path.display(), p.message), "fix the answer (spec/schema/validator.schema.json) and hand it in again; ids and verdicts of findings are the loop's"));
+            let remedy = match p.code {
+                "answer-too-large" => "shorten the answer (at most 256 KiB) and hand it in again",
+                "answer-missing" => "write the answer, then hand it in again",
+                _ => "fix the answer (spec/schema/validator.schema.json) and hand it in again; ids and verdicts of findings are the loop's",
+            };
+            return Err(ctx.refuse_pub(
+                p.code,
+                format!("`{}`: {}", path.display(), p.message),
+                remedy,
+            ));
         }
     }
     let record = lane.record_mut(&key).expect("found above");
@@ -854,12 +957,15 @@ pub fn is_validator_step(step: &str) -> bool {
     step.starts_with("validate-") || step == "refute"
 }
 
-/// Open findings a fix-round report must dispose of, and the gaps of its dispositions.
+/// Open findings a fix-round report must dispose of, and the gaps of its dispositions. An
+/// `applied` must name a commit of this attempt's range (SPEC 24.4): reachable from the receipt's
+/// `head`, not from the head the finding was found on, and changing at least one file.
 pub fn disposition_gaps(
     ctx: &Ctx<'_>,
     run: &Run,
     lane: &Lane,
     report: &super::report::Report,
+    head: &str,
 ) -> Vec<String> {
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let open: Vec<&Finding> = lane
@@ -888,16 +994,11 @@ pub fn disposition_gaps(
                     f.id
                 )),
                 Some(c) => {
-                    let on_branch =
-                        crate::git::run(&worktree, &["merge-base", "--is-ancestor", c, "HEAD"])
-                            .is_ok();
-                    let after_base = crate::git::run(
-                        &worktree,
-                        &["merge-base", "--is-ancestor", c, run.base_of(lane)],
-                    )
-                    .is_err();
-                    if !(on_branch && after_base) {
-                        gaps.push(format!("{} is `applied` with commit `{c}`, which is not a commit of this branch", f.id));
+                    // The head the finding was judged on; a finding from before heads were
+                    // recorded counts from the lane's base.
+                    let found_on = f.head.as_deref().unwrap_or(run.base_of(lane));
+                    if let Err(why) = applied_in_range(&worktree, c, head, found_on) {
+                        gaps.push(format!("{} is `applied` with commit `{c}`, {why}", f.id));
                     }
                 }
             },
@@ -909,6 +1010,39 @@ pub fn disposition_gaps(
     }
     let _ = ctx;
     gaps
+}
+
+/// Is `commit` a commit of this attempt, reachable from `head` and not from `found_on`, that
+/// changes a file? The reason when not.
+fn applied_in_range(
+    worktree: &Path,
+    commit: &str,
+    head: &str,
+    found_on: &str,
+) -> Result<(), String> {
+    let git = |args: &[&str]| crate::git::run(worktree, args);
+    let Ok(full) = git(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{commit}^{{commit}}"),
+    ]) else {
+        return Err("which is not a commit of this repository".into());
+    };
+    if git(&["merge-base", "--is-ancestor", &full, head]).is_err() {
+        return Err("which is not on the lane branch".into());
+    }
+    if git(&["merge-base", "--is-ancestor", &full, found_on]).is_ok() {
+        return Err(format!(
+            "which was already there when the finding was made (at {}): an applied fix is a commit of this attempt",
+            &found_on[..found_on.len().min(12)]
+        ));
+    }
+    let changed = git(&["diff", "--name-only", &format!("{full}^1"), &full]).unwrap_or_default();
+    if changed.trim().is_empty() {
+        return Err("which changes no file".into());
+    }
+    Ok(())
 }
 
 /// Record a verified fix-round receipt's dispositions on the findings.

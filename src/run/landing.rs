@@ -84,6 +84,65 @@ fn target_commit(ctx: &Ctx<'_>, target: &str) -> Result<String, String> {
     }
 }
 
+/// The lane heads the loop can account for (SPEC 24.3): its delivery commit, each merge of the
+/// target it made itself, and each head a person accepted by resuming a blocked landing.
+fn accounted_heads(lane: &Lane) -> Vec<String> {
+    let mut heads = Vec::new();
+    if let Some(d) = lane.outcome("deliver").and_then(|o| o["commit"].as_str()) {
+        heads.push(d.to_owned());
+    }
+    for r in lane.steps.iter().filter(|r| {
+        r.attempt == lane.attempt
+            && r.status == StepStatus::Done
+            && (r.step.starts_with("integrate-") || r.step == "push-branch")
+    }) {
+        let o = r.outcome.clone().unwrap_or_default();
+        for key in ["head", "accepted", "commit"] {
+            if let Some(h) = o[key].as_str() {
+                heads.push(h.to_owned());
+            }
+        }
+    }
+    heads
+}
+
+/// Whether the lane's head may go on landing in round `round`: a head the loop accounts for, or
+/// one a person accepted by resuming this round (returned, with the commits it takes). Any other
+/// head moved after it was judged: the reason, naming its commits.
+fn check_head(
+    lane: &Lane,
+    worktree: &Path,
+    head: &str,
+    round: u32,
+) -> Result<Option<Vec<String>>, String> {
+    let heads = accounted_heads(lane);
+    if heads.iter().any(|h| h == head) {
+        return Ok(None);
+    }
+    let since = heads.last().cloned().unwrap_or_default();
+    let commits: Vec<String> = crate::git::run(
+        worktree,
+        &[
+            "log",
+            "--reverse",
+            "--format=%h %s",
+            &format!("{since}..{head}"),
+        ],
+    )
+    .map(|l| l.lines().map(str::to_owned).collect())
+    .unwrap_or_default();
+    if lane.outcome(&format!("resume-{round}")).is_some() {
+        return Ok(Some(commits));
+    }
+    Err(format!(
+        "the lane moved after it was judged: its branch is at {} and holds {} commit(s) the loop did not judge or make ({}); nothing unjudged lands. Remove them from the lane branch (`git reset --hard {}` in the lane's worktree) and resume, or abandon the run",
+        &head[..head.len().min(12)],
+        commits.len(),
+        commits.join("; "),
+        &since[..since.len().min(12)]
+    ))
+}
+
 pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
     let Some(target) = target(ctx, run) else {
         return failed(
@@ -114,6 +173,15 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
             Err(e) => failed(format!("the target `{target}` could not be read: {e}")),
         },
         "integrate" => {
+            let round = lane.land_round.max(1);
+            let before = match land::rev(&worktree, &format!("refs/heads/{branch}")) {
+                Ok(h) => h,
+                Err(e) => return failed(e),
+            };
+            let accepted = match check_head(lane, &worktree, &before, round) {
+                Ok(a) => a,
+                Err(why) => return failed(why),
+            };
             let target_head = match target_commit(ctx, &target) {
                 Ok(c) => c,
                 Err(e) => return failed(format!("the target `{target}` could not be read: {e}")),
@@ -126,8 +194,20 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Ok(Integrated::AlreadyIn | Integrated::Merged { .. }) => {
                     let merged = !land::is_ancestor(&worktree, &target_head, &delivered);
                     let head = land::rev(&worktree, "HEAD").unwrap_or_default();
+                    let mut outcome = json!({"target": target, "target_commit": target_head, "merged": merged, "head": head});
+                    if let Some(commits) = &accepted {
+                        // What the person's resume took, on record and in the event log.
+                        outcome["accepted"] = before.clone().into();
+                        outcome["accepted_commits"] = json!(commits);
+                        super::events::emit(
+                            &ctx.paths,
+                            &run.id,
+                            "land_accepted",
+                            json!({"lane": lane.id, "round": round, "head": before, "commits": commits}),
+                        );
+                    }
                     ok(
-                        json!({"target": target, "target_commit": target_head, "merged": merged, "head": head}),
+                        outcome,
                         None,
                         if merged { "the target moved: it is merged into the lane and the definition of done runs again" } else { "the lane contains the target" },
                     )
@@ -149,10 +229,16 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let head = match land::rev(&worktree, "HEAD") {
+            let head = match land::rev(&worktree, &format!("refs/heads/{branch}")) {
                 Ok(h) => h,
                 Err(e) => return failed(e),
             };
+            // Only the head this round's integration left lands (SPEC 24.3).
+            if integrated["head"].as_str() != Some(head.as_str()) {
+                if let Err(why) = check_head(lane, &worktree, &head, u32::MAX) {
+                    return failed(why);
+                }
+            }
             let message = format!(
                 "{} ({})\n\nLanded by iced: run {}, lane {}.\n\nIced-Run: {}\nIced-Lane: {}\n",
                 lane.unit, settings.strategy, run.id, lane.id, run.id, lane.id
@@ -219,7 +305,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
         "push" => {
             // push-branch: the lane branch goes to the remote for its pull request.
             let remote = settings.remote.clone().unwrap_or_default();
-            let head = land::rev(&worktree, "HEAD").unwrap_or_default();
+            let head = land::rev(&worktree, &format!("refs/heads/{branch}")).unwrap_or_default();
+            if let Err(why) = check_head(lane, &worktree, &head, lane.land_round.max(1)) {
+                return failed(why);
+            }
             match land::push(root, &remote, &head, &branch) {
                 Ok(true) => ok(json!({"remote": remote, "branch": branch, "commit": head}), None, "the lane branch is pushed"),
                 Ok(false) => failed(format!("`{remote}` refused the lane branch `{branch}` (it holds other commits there); the loop never forces a push")),

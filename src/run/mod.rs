@@ -9,6 +9,7 @@ pub mod deliver;
 pub mod engine;
 pub mod events;
 pub mod judging;
+pub mod kept;
 pub mod land;
 pub mod landing;
 pub mod lock;

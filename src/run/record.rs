@@ -182,8 +182,10 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
         "Delivers ICED unit `{}` (run `{}`, attempt {}).\n",
         lane.unit, run.id, lane.attempt
     );
+    // The implementer's report as the loop kept it (SPEC 24.5).
     let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
-    if let Some(summary) = receipt["summary"].as_str() {
+    let report: Value = super::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
+    if let Some(summary) = report["summary"].as_str() {
         let _ = writeln!(b, "{summary}\n");
     }
     let merged = lane
@@ -202,7 +204,7 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
                 b,
                 "Judged by the loop's own checks only (no independent validator): the definition of done passed and the implementer gave evidence for each expectation.\n"
             );
-            for e in receipt["evidence"].as_array().into_iter().flatten() {
+            for e in report["evidence"].as_array().into_iter().flatten() {
                 let _ = writeln!(
                     b,
                     "- {}: verified by the loop's checks; evidence: {} `{}`",

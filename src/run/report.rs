@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
-pub const REPORT_LIMIT: u64 = 1024 * 1024;
+/// A lane report is at most 256 KiB (SPEC 24.5).
+pub const REPORT_LIMIT: u64 = 256 * 1024;
+/// A hand-back's reason is kept in the state: at most this many characters.
+pub const HANDBACK_LIMIT: usize = 2_000;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -95,8 +98,13 @@ pub fn read(path: &Path) -> Result<Report, ReportProblem> {
         Ok(_) => {}
         Err(_) => return Err(problem("report-invalid", format!("no report at `{shown}`"))),
     }
-    let bytes = crate::store::read_limited(path, REPORT_LIMIT)
-        .map_err(|e| problem("report-invalid", e.to_string()))?;
+    let bytes = crate::store::read_limited(path, REPORT_LIMIT).map_err(|e| match e {
+        crate::store::StoreError::TooLarge { limit, .. } => problem(
+            "report-too-large",
+            format!("`{shown}` is larger than {limit} bytes"),
+        ),
+        e => problem("report-invalid", e.to_string()),
+    })?;
     parse(&bytes).map_err(|mut p| {
         p.message = format!("`{shown}`: {}", p.message);
         p
@@ -162,6 +170,14 @@ pub fn parse(bytes: &[u8]) -> Result<Report, ReportProblem> {
     if let Some(h) = &report.handback {
         if h.reason.trim().is_empty() {
             return Err(problem("report-invalid", "`handback.reason` is empty"));
+        }
+        // The reason is kept in the state and shown to the person: a paragraph, not a file.
+        let n = h.reason.chars().count();
+        if n > HANDBACK_LIMIT {
+            return Err(problem(
+                "report-invalid",
+                format!("`handback.reason` is {n} characters; at most {HANDBACK_LIMIT} are taken"),
+            ));
         }
     }
     Ok(report)

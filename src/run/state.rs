@@ -393,6 +393,20 @@ impl State {
     pub fn save(&self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
         let mut text = serde_json::to_vec_pretty(self).expect("the state serialises");
         text.push(b'\n');
+        // A state a read would refuse is never written: the file stays as it was, and every run in
+        // it stays readable (SPEC 24.5).
+        if text.len() as u64 > STATE_LIMIT {
+            return Err(Refusal::new(
+                step,
+                "state-full",
+                format!(
+                    "recording this step would make `{}` {} bytes, over the {STATE_LIMIT} a read accepts; nothing was written",
+                    paths.state().display(),
+                    text.len()
+                ),
+                "the runs in it are intact: end one you no longer need (`iced run abandon <run>`, `iced run retire`), then call again",
+            ));
+        }
         store::write_atomic(&paths.state(), &text, 0o600).map_err(|e| match e {
             StoreError::Symlink(p) => invalid(
                 step,
@@ -420,6 +434,45 @@ pub enum ParseError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state a read would refuse is never written (SPEC 24.5): the file keeps its last good
+    /// bytes, and the refusal names `state-full`.
+    #[test]
+    fn a_state_over_the_read_limit_is_refused_before_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = RunPaths::new(dir.path());
+        ensure_dir(&paths.dir, "test").unwrap();
+        let small = State {
+            schema: SCHEMA,
+            runs: BTreeMap::new(),
+        };
+        small.save(&paths, "test").unwrap();
+        let good = std::fs::read(paths.state()).unwrap();
+        let mut big = small.clone();
+        let run = Run {
+            id: "r".into(),
+            unit: "u".into(),
+            status: RunStatus::Running,
+            driver: Driver::Host,
+            session: Some("x".repeat(STATE_LIMIT as usize)),
+            created_at: String::new(),
+            updated_at: String::new(),
+            base: Base {
+                commit: String::new(),
+                branch: None,
+            },
+            next_eligible_at: None,
+            paced: 0,
+            pace: None,
+            window_from: None,
+            lanes: Vec::new(),
+        };
+        big.runs.insert("r".into(), run);
+        let refused = big.save(&paths, "test").unwrap_err();
+        assert_eq!(refused.code, "state-full");
+        assert_eq!(std::fs::read(paths.state()).unwrap(), good);
+        assert!(State::load(&paths, "test").is_ok());
+    }
 
     #[test]
     fn unknown_fields_and_newer_schemas_are_refused() {

@@ -17,7 +17,13 @@ use std::str::FromStr;
 
 pub const LENSES: &[&str] = &["expectations", "failures", "rules", "full"];
 pub const REVIEWERS: &[&str] = &["ruthless", "security", "fidelity"];
-pub const OUTPUT_LIMIT: u64 = 1024 * 1024;
+/// An answer (a validator's, the refuter's) is at most 256 KiB (SPEC 24.5).
+pub const OUTPUT_LIMIT: u64 = 256 * 1024;
+/// A finding's text fields, a judged item's evidence and a refutation's reason: at most this many
+/// characters each; an answer at most `MAX_FINDINGS` findings (SPEC 24.5). What the state keeps of
+/// an answer (its findings) stays small whatever an agent writes.
+pub const MAX_TEXT: usize = 2_000;
+pub const MAX_FINDINGS: usize = 50;
 
 pub const CATEGORIES: &[&str] = &[
     "correctness",
@@ -174,7 +180,7 @@ fn answer_json(text: &str) -> Option<Value> {
 
 /// Check a validator's answer strictly. `answer-unparsable` means no JSON could be read at all
 /// (the lens then needs a person); every other code names the field that is wrong.
-pub fn parse_answer(text: &str) -> Result<Answer, AnswerProblem> {
+pub fn parse_answer(text: &str, known: &KnownIds) -> Result<Answer, AnswerProblem> {
     let value = answer_json(text).ok_or_else(|| {
         problem(
             "answer-unparsable",
@@ -274,7 +280,122 @@ pub fn parse_answer(text: &str) -> Result<Answer, AnswerProblem> {
             ));
         }
     }
+    known.check(&answer)?;
+    check_lengths(&answer)?;
     Ok(answer)
+}
+
+/// The contract ids a validator may answer about: the unit's expectations, its failure conditions
+/// and constraints, and its ancestors' (`<ancestor>:<id>`, as the prompt names them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KnownIds {
+    pub expectations: Vec<String>,
+    pub failures: Vec<String>,
+    pub constraints: Vec<String>,
+}
+
+impl KnownIds {
+    /// The unit's own ids, and the ancestors' failure conditions and constraints (`ancestors`
+    /// lists ids already written `<ancestor>:<id>`).
+    pub fn of(unit: &ParsedUnit, ancestors: &[String]) -> KnownIds {
+        let ids = |items: &[crate::unit::parse::Item]| {
+            items.iter().map(|i| i.id.clone()).collect::<Vec<_>>()
+        };
+        let mut failures = ids(&unit.failures);
+        let mut constraints = ids(&unit.constraints);
+        for a in ancestors {
+            let item = a.rsplit(':').next().unwrap_or("");
+            if item.starts_with('F') {
+                failures.push(a.clone());
+            } else if item.starts_with('C') {
+                constraints.push(a.clone());
+            }
+        }
+        KnownIds {
+            expectations: ids(&unit.expectations),
+            failures,
+            constraints,
+        }
+    }
+
+    /// An answer about an item the unit does not have is refused, naming it (SPEC 24.4).
+    fn check(&self, answer: &Answer) -> Result<(), AnswerProblem> {
+        let unknown = |field: &str, id: &str, known: &[String]| {
+            problem(
+                "answer-invalid",
+                format!(
+                    "{field} names `{id}`, which the unit does not have (it has {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )
+        };
+        for e in &answer.expectations {
+            if !self.expectations.contains(&e.id) {
+                return Err(unknown("expectations", &e.id, &self.expectations));
+            }
+        }
+        for f in &answer.failures {
+            if !self.failures.contains(&f.id) {
+                return Err(unknown("failures", &f.id, &self.failures));
+            }
+        }
+        for c in &answer.constraints {
+            if !self.constraints.contains(&c.id) {
+                return Err(unknown("constraints", &c.id, &self.constraints));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A text field over [`MAX_TEXT`] characters, named.
+fn too_long(field: String, text: &str) -> Result<(), AnswerProblem> {
+    let n = text.chars().count();
+    if n > MAX_TEXT {
+        return Err(problem(
+            "answer-invalid",
+            format!("{field} is {n} characters; at most {MAX_TEXT} are taken"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_lengths(answer: &Answer) -> Result<(), AnswerProblem> {
+    if answer.findings.len() > MAX_FINDINGS {
+        return Err(problem(
+            "answer-invalid",
+            format!(
+                "the answer has {} findings; at most {MAX_FINDINGS} are taken: keep the ones that matter most",
+                answer.findings.len()
+            ),
+        ));
+    }
+    for (i, f) in answer.findings.iter().enumerate() {
+        for (name, text) in [
+            ("file_path", &f.file_path),
+            ("criterion_ref", &f.criterion_ref),
+            ("summary", &f.summary),
+            ("failure_scenario.inputs", &f.failure_scenario.inputs),
+            ("failure_scenario.expected", &f.failure_scenario.expected),
+            ("failure_scenario.actual", &f.failure_scenario.actual),
+        ] {
+            too_long(format!("findings[{i}].{name}"), text)?;
+        }
+    }
+    for e in &answer.expectations {
+        too_long(format!("expectations `{}`.evidence", e.id), &e.evidence)?;
+    }
+    for f in &answer.failures {
+        too_long(format!("failures `{}`.evidence", f.id), &f.evidence)?;
+    }
+    for c in &answer.constraints {
+        too_long(format!("constraints `{}`.evidence", c.id), &c.evidence)?;
+    }
+    Ok(())
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -297,7 +418,10 @@ pub struct RefuteAnswer {
     pub findings: Vec<Refutation>,
 }
 
-pub fn parse_refutation(text: &str) -> Result<RefuteAnswer, AnswerProblem> {
+/// Check the refuter's answer strictly: each `finding_id` one it was asked about (`asked`), each
+/// decision `confirmed` or `refuted` with a reason, and a confirmation with a complete failure
+/// scenario: a finding stays open on a concrete case, never on a word (SPEC 24.4).
+pub fn parse_refutation(text: &str, asked: &[String]) -> Result<RefuteAnswer, AnswerProblem> {
     let value = answer_json(text).ok_or_else(|| {
         problem(
             "answer-unparsable",
@@ -321,6 +445,41 @@ pub fn parse_refutation(text: &str) -> Result<RefuteAnswer, AnswerProblem> {
                 "answer-invalid",
                 format!("`{}`: the reason is empty", r.finding_id),
             ));
+        }
+        if !asked.contains(&r.finding_id) {
+            return Err(problem(
+                "answer-invalid",
+                format!(
+                    "`{}` is not a finding this refuter was asked about ({})",
+                    r.finding_id,
+                    asked.join(", ")
+                ),
+            ));
+        }
+        too_long(format!("`{}`.reason", r.finding_id), &r.reason)?;
+        let complete = |s: &Scenario| {
+            [&s.inputs, &s.expected, &s.actual]
+                .iter()
+                .all(|v| !v.trim().is_empty())
+        };
+        match (&r.failure_scenario, r.decision.as_str()) {
+            (Some(s), "confirmed") if complete(s) => {}
+            (_, "confirmed") => {
+                return Err(problem(
+                    "answer-invalid",
+                    format!("`{}` is confirmed without a complete failure_scenario: give `inputs`, `expected` and `actual`, each a non-empty string", r.finding_id),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(s) = &r.failure_scenario {
+            for (name, text) in [
+                ("inputs", &s.inputs),
+                ("expected", &s.expected),
+                ("actual", &s.actual),
+            ] {
+                too_long(format!("`{}`.failure_scenario.{name}", r.finding_id), text)?;
+            }
         }
     }
     Ok(answer)
@@ -346,6 +505,9 @@ pub struct Finding {
     pub refutation: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disposition: Option<Value>,
+    /// The lane head it was found on (the verdict's): a fix that applies it is a later commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
 }
 
 impl Finding {
@@ -715,7 +877,7 @@ pub fn render_prompt(p: &PromptInput<'_>) -> String {
             "## The unit\n\n````markdown\n{}\n````\n",
             p.unit_text.trim_end()
         );
-        let _ = writeln!(b, "## Your answer\n\nWrite one JSON object to `{}`:\n\n```json\n{{\"findings\": [{{\"finding_id\": \"<id above>\", \"decision\": \"confirmed|refuted\", \"reason\": \"...\", \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}]}}\n```\n\nOne entry per finding above; `failure_scenario` (sharper than the finder's) when you confirm. {ONLY_BLOCK}", p.output.display());
+        let _ = writeln!(b, "## Your answer\n\nWrite one JSON object to `{}`:\n\n```json\n{{\"findings\": [{{\"finding_id\": \"<id above>\", \"decision\": \"confirmed|refuted\", \"reason\": \"...\", \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}]}}\n```\n\nOne entry per finding above, and only those. A confirmation carries a complete `failure_scenario` (`inputs`, `expected`, `actual`, sharper than the finder's): one without it is not taken. Each text at most {MAX_TEXT} characters. {ONLY_BLOCK}", p.output.display());
         return b;
     }
     let _ = writeln!(b, "# Validate: {} ({} {})\n", p.unit, p.role, p.name);
@@ -775,7 +937,7 @@ pub fn render_prompt(p: &PromptInput<'_>) -> String {
 \"failures\": [{{\"id\": \"F1\", \"triggered\": false, \"evidence\": \"...\"}}],\n \"constraints\": [{{\"id\": \"C1\", \"violated\": false, \"evidence\": \"...\"}}],\n \
 \"findings\": [{{\"file_path\": \"src/x.rs\", \"criterion_ref\": \"E1\", \"finding_category\": \"correctness\", \"severity\": \"S2-major\", \"summary\": \"...\", \
 \"failure_scenario\": {{\"inputs\": \"...\", \"expected\": \"...\", \"actual\": \"...\"}}}}],\n \"out_of_scope\": [\"paths changed outside the Scope\"],\n \"notes\": \"...\"}}\n```\n\n\
-Severities are written in full: {}. Categories: {}. Do not give findings ids or say who found them: the loop does. {ONLY_BLOCK}",
+Severities are written in full: {}. Categories: {}. Do not give findings ids or say who found them: the loop does. Name only the unit's own ids and the inherited rules' `<parent-id>:<item>` ids. At most {MAX_FINDINGS} findings, each text at most {MAX_TEXT} characters, the whole answer at most 256 KiB: an answer over any of these is not taken. {ONLY_BLOCK}",
         p.output.display(),
         SEVERITIES.join(", "),
         CATEGORIES.join(", ")
@@ -803,16 +965,108 @@ mod tests {
               "summary": "s", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}]}"#.into()
     }
 
+    /// The ids of a unit with E1, E2, F1 and C1, and a parent's constraint `010-parent:C1`.
+    fn known() -> KnownIds {
+        KnownIds::of(
+            &crate::unit::parse_unit(
+                "## Intent\n### Constraints\n- [C1] c\n### Failure conditions\n- [F1] f\n## Expectations\n- [E1] e {verify: test | t}\n- [E2] m {verify: test | t}\n",
+            ),
+            &["010-parent:C1".to_owned(), "010-parent:F2".to_owned()],
+        )
+    }
+
     #[test]
     fn a_strict_answer_parses_and_a_fenced_one_too() {
-        assert_eq!(parse_answer(&good()).unwrap().findings.len(), 1);
+        assert_eq!(parse_answer(&good(), &known()).unwrap().findings.len(), 1);
         let fenced = format!("I looked.\n```json\n{}\n```\nDone.", good());
-        assert_eq!(parse_answer(&fenced).unwrap().verdict, "fail");
+        assert_eq!(parse_answer(&fenced, &known()).unwrap().verdict, "fail");
+        let ancestors = r#"{"verdict": "pass", "constraints": [{"id": "010-parent:C1", "violated": false}], "failures": [{"id": "010-parent:F2", "triggered": false}]}"#;
+        assert!(parse_answer(ancestors, &known()).is_ok());
+    }
+
+    /// An answer about E9, when the unit has E1 and E2, decided nothing about this unit: refused,
+    /// naming the id (the issue's failure 4).
+    #[test]
+    fn an_answer_about_an_id_the_unit_does_not_have_is_refused_naming_it() {
+        for (answer, id) in [
+            (
+                r#"{"verdict": "fail", "expectations": [{"id": "E9", "result": "fail"}]}"#,
+                "E9",
+            ),
+            (
+                r#"{"verdict": "fail", "failures": [{"id": "F7", "triggered": true}]}"#,
+                "F7",
+            ),
+            (
+                r#"{"verdict": "fail", "constraints": [{"id": "C4", "violated": true}]}"#,
+                "C4",
+            ),
+            (
+                r#"{"verdict": "fail", "constraints": [{"id": "010-parent:F2", "violated": true}]}"#,
+                "010-parent:F2",
+            ),
+        ] {
+            let e = parse_answer(answer, &known()).unwrap_err();
+            assert_eq!(e.code, "answer-invalid", "{answer}");
+            assert!(e.message.contains(&format!("`{id}`")), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn long_fields_and_too_many_findings_are_refused_naming_the_field() {
+        let long = "x".repeat(MAX_TEXT + 1);
+        let e = parse_answer(
+            &good().replace("\"summary\": \"s\"", &format!("\"summary\": \"{long}\"")),
+            &known(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "answer-invalid");
+        assert!(e.message.contains("findings[0].summary"), "{e:?}");
+        assert!(parse_answer(
+            &good().replace(
+                "\"summary\": \"s\"",
+                &format!("\"summary\": \"{}\"", "x".repeat(MAX_TEXT))
+            ),
+            &known()
+        )
+        .is_ok());
+        let finding = r#"{"file_path": "a.rs", "criterion_ref": "E1", "finding_category": "correctness", "severity": "S4-nit", "summary": "s", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}"#;
+        let many = format!(
+            r#"{{"verdict": "fail", "findings": [{}]}}"#,
+            vec![finding; MAX_FINDINGS + 1].join(",")
+        );
+        assert!(parse_answer(&many, &known())
+            .unwrap_err()
+            .message
+            .contains("findings"));
+        let e = parse_answer(&format!(r#"{{"verdict": "fail", "expectations": [{{"id": "E1", "result": "fail", "evidence": "{long}"}}]}}"#), &known()).unwrap_err();
+        assert!(e.message.contains("`E1`.evidence"), "{e:?}");
+    }
+
+    /// A refuter's `confirmed` keeps a finding open; without a failure scenario it says nothing
+    /// anyone can check (the issue's failure 4).
+    #[test]
+    fn a_confirmation_needs_a_complete_scenario_and_an_asked_finding() {
+        let asked = vec!["L-F1".to_owned()];
+        let ok = r#"{"findings": [{"finding_id": "L-F1", "decision": "confirmed", "reason": "r", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}]}"#;
+        assert!(parse_refutation(ok, &asked).is_ok());
+        let refuted = r#"{"findings": [{"finding_id": "L-F1", "decision": "refuted", "reason": "the finder missed the guard"}]}"#;
+        assert!(parse_refutation(refuted, &asked).is_ok());
+        for bad in [
+            r#"{"findings": [{"finding_id": "L-F1", "decision": "confirmed", "reason": "r"}]}"#,
+            r#"{"findings": [{"finding_id": "L-F1", "decision": "confirmed", "reason": "r", "failure_scenario": {"inputs": "i", "expected": " ", "actual": "a"}}]}"#,
+        ] {
+            let e = parse_refutation(bad, &asked).unwrap_err();
+            assert_eq!(e.code, "answer-invalid");
+            assert!(e.message.contains("failure_scenario"), "{e:?}");
+        }
+        let e = parse_refutation(&ok.replace("L-F1", "L-F9"), &asked).unwrap_err();
+        assert!(e.message.contains("`L-F9`"), "{e:?}");
     }
 
     #[test]
     fn bad_answers_are_refused_naming_the_field() {
-        let code = |s: String| parse_answer(&s).unwrap_err();
+        let code = |s: String| parse_answer(&s, &known()).unwrap_err();
         let e = code(good().replace("\"S2-major\"", "\"S2\""));
         assert!(
             e.message.contains("severity") && e.message.contains("S2"),

@@ -62,7 +62,7 @@ attempt 3
 report {"verdict": "pass", "expectations": [{"id": "E1", "result": "pass"}, {"id": "E2", "result": "pass"}]}
 attempt *
 role refuter
-report {"findings": [{"finding_id": "{lane}-F1", "decision": "confirmed", "reason": "reproduced"}]}
+report {"findings": [{"finding_id": "{lane}-F1", "decision": "confirmed", "reason": "reproduced", "failure_scenario": {"inputs": "an idle session", "expected": "it ends after 30 minutes", "actual": "it never ends"}}]}
 "#;
 const SIGKILL: i32 = 9;
 /// No single `iced` call of this suite should take anywhere near this long.
@@ -1263,6 +1263,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "validator-after-check",
             "validator-after-remove",
             "archive-after-append",
+            "deliver-after-prepare",
             "deliver-after-commit",
             "deliver-after-record",
             "end-before-release",

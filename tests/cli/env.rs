@@ -435,3 +435,23 @@ pub fn git_shim(bin: &Path, body: &str) -> std::ffi::OsString {
     path.push(std::env::var_os("PATH").unwrap_or_default());
     path
 }
+
+/// What a kept copy (`{"path", "sha256"}`, SPEC 24.5) that a step's outcome names holds: the file
+/// read back and checked against its hash. Panics (failing the test) when it is missing or changed.
+pub fn kept(reference: &Value) -> Value {
+    use sha2::{Digest, Sha256};
+    let path = reference["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a kept copy: {reference:#}"));
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    let sha: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        reference["sha256"],
+        sha.as_str(),
+        "the kept copy {path} changed"
+    );
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
+}

@@ -1291,6 +1291,7 @@ fn finding(id: &str, severity: &str, status: &str) -> iced::run::validate::Findi
         status: status.to_owned(),
         refutation: None,
         disposition: None,
+        head: None,
     }
 }
 

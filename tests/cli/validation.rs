@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 // ---- answers ----------------------------------------------------------------------------------
 
 /// Everything kept: both expectations pass, F1 not triggered, C1 not violated.
-const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "tests/session.rs::refresh passes"}, {"id": "E2", "result": "pass", "evidence": "tests/session.rs::idle passes"}], "failures": [{"id": "F1", "triggered": false, "evidence": "an active session was never signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "src/password.rs is untouched"}], "notes": "read the diff and ran the tests"}"#;
+pub(crate) const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "tests/session.rs::refresh passes"}, {"id": "E2", "result": "pass", "evidence": "tests/session.rs::idle passes"}], "failures": [{"id": "F1", "triggered": false, "evidence": "an active session was never signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "src/password.rs is untouched"}], "notes": "read the diff and ran the tests"}"#;
 
 /// The expectations pass, but an S2 finding blocks.
-const FAIL_S2: &str = r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass", "evidence": "refresh works"}, {"id": "E2", "result": "pass", "evidence": "idle test passes"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "E2", "finding_category": "correctness", "severity": "S2-major", "summary": "a background poll counts as activity", "failure_scenario": {"inputs": "an idle tab polling every minute", "expected": "the session ends after 30 minutes", "actual": "the session never ends"}}]}"#;
+pub(crate) const FAIL_S2: &str = r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass", "evidence": "refresh works"}, {"id": "E2", "result": "pass", "evidence": "idle test passes"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "E2", "finding_category": "correctness", "severity": "S2-major", "summary": "a background poll counts as activity", "failure_scenario": {"inputs": "an idle tab polling every minute", "expected": "the session ends after 30 minutes", "actual": "the session never ends"}}]}"#;
 
 /// The refuter confirms `{lane}-F<n>` for the n given, with a sharper scenario.
-fn confirm(ns: &[u32]) -> String {
+pub(crate) fn confirm(ns: &[u32]) -> String {
     let entries: Vec<String> = ns
         .iter()
         .map(|n| format!(r#"{{"finding_id": "{{lane}}-F{n}", "decision": "confirmed", "reason": "reproduced with two tabs", "failure_scenario": {{"inputs": "two tabs, one idle and polling", "expected": "signed out at 30 minutes", "actual": "signed in after 2 hours"}}}}"#))
@@ -37,13 +37,13 @@ fn confirm(ns: &[u32]) -> String {
 
 /// A section of a fake agent script: the lines of `body` apply to this attempt, role and lens
 /// (each `*` for any), on every start.
-fn section(attempt: &str, role: &str, lens: &str, body: &str) -> String {
+pub(crate) fn section(attempt: &str, role: &str, lens: &str, body: &str) -> String {
     format!("attempt {attempt}\nrole {role}\nlens {lens}\nstart *\n{body}\n")
 }
 
 /// An implementer that commits and reports evidence for E1 and E2 on attempt 1, followed by
 /// `later`: the sections of later attempts and of the other roles.
-fn implementer(later: &str) -> String {
+pub(crate) fn implementer(later: &str) -> String {
     format!(
         "{}{later}",
         section(
@@ -59,7 +59,7 @@ fn implementer(later: &str) -> String {
 
 /// A buildable unit whose implementer and validators are the fake agent following `script`
 /// (`{lane}` replaced), with these lenses, no definition-of-done command, and `patch` on top.
-fn validated(script: &str, lenses: &[&str], patch: Value) -> (TestEnv, String) {
+pub(crate) fn validated(script: &str, lenses: &[&str], patch: Value) -> (TestEnv, String) {
     let (env, id) = TestEnv::buildable_with(|env| {
         let mut config = fake_runner(env, "");
         merge_json(
@@ -76,7 +76,7 @@ fn validated(script: &str, lenses: &[&str], patch: Value) -> (TestEnv, String) {
     (env, id)
 }
 
-fn set_script(env: &TestEnv, id: &str, script: &str) {
+pub(crate) fn set_script(env: &TestEnv, id: &str, script: &str) {
     std::fs::write(env.agent_script(), script.replace("{lane}", id)).unwrap();
 }
 
@@ -108,7 +108,7 @@ fn starts(env: &TestEnv) -> Vec<Start> {
 }
 
 /// The attempts in which `role` (with `lens`, `*` for any) started, in order.
-fn attempts_of(env: &TestEnv, role: &str, lens: &str) -> Vec<u32> {
+pub(crate) fn attempts_of(env: &TestEnv, role: &str, lens: &str) -> Vec<u32> {
     starts(env)
         .iter()
         .filter(|s| s.role == role && (lens == "*" || s.lens == lens))
@@ -116,7 +116,7 @@ fn attempts_of(env: &TestEnv, role: &str, lens: &str) -> Vec<u32> {
         .collect()
 }
 
-fn events(env: &TestEnv) -> Vec<Value> {
+pub(crate) fn events(env: &TestEnv) -> Vec<Value> {
     env.read(".iced/run/events.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -124,7 +124,7 @@ fn events(env: &TestEnv) -> Vec<Value> {
 }
 
 /// Every step record of a run that went to its history (older attempts, redone validators).
-fn history(env: &TestEnv, run: &str) -> Vec<Value> {
+pub(crate) fn history(env: &TestEnv, run: &str) -> Vec<Value> {
     std::fs::read_to_string(env.path(&format!(".iced/run/{run}/history.jsonl")))
         .unwrap_or_default()
         .lines()
@@ -137,16 +137,16 @@ fn lane_branch(id: &str) -> String {
 }
 
 /// A file of the delivered lane branch.
-fn delivered(env: &TestEnv, id: &str, name: &str) -> String {
+pub(crate) fn delivered(env: &TestEnv, id: &str, name: &str) -> String {
     env.git_out(&["show", &format!("{}:intent/{id}/{name}", lane_branch(id))])
 }
 
-fn verify_json(env: &TestEnv, id: &str) -> Value {
+pub(crate) fn verify_json(env: &TestEnv, id: &str) -> Value {
     serde_json::from_str(&delivered(env, id, "verify.json")).expect("verify.json is JSON")
 }
 
 /// The finding `id` of a lane as `run show --json` has it.
-fn finding<'a>(show: &'a Value, id: &str) -> &'a Value {
+pub(crate) fn finding<'a>(show: &'a Value, id: &str) -> &'a Value {
     show["lanes"][0]["findings"]
         .as_array()
         .expect("findings")
@@ -155,12 +155,12 @@ fn finding<'a>(show: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no finding {id} in {:#}", show["lanes"][0]["findings"]))
 }
 
-fn lane_dir(env: &TestEnv, run: &str, id: &str) -> PathBuf {
+pub(crate) fn lane_dir(env: &TestEnv, run: &str, id: &str) -> PathBuf {
     env.path(&format!(".iced/run/{run}/{id}"))
 }
 
 /// `iced build` to its end; its final line and the run id.
-fn build_to_end(env: &TestEnv, id: &str, exit: i32, status: &str) -> (Value, String) {
+pub(crate) fn build_to_end(env: &TestEnv, id: &str, exit: i32, status: &str) -> (Value, String) {
     let (out, last) = build(env, id, &[], exit);
     assert_eq!(
         last["status"],
