@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod failpoint;
 pub mod git;
+pub mod guard;
 pub mod init;
 pub mod metrics;
 pub mod par;
