@@ -220,6 +220,19 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         });
     }
     let head = judged;
+    // The guard again, on the range delivered (SPEC 24.2).
+    let base = run.base_of(lane);
+    let denied =
+        super::lane_guard::judge_range(ctx, &lane.unit, worktree, (base, &head), base, &[])?;
+    if !denied.is_empty() {
+        return Err(Undelivered::Failed(
+            denied
+                .iter()
+                .map(|d| d.gap(base))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ));
+    }
     let receipt = lane
         .record("receipt")
         .filter(|r| r.status == StepStatus::Done)

@@ -2672,6 +2672,21 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             &run.base_of(lane)[..run.base_of(lane).len().min(12)]
         ));
     }
+    // What the lane changed, not only what it reports: each path judged by the guard as the
+    // implementer's write, the units as they stood at the base (SPEC 24.2).
+    let base = run.base_of(lane);
+    let judged =
+        super::lane_guard::judge_range(ctx, &lane.unit, &worktree, (base, &head), base, &[]);
+    let guard = match judged {
+        Ok(denied) => {
+            missing.extend(denied.iter().map(|d| d.gap(base)));
+            serde_json::to_value(&denied).expect("serialises")
+        }
+        Err(e) => {
+            missing.push(format!("what the lane changed could not be judged: {e}"));
+            Value::Null
+        }
+    };
     match crate::git::is_clean(&worktree, &[]) {
         Ok(true) => {}
         Ok(false) => missing.push("the worktree has uncommitted or untracked changes".into()),
@@ -2716,7 +2731,7 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         }
         Err(p) => missing.push(format!("{}: {}", p.code, p.message)),
     }
-    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "handback": handback, "report": kept})
+    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "report": kept})
 }
 
 /// All commands and checks are in: the receipt verifies or names every gap at once.
@@ -2782,7 +2797,7 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "head": checks["head"], "tree": checks["tree"], "report": checks["report"], "handback": handback}),
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "head": checks["head"], "tree": checks["tree"], "guard": checks["guard"], "report": checks["report"], "handback": handback}),
     );
     emit(
         &ctx.paths,

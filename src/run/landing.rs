@@ -186,6 +186,68 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Ok(c) => c,
                 Err(e) => return failed(format!("the target `{target}` could not be read: {e}")),
             };
+            if accepted.is_some() {
+                // What a person's resume takes is judged as the implementer's write against the
+                // delivery, the loop's own close aside, and so are the paths the target holds as
+                // they are (the target's own work came in with a merge) (SPEC 24.3).
+                let differs: Vec<String> = crate::git::run(
+                    &worktree,
+                    &[
+                        "diff",
+                        "--name-only",
+                        "--no-renames",
+                        &target_head,
+                        &before,
+                        "--",
+                    ],
+                )
+                .map(|o| o.lines().map(str::to_owned).collect())
+                .unwrap_or_default();
+                let mut close: Vec<String> = ["iced.md", "evidence.md", "verify.json"]
+                    .iter()
+                    .map(|f| format!("intent/{}/{f}", lane.unit))
+                    .chain([".iced/metrics.jsonl".to_owned()])
+                    .collect();
+                close.extend(
+                    crate::git::run(
+                        &worktree,
+                        &[
+                            "diff",
+                            "--name-only",
+                            "--no-renames",
+                            &delivered,
+                            &before,
+                            "--",
+                        ],
+                    )
+                    .map(|o| o.lines().map(str::to_owned).collect::<Vec<_>>())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|p| !differs.contains(p)),
+                );
+                match super::lane_guard::judge_range(
+                    ctx,
+                    &lane.unit,
+                    &worktree,
+                    (&delivered, &before),
+                    &delivered,
+                    &close,
+                ) {
+                    Ok(denied) if denied.is_empty() => {}
+                    Ok(denied) => {
+                        return failed(
+                            denied
+                                .iter()
+                                .map(|d| d.gap(&delivered))
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        )
+                    }
+                    Err(e) => {
+                        return failed(format!("what the lane holds could not be judged: {e}"))
+                    }
+                }
+            }
             let result = land::integrate(&worktree, &target_head, &identity(&worktree));
             crate::failpoint::hit("land-after-integrate");
             match result {

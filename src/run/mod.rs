@@ -12,6 +12,7 @@ pub mod judging;
 pub mod kept;
 pub mod land;
 pub mod landing;
+pub mod lane_guard;
 pub mod lock;
 pub mod pace;
 pub mod record;

@@ -350,3 +350,112 @@ fn large_answers_live_in_their_own_files_and_the_state_stays_readable() {
     step(&env);
     env.iced_json(&["run", "list"]).ok();
 }
+
+/// Failure 1: "An implementer edited its own unit in its commits (`autonomy: 1` to `2`; an
+/// Expectation weakened; an Expectation deleted) and `.iced/config.json` (`verify.independent:
+/// false`, a runner's `argv`). The lane was delivered and merged; the unit was auto-accepted on
+/// the autonomy the agent gave it, and the next `iced build` ran the argv the agent wrote." Now
+/// each such change fails the receipt, naming the path and what it touched, and nothing lands.
+#[test]
+fn an_implementer_that_changes_its_unit_or_the_config_never_lands() {
+    let unit = "intent/{lane}/iced.md";
+    let cases = [
+        (
+            unit,
+            r"s/^autonomy: 1$/autonomy: 2/",
+            "protected-key",
+            "`autonomy`",
+        ),
+        (
+            unit,
+            r"s/An idle session still ends after 30 minutes/An idle session ends eventually/",
+            "contract-frozen",
+            "contract",
+        ),
+        (unit, r"/\[E2\]/d", "contract-frozen", "contract"),
+        (unit, r"s/^risk: medium$/risk: low/", "frozen-key", "`risk`"),
+        (
+            ".iced/config.json",
+            r#"s/"independent": true/"independent": false/"#,
+            "config-integrity",
+            "`verify.independent`",
+        ),
+        (
+            ".iced/config.json",
+            r"s/fake-agent/evil-agent/",
+            "config-integrity",
+            "`runners`",
+        ),
+        ("intent/{lane}/verify.json", "", "owned-file", "verify.json"),
+    ];
+    for (path, expr, rule, names) in cases {
+        let change = if expr.is_empty() {
+            format!("commit {path} {{\"verdict\": \"pass\"}}")
+        } else {
+            format!("commit-sed {path} {expr}")
+        };
+        // Attempt 2 only reports: the change is still on the branch, and still judged. The
+        // validator would pass anything; it is never asked.
+        let script = section(
+            "1",
+            "implementer",
+            "*",
+            &format!("commit src/session.rs refreshed on activity\n{change}"),
+        ) + &section("*", "implementer", "*", "report-ok E1 E2")
+            + &section("*", "validator", "*", &format!("report {PASS}"));
+        let (env, id) = validated(
+            &script,
+            &["full"],
+            json!({"land": {"mode": "merge", "strategy": "ff"}, "verify": {"maxAttempts": 2}}),
+        );
+        let config_before = env.read(".iced/config.json");
+        let unit_before = env.read(&format!("intent/{id}/iced.md"));
+        let main_before = env.git_out(&["rev-parse", "main"]);
+        let (out, last) = build(&env, &id, &[], 4);
+        assert_eq!(last["status"], "blocked", "{rule}: {out:#?}");
+        let run = str_of(&last, "run").to_owned();
+        let show = run_show(&env, &run);
+        let reason = lane_of(&show)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let shown_path = path.replace("{lane}", &id);
+        assert!(
+            reason.contains(&format!("lane-touches-protected: `{shown_path}` ({rule})"))
+                && reason.contains(names),
+            "{rule} {names}: {reason}"
+        );
+        // Attempt 2 was told what to undo.
+        let brief = std::fs::read_to_string(lane_dir(&env, &run, &id).join("brief-2.md")).unwrap();
+        assert!(
+            brief.contains("lane-touches-protected") && brief.contains(&shown_path),
+            "{rule}: {brief}"
+        );
+        // Nothing landed, nothing was accepted, the person's files are as they were.
+        assert_eq!(env.git_out(&["rev-parse", "main"]), main_before, "{rule}");
+        assert_eq!(env.read(".iced/config.json"), config_before, "{rule}");
+        assert_eq!(
+            env.read(&format!("intent/{id}/iced.md")),
+            unit_before,
+            "{rule}"
+        );
+        assert!(!subjects(&env, &branch(&id))
+            .iter()
+            .any(|s| s.starts_with("iced: deliver")));
+    }
+}
+
+/// The implementer may append to its own unit's `decisions.md` (SPEC 24.2): such a lane lands.
+#[test]
+fn an_implementer_may_append_to_its_own_decision_log() {
+    let script = "commit src/session.rs refreshed on activity\ncommit-sed intent/001-session-timeout/decisions.md $a - Decision: sessions refresh on any request\nreport-ok E1 E2\n";
+    let (env, id) = crate::loop_e2e::with_agent(
+        script,
+        json!({"land": {"mode": "merge", "strategy": "ff"}, "verify": {"independent": false}}),
+    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert!(env
+        .read(&format!("intent/{id}/decisions.md"))
+        .contains("- Decision: sessions refresh on any request"));
+}
