@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 // ---- answers ----------------------------------------------------------------------------------
 
 /// Everything kept: both expectations pass, F1 not triggered, C1 not violated.
-const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "tests/session.rs::refresh passes"}, {"id": "E2", "result": "pass", "evidence": "tests/session.rs::idle passes"}], "failures": [{"id": "F1", "triggered": false, "evidence": "an active session was never signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "src/password.rs is untouched"}], "notes": "read the diff and ran the tests"}"#;
+pub(crate) const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "tests/session.rs::refresh passes"}, {"id": "E2", "result": "pass", "evidence": "tests/session.rs::idle passes"}], "failures": [{"id": "F1", "triggered": false, "evidence": "an active session was never signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "src/password.rs is untouched"}], "notes": "read the diff and ran the tests"}"#;
 
 /// The expectations pass, but an S2 finding blocks.
 const FAIL_S2: &str = r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass", "evidence": "refresh works"}, {"id": "E2", "result": "pass", "evidence": "idle test passes"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "E2", "finding_category": "correctness", "severity": "S2-major", "summary": "a background poll counts as activity", "failure_scenario": {"inputs": "an idle tab polling every minute", "expected": "the session ends after 30 minutes", "actual": "the session never ends"}}]}"#;
