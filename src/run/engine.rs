@@ -882,11 +882,11 @@ fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
 }
 
 /// The agents of `run` alive now (SPEC 20.9): its launches recorded and not yet ended, of the
-/// implementer under the process driver and of validators run by a runner. With `check`, a
-/// launch whose supervisor is gone or finished (not yet observed by a step of that run) does not
-/// count.
+/// implementer under the process driver and of validators run by a runner, and the agents handed
+/// to the host and not yet answered (SPEC 24.8). With `check`, a launch whose supervisor is gone
+/// or finished (not yet observed by a step of that run) does not count.
 fn agents_alive(ctx: &Ctx<'_>, run: &Run, check: bool) -> usize {
-    let mut alive = 0;
+    let mut alive = super::host::alive(run);
     for lane in &run.lanes {
         for r in lane.steps.iter().filter(|r| {
             r.status == StepStatus::Started && r.nonce.is_some() && r.attempt == lane.attempt
@@ -961,6 +961,7 @@ fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
         // Quick decisions are applied here, under the same lock.
         let applied = apply_quick(ctx, run, &next)?;
         settle(ctx, run);
+        super::host::end_stranded(ctx, run);
         // Only a step that changed something is an update: asking again (a host polling for its
         // `start_agent`) must write nothing (SPEC 20.2).
         if *run != before {
@@ -1632,11 +1633,12 @@ pub(super) fn new_attempt(
     crashed: bool,
 ) -> Result<(), Refusal> {
     let attempt = lane.attempt;
-    let (old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane
+    let (mut old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane
         .steps
         .drain(..)
         .partition(|r| r.attempt == attempt && r.step != "worktree" && r.step != "base");
     lane.steps = keep;
+    super::host::end_with_attempt(ctx, run_id, &lane.id, &mut old);
     archive(ctx, run_id, &lane.id, &old)?;
     lane.attempt += 1;
     if crashed {
@@ -1684,6 +1686,7 @@ pub(super) fn archive(
 
 fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusal> {
     run.status = status;
+    super::host::end_stranded(ctx, run);
     crate::failpoint::hit("end-before-release");
     claims::release(&ctx.paths, &run.unit, &run.id, ctx.step)?;
     for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
@@ -1787,24 +1790,7 @@ fn apply_quick(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Ref
             }
         }
         Next::HandToHost { lane } => {
-            let l = run.lane_mut(lane).expect("lane");
-            if l.record("implement").is_none() {
-                let brief_sha = l
-                    .outcome("brief")
-                    .and_then(|o| o["sha256"].as_str())
-                    .map(str::to_owned);
-                let mut record = started("implement", l.attempt, brief_sha, Some(new_nonce()));
-                // A host's agent is not ours to watch: the record has no owner process.
-                record.pid = None;
-                record.pid_start = None;
-                l.steps.push(record);
-                emit(
-                    &ctx.paths,
-                    &run_id,
-                    "step_start",
-                    json!({"lane": lane, "step": "implement", "attempt": l.attempt, "driver": "host"}),
-                );
-            }
+            super::host::hand_implementer(ctx, &run_id, run.lane_mut(lane).expect("lane"));
             Pending::Report(Box::new(start_agent_report(ctx, run, lane)))
         }
         Next::CheckReceipt { lane } => {
@@ -2850,17 +2836,28 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
 // ------------------------------------------------------------------------------------------------
 
 /// `implement receipt <path>`: the host hands in its agent's report for the current attempt.
-pub fn submit_receipt(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
-    logged(ctx, run_id, submit_receipt_once(ctx, run_id, path))
+/// `said` is what the host says its agent used (SPEC 24.8), kept on the step's outcome.
+pub fn submit_receipt(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    path: &Path,
+    said: &super::host::HostAgent,
+) -> Result<StepReport, Refusal> {
+    logged(ctx, run_id, submit_receipt_once(ctx, run_id, path, said))
         .map(|r| lane_not_run(ctx, run_id, r))
 }
 
-fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepReport, Refusal> {
+fn submit_receipt_once(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    path: &Path,
+    said: &super::host::HostAgent,
+) -> Result<StepReport, Refusal> {
     let given = path.canonicalize().unwrap_or_else(|_| path.to_owned());
     ctx.transact(|state| {
         let run = open_run(ctx, state, run_id, "hand in")?;
         let run_snapshot = run.clone();
-        if let Some(report) = super::judging::host_answer(ctx, run, &given)? {
+        if let Some(report) = super::judging::host_answer(ctx, run, &given, said)? {
             return Ok(report);
         }
         // The lane this path belongs to: the one whose receipt goes there now, else one in
@@ -2914,9 +2911,9 @@ fn submit_receipt_once(ctx: &Ctx<'_>, run_id: &str, path: &Path) -> Result<StepR
             return Err(ctx.refuse(p.code, p.message, remedy));
         }
         let record = lane.record_mut("implement").expect("checked above");
-        finish(record, StepStatus::Done, json!({"receipt_path": expected}));
+        finish(record, StepStatus::Done, json!({"receipt_path": expected, super::host::SAID: said}));
         lane.stage = Stage::Receipt;
-        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "driver": "host"}));
+        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "step": "implement", "driver": "host"}));
         emit(&ctx.paths, run_id, "step_done", json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
         let lane_id = lane.id.clone();
         let run = state.runs.get(run_id).expect("run");
@@ -3212,6 +3209,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
         l.stage = Stage::Discarded;
         l.reason = Some("discarded by a person".into());
         let lane_id = l.id.clone();
+        super::host::end_stranded(ctx, run);
         if run.status == RunStatus::Blocked {
             run.status = RunStatus::Running;
         }

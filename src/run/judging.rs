@@ -881,6 +881,7 @@ pub fn host_answer(
     ctx: &Ctx<'_>,
     run: &mut Run,
     given: &Path,
+    said: &super::host::HostAgent,
 ) -> Result<Option<StepReport>, Refusal> {
     let run_id = run.id.clone();
     // The lane whose validator writes to `given` (a project run has several in validation).
@@ -925,7 +926,11 @@ pub fn host_answer(
     }
     let record = lane.record_mut(&key).expect("found above");
     if let Some(Value::Object(o)) = record.outcome.as_mut() {
-        o.insert("finished".into(), json!({"host": true}));
+        // Under `finished`, which the check keeps: what the host said its agent used.
+        o.insert(
+            "finished".into(),
+            json!({"host": true, super::host::SAID: said}),
+        );
     }
     record.pid = None;
     let lane_id = lane.id.clone();

@@ -8,6 +8,7 @@ pub mod decide;
 pub mod deliver;
 pub mod engine;
 pub mod events;
+pub mod host;
 pub mod judging;
 pub mod kept;
 pub mod land;

@@ -28,8 +28,9 @@ pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
     })
 }
 
-/// Every agent the run launched, earlier attempts included: runner, model (as the harness
-/// reported it, else as configured), turns, cost (`unknown` when not reported), duration, exit.
+/// Every agent the run launched or handed to the host, earlier attempts included: runner, model
+/// (as the harness reported it, else as configured; a host's as the host said, else `unknown`),
+/// turns, cost (`unknown` when not reported, and always for a host's), duration, exit.
 pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
     let s = &ctx.settings;
     let mut records: Vec<(String, Value)> = history
@@ -45,8 +46,16 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
         }
     }
     let mut out = Vec::new();
+    let host_run = run.driver == super::state::Driver::Host;
     for (lane, r) in records {
         let step = r["step"].as_str().unwrap_or("");
+        if super::host::was_handed(step, &r, host_run) {
+            // Answered, or ended unanswered with its attempt, lane or run; not while alive.
+            if r["status"] != "started" {
+                out.push(host_agent(&lane, step, &r));
+            }
+            continue;
+        }
         let implementer = step == "implement" && run.driver == super::state::Driver::Process;
         let validator = super::judging::is_validator_step(step) && s.validator.is_some();
         if !(implementer || validator) || r["nonce"].is_null() || r["status"] == "started" {
@@ -79,6 +88,26 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// An agent handed to the host (SPEC 24.8): what the host said it used, or `unknown`; its cost
+/// is never known to the loop.
+fn host_agent(lane: &str, step: &str, r: &Value) -> Value {
+    let said = super::host::said(&r["outcome"]);
+    json!({
+        "lane": lane,
+        "step": step,
+        "attempt": r["attempt"],
+        "runner": "host",
+        "model": said.model.as_deref().unwrap_or("unknown"),
+        "session": said.session.as_deref().unwrap_or("unknown"),
+        "turns": null,
+        "cost_usd": "unknown",
+        "duration_ms": null,
+        "exit_code": null,
+        "status": r["status"],
+        "ended": r["outcome"]["ended"],
+    })
 }
 
 /// The run's cost: the sum of what was reported, and how many agents reported none (so an
@@ -120,6 +149,24 @@ pub fn cost_line(cost: &Value) -> String {
 pub fn agent_lines(agents: &[Value]) -> String {
     let mut b = String::new();
     for a in agents {
+        if a["runner"] == "host" {
+            let _ = writeln!(
+                b,
+                "  agent {} {} attempt {}: runner host, model {}, session {}, cost unknown, {}",
+                a["lane"].as_str().unwrap_or(""),
+                a["step"].as_str().unwrap_or(""),
+                a["attempt"],
+                a["model"].as_str().unwrap_or("unknown"),
+                a["session"].as_str().unwrap_or("unknown"),
+                match (a["status"].as_str(), a["ended"].as_str()) {
+                    (Some("done"), _) => "answered".to_owned(),
+                    (_, Some(why)) => format!("ended unanswered: {why}"),
+                    // Answered, and the answer thrown away (its tree changed).
+                    _ => "failed".to_owned(),
+                },
+            );
+            continue;
+        }
         let cost = a["cost_usd"]
             .as_f64()
             .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c}"));

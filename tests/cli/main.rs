@@ -7,6 +7,7 @@ mod bad_input;
 mod crash;
 mod examples;
 mod harness;
+mod host_pace;
 mod hostile_lane;
 mod init;
 mod interop;

@@ -77,6 +77,16 @@ pub struct ReceiptArgs {
     /// The run, when several are live.
     #[arg(long)]
     pub run: Option<String>,
+    /// The model the host's agent used, as the host knows it (kept in the run record).
+    #[arg(long, value_parser = parse_label)]
+    pub model: Option<String>,
+    /// The host's session of that agent, as the host names it (kept in the run record).
+    #[arg(long, value_parser = parse_label)]
+    pub session: Option<String>,
+}
+
+fn parse_label(s: &str) -> Result<String, String> {
+    crate::run::host::check_label(s)
 }
 
 #[derive(clap::Subcommand)]
@@ -285,7 +295,13 @@ pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
                     "start one with `iced build <id>`",
                 )
             })?;
-            Ok(output(&engine::submit_receipt(&ctx, &run, &args.path)?))
+            let said = crate::run::host::HostAgent {
+                model: args.model,
+                session: args.session,
+            };
+            Ok(output(&engine::submit_receipt(
+                &ctx, &run, &args.path, &said,
+            )?))
         }
     }
 }

@@ -1,0 +1,379 @@
+//! Agents the host drives (SPEC 24.8): an implementer, validator or refuter handed out by
+//! `start_agent` is alive from that answer until its receipt, or until the attempt, lane or run
+//! that handed it out ends. This module keeps that life on the step records (`handed` on the
+//! outcome), counts the living, logs `agent_start`/`agent_end` once each, and keeps what the host
+//! says its agent used. Whether an agent may be handed out is `decide`'s choice, never this
+//! module's; nothing here reads a clock, a process or anything an agent wrote.
+
+use super::engine::{finish, started, Ctx};
+use super::events::emit;
+use super::state::{Lane, Run, StepRecord, StepStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// What the host says its agent used (`implement receipt --model M --session S`): the host's
+/// word, kept as given and never checked; `None` where it said nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostAgent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// The longest model or session name a host may give.
+pub const LABEL_MAX: usize = 200;
+
+/// A model or session name as the host gives it: kept as given when it is one line of at most
+/// [`LABEL_MAX`] characters, not blank, with no control character; else why not.
+pub fn check_label(given: &str) -> Result<String, String> {
+    if given.trim().is_empty() {
+        Err("it is empty".into())
+    } else if given.chars().count() > LABEL_MAX {
+        Err(format!("it is longer than {LABEL_MAX} characters"))
+    } else if given.chars().any(char::is_control) {
+        Err("it holds a control character".into())
+    } else {
+        Ok(given.to_owned())
+    }
+}
+
+/// Where a host agent's step outcome keeps [`HostAgent`] (a validator's, under `finished`).
+pub const SAID: &str = "host_agent";
+
+/// The marks a step's outcome carries when its agent was handed to the host.
+#[derive(Debug, Default, Deserialize)]
+struct Marks {
+    /// Handed out by `start_agent`.
+    #[serde(default)]
+    handed: bool,
+    /// A validator's or refuter's answer is in (`{"host": true, ...}` for a host's).
+    #[serde(default)]
+    finished: Option<Value>,
+}
+
+fn marks(record: &StepRecord) -> Marks {
+    record
+        .outcome
+        .as_ref()
+        .and_then(|o| Marks::deserialize(o).ok())
+        .unwrap_or_default()
+}
+
+/// An agent handed to the host whose receipt is not in: its record is started and handed, and
+/// (a validator's) no answer is in.
+pub fn is_live(record: &StepRecord) -> bool {
+    if record.status != StepStatus::Started {
+        return false;
+    }
+    let m = marks(record);
+    m.handed && m.finished.as_ref().is_none_or(Value::is_null)
+}
+
+/// How many agents handed to the host are alive in `run` (SPEC 20.9, 24.8): those of the current
+/// attempt of each lane still at work, in a run that has not ended.
+pub fn alive(run: &Run) -> usize {
+    if run.status.is_ended() {
+        return 0;
+    }
+    run.lanes
+        .iter()
+        .filter(|l| !l.stage.is_final())
+        .map(|l| {
+            l.steps
+                .iter()
+                .filter(|r| r.attempt == l.attempt && is_live(r))
+                .count()
+        })
+        .sum()
+}
+
+/// Whether a step record (as the state or the history holds it, in JSON) is of an agent handed
+/// to the host: an implementer of a host-driven run, or a validator or refuter marked handed
+/// (whose answer, once in, says `host` under `finished`).
+pub fn was_handed(step: &str, record: &Value, host_run: bool) -> bool {
+    if step == "implement" {
+        return host_run;
+    }
+    let o = &record["outcome"];
+    super::judging::is_validator_step(step)
+        && (o["handed"] == true || !o["finished"]["host"].is_null())
+}
+
+/// What the host said its agent used, from a step record's outcome (JSON), if it said anything.
+pub fn said(outcome: &Value) -> HostAgent {
+    let at = if outcome[SAID].is_object() {
+        &outcome[SAID]
+    } else {
+        &outcome["finished"][SAID]
+    };
+    HostAgent::deserialize(at).unwrap_or_default()
+}
+
+fn role(step: &str) -> &'static str {
+    match step {
+        "implement" => "implementer",
+        "refute" => "refuter",
+        _ => "validator",
+    }
+}
+
+/// `agent_start`/`agent_end` fields of a host agent: where, who, and a validator's lens.
+fn fields(lane: &str, record: &StepRecord) -> Value {
+    let mut f = json!({"lane": lane, "attempt": record.attempt, "role": role(&record.step), "step": record.step, "driver": "host"});
+    if let Some(lens) = record.step.strip_prefix("validate-") {
+        f["lens"] = lens.into();
+    }
+    f
+}
+
+/// The lane's implementer, handed to the host: recorded started and handed, with no owner
+/// process (the host's agent is not ours to watch), and logged `step_start` and `agent_start`,
+/// once. Asked again for the same attempt, it changes nothing (SPEC 20.2).
+pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
+    if lane.record("implement").is_some() {
+        return;
+    }
+    let brief_sha = lane
+        .outcome("brief")
+        .and_then(|o| o["sha256"].as_str())
+        .map(str::to_owned);
+    let mut record = started(
+        "implement",
+        lane.attempt,
+        brief_sha,
+        Some(super::engine::new_nonce()),
+    );
+    record.pid = None;
+    record.pid_start = None;
+    record.outcome = Some(json!({"handed": true}));
+    emit(
+        &ctx.paths,
+        run_id,
+        "step_start",
+        json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "driver": "host"}),
+    );
+    // Logged with the answer that hands it out, under the same lock (SPEC 21.5).
+    emit(&ctx.paths, run_id, "agent_start", fields(&lane.id, &record));
+    lane.steps.push(record);
+}
+
+/// A host agent that ended without its receipt: its record fails with `ended` saying why (a
+/// receipt for it is refused from now on); the fields of its `agent_end`.
+fn end(lane: &str, record: &mut StepRecord, why: &str) -> Value {
+    let mut outcome = record.outcome.take().unwrap_or_else(|| json!({}));
+    outcome["ended"] = why.into();
+    finish(record, StepStatus::Failed, outcome);
+    let mut f = fields(lane, record);
+    f["outcome"] = why.into();
+    f
+}
+
+/// End the live host agents of the lanes that are final (blocked, handed back, discarded,
+/// delivered) and of a run that has ended: nothing they hand in would be taken. Each is ended
+/// once, and logged `agent_end`; a call that finds none changes nothing.
+pub fn end_stranded(ctx: &Ctx<'_>, run: &mut Run) {
+    for f in strand(run) {
+        emit(&ctx.paths, &run.id, "agent_end", f);
+    }
+}
+
+fn strand(run: &mut Run) -> Vec<Value> {
+    let run_ended = run.status.is_ended();
+    let mut ended = Vec::new();
+    for lane in &mut run.lanes {
+        if !(run_ended || lane.stage.is_final()) {
+            continue;
+        }
+        let why = if run_ended {
+            format!("the run ended ({})", run.status.as_str())
+        } else {
+            format!("the lane is {}", lane.stage.as_str())
+        };
+        let attempt = lane.attempt;
+        for record in lane
+            .steps
+            .iter_mut()
+            .filter(|r| r.attempt == attempt && is_live(r))
+        {
+            ended.push(end(&lane.id, record, &why));
+        }
+    }
+    ended
+}
+
+/// End the live host agents among `records`, the current attempt's, as the attempt ends and they
+/// leave the lane for the history; each logged `agent_end`.
+pub fn end_with_attempt(ctx: &Ctx<'_>, run_id: &str, lane: &str, records: &mut [StepRecord]) {
+    for record in records.iter_mut().filter(|r| is_live(r)) {
+        emit(
+            &ctx.paths,
+            run_id,
+            "agent_end",
+            end(lane, record, "the attempt ended"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::state::{Base, Driver, RunStatus, Stage};
+
+    fn record(step: &str, status: StepStatus, outcome: Value) -> StepRecord {
+        StepRecord {
+            step: step.into(),
+            attempt: 1,
+            status,
+            started_at: "2026-09-30T11:00:00Z".into(),
+            ended_at: None,
+            inputs: None,
+            nonce: Some("n".into()),
+            pid: None,
+            pid_start: None,
+            outcome: Some(outcome),
+        }
+    }
+
+    #[test]
+    fn a_handed_agent_lives_until_its_answer_is_in() {
+        assert!(is_live(&record(
+            "implement",
+            StepStatus::Started,
+            json!({"handed": true})
+        )));
+        assert!(is_live(&record(
+            "validate-full",
+            StepStatus::Started,
+            json!({"prepared": true, "handed": true})
+        )));
+        // Answered: a validator's answer is in, an implementer's receipt recorded it done.
+        assert!(!is_live(&record(
+            "validate-full",
+            StepStatus::Started,
+            json!({"handed": true, "finished": {"host": true}})
+        )));
+        assert!(!is_live(&record(
+            "implement",
+            StepStatus::Done,
+            json!({"handed": true})
+        )));
+        // Prepared, not yet handed; a process agent (never handed).
+        assert!(!is_live(&record(
+            "validate-full",
+            StepStatus::Started,
+            json!({"prepared": true})
+        )));
+        assert!(!is_live(&record(
+            "implement",
+            StepStatus::Started,
+            Value::Null
+        )));
+    }
+
+    fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
+        Lane {
+            id: id.into(),
+            unit: id.into(),
+            stage,
+            attempt: 1,
+            crashes: 0,
+            worktree: None,
+            branch: None,
+            reason: None,
+            steps,
+            findings: Vec::new(),
+            mutations: 0,
+            validators: Vec::new(),
+            land_round: 0,
+            depends: Vec::new(),
+            released: false,
+        }
+    }
+
+    fn run(lanes: Vec<Lane>) -> Run {
+        Run {
+            id: "run-1".into(),
+            unit: "u".into(),
+            status: RunStatus::Running,
+            driver: Driver::Host,
+            session: None,
+            created_at: "2026-09-30T11:00:00Z".into(),
+            updated_at: "2026-09-30T11:00:00Z".into(),
+            base: Base {
+                commit: "0".repeat(40),
+                branch: None,
+            },
+            next_eligible_at: None,
+            paced: 0,
+            pace: None,
+            window_from: None,
+            lanes,
+        }
+    }
+
+    /// A lane at work keeps its agent; a blocked one's ends, once; a run that ended ends them all.
+    #[test]
+    fn agents_of_final_lanes_and_ended_runs_end_once() {
+        let handed = || record("implement", StepStatus::Started, json!({"handed": true}));
+        let validator = || {
+            record(
+                "validate-full",
+                StepStatus::Started,
+                json!({"prepared": true, "handed": true}),
+            )
+        };
+        let mut r = run(vec![
+            lane("a", Stage::Implement, vec![handed()]),
+            lane("b", Stage::Blocked, vec![validator()]),
+        ]);
+        assert_eq!(alive(&r), 1, "a blocked lane's agent does not count");
+        let ended = strand(&mut r);
+        assert_eq!(
+            ended,
+            vec![
+                json!({"lane": "b", "attempt": 1, "role": "validator", "step": "validate-full",
+                "driver": "host", "lens": "full", "outcome": "the lane is blocked"})
+            ]
+        );
+        let b = &r.lanes[1].steps[0];
+        assert_eq!(b.status, StepStatus::Failed);
+        assert_eq!(b.outcome.as_ref().unwrap()["ended"], "the lane is blocked");
+        assert!(strand(&mut r).is_empty(), "ended twice");
+        assert!(is_live(&r.lanes[0].steps[0]));
+
+        r.status = RunStatus::Abandoned;
+        assert_eq!(alive(&r), 0);
+        let ended = strand(&mut r);
+        assert_eq!(ended.len(), 1);
+        assert_eq!(ended[0]["outcome"], "the run ended (abandoned)");
+        assert_eq!(ended[0]["role"], "implementer");
+    }
+
+    #[test]
+    fn a_label_is_one_short_printable_line() {
+        assert_eq!(check_label("claude-opus-4"), Ok("claude-opus-4".into()));
+        assert!(check_label("").is_err());
+        assert!(check_label("  ").is_err());
+        assert!(check_label("a\nb").is_err());
+        assert!(check_label("\u{1b}[31mred").is_err());
+        assert!(check_label(&"x".repeat(LABEL_MAX)).is_ok());
+        assert!(check_label(&"x".repeat(LABEL_MAX + 1)).is_err());
+    }
+
+    #[test]
+    fn what_the_host_said_is_read_back_wherever_the_step_keeps_it() {
+        let given = HostAgent {
+            model: Some("m".into()),
+            session: None,
+        };
+        let v = serde_json::to_value(&given).unwrap();
+        assert_eq!(said(&json!({"receipt_path": "/r", SAID: v})), given);
+        assert_eq!(
+            said(&json!({"answer": null, "finished": {"host": true, SAID: v}})),
+            given
+        );
+        assert_eq!(said(&json!({"receipt_path": "/r"})), HostAgent::default());
+    }
+}
