@@ -60,8 +60,12 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, String> 
         .ok_or("the lane has no verified receipt")?;
     let rel = format!("intent/{}", lane.unit);
     let unit_path = worktree.join(&rel).join("iced.md");
-    let text = std::fs::read_to_string(&unit_path)
-        .map_err(|e| format!("read `{}`: {e}", unit_path.display()))?;
+    // The lane's worktree is the agent's: its copy of the unit is read as an agent's file.
+    let text = crate::store::read_no_follow(&unit_path, crate::repo::UNIT_LIMIT)
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            String::from_utf8(b).map_err(|_| format!("`{}` is not UTF-8", unit_path.display()))
+        })?;
     let parsed = crate::unit::parse_unit(&text);
     let now = crate::clock::now_iso();
     let log = git(

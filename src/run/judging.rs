@@ -13,6 +13,7 @@ use super::events::emit;
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
 use super::validate::{self, Answer, Finding, Fingerprint};
 use crate::refusal::Refusal;
+use crate::store::StoreError;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -608,9 +609,10 @@ pub fn check(
     let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
     let path = sandbox(lane, key, attempt);
     let branch = lane.branch.clone().unwrap_or_default();
-    let before: Option<Fingerprint> = std::fs::read(dir.join("fingerprint.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let before: Option<Fingerprint> =
+        crate::store::read_no_follow(&dir.join("fingerprint.json"), 1 << 20)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
     let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
     let after = validate::fingerprint(&path, &ctx.repo.root, &branch, lane_worktree.as_deref());
     let moved = match (&before, &after) {
@@ -657,7 +659,7 @@ pub fn check(
                 r.transcripts.then_some(transcript.as_path()),
             )
         });
-    let text = crate::store::read_limited(&output, validate::OUTPUT_LIMIT)
+    let text = crate::store::read_no_follow(&output, validate::OUTPUT_LIMIT)
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned());
     let parsed: Result<Value, String> = match (&text, key) {
@@ -801,14 +803,18 @@ pub fn host_answer(
     };
     let lane = &mut run.lanes[index];
     let attempt = lane.attempt;
-    let text = crate::store::read_limited(&path, validate::OUTPUT_LIMIT)
+    // An agent wrote it: a link or a FIFO is refused at once, as itself (SPEC 24.6).
+    let text = crate::store::read_no_follow(&path, validate::OUTPUT_LIMIT)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| {
-            ctx.refuse_pub(
+        .map_err(|e| match e {
+            e @ (StoreError::Symlink(_) | StoreError::NotRegular { .. }) => {
+                crate::repo::store_refusal(ctx.step, e)
+            }
+            e => ctx.refuse_pub(
                 "answer-invalid",
                 e.to_string(),
                 "write the answer, then hand it in again",
-            )
+            ),
         })?;
     let checked = if key == "refute" {
         validate::parse_refutation(&text).map(|_| ())

@@ -7,6 +7,7 @@ mod bad_input;
 mod crash;
 mod examples;
 mod harness;
+mod hostile_files;
 mod init;
 mod interop;
 mod landing;
