@@ -16,4 +16,5 @@ mod mock_api;
 mod output;
 mod project;
 mod refusals;
+mod survivors;
 mod validation;
