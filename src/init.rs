@@ -58,8 +58,8 @@ const KNOWLEDGE_MEMORY: &str = "# Knowledge
 /// Test commands worth putting in `verify.commands` of a new config, when one is obvious.
 pub fn detect_verify_commands(root: &Path) -> Vec<String> {
     let has = |p: &str| root.join(p).exists();
-    if let Ok(text) = std::fs::read_to_string(root.join("package.json")) {
-        let test = serde_json::from_str::<serde_json::Value>(&text)
+    if let Ok(bytes) = store::read_limited(&root.join("package.json"), EXISTING_LIMIT) {
+        let test = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
             .and_then(|v| {
                 v.pointer("/scripts/test")
@@ -91,6 +91,10 @@ fn rel(root: &Path, path: &Path) -> String {
         .into_owned()
 }
 
+/// Files init looks at (its own, `.gitignore`, `package.json`) are compared or scanned whole; one
+/// larger than this is not something init should rewrite.
+const EXISTING_LIMIT: u64 = 16 * 1024 * 1024;
+
 /// Write `content` to `path` when it is absent, or when `overwrite` and it differs.
 fn write_file(
     root: &Path,
@@ -100,10 +104,10 @@ fn write_file(
     report: &mut InitReport,
 ) -> Result<(), StoreError> {
     let name = rel(root, path);
-    let existing = match std::fs::read(path) {
+    let existing = match store::read_limited(path, EXISTING_LIMIT) {
         Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(StoreError::io("read", path, e)),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e),
     };
     match existing {
         Some(_) if !overwrite => report.skipped.push(name),
@@ -131,10 +135,10 @@ fn ensure_lines(
     lines: &[&str],
     report: &mut InitReport,
 ) -> Result<(), StoreError> {
-    let current = match std::fs::read(path) {
+    let current = match store::read_limited(path, EXISTING_LIMIT) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(StoreError::io("read", path, e)),
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => return Err(e),
     };
     let have: Vec<&str> = current.lines().map(str::trim).collect();
     let missing: Vec<&str> = lines

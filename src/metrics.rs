@@ -27,12 +27,17 @@ pub fn append(root: &Path, id: &str, event: &str, data: Value) -> Result<(), Sto
     store::append(&path(root), text.as_bytes(), 0o644)
 }
 
-/// Every event that parses as a JSON object; other lines are skipped.
+/// A metrics file over this is refused rather than read: at a few hundred bytes an event, it holds
+/// hundreds of thousands of them.
+const READ_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// Every event that parses as a JSON object; other lines are skipped. The file is iced's own, so a
+/// link or anything but a regular file is refused (SPEC 24.6).
 pub fn read(root: &Path) -> Result<Vec<Map<String, Value>>, StoreError> {
-    let text = match std::fs::read(path(root)) {
+    let text = match store::read_no_follow(&path(root), READ_LIMIT) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StoreError::io("read", &path(root), e)),
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e),
     };
     Ok(text
         .lines()

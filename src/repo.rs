@@ -61,6 +61,7 @@ impl ReadError {
                 format!("`{}` is not valid UTF-8 (first bad byte on line {line})", path.display()),
                 "save the file as UTF-8; if it is not a unit, move it out of `intent/`",
             ),
+            ReadError::Store(e @ StoreError::NotRegular { .. }) => store_refusal(step, e),
             ReadError::Store(e) if e.is_not_found() => Refusal::new(
                 step,
                 "unit-not-found",
@@ -99,7 +100,7 @@ pub fn read_text(path: &Path) -> Result<String, ReadError> {
 
 pub fn config_refusal(step: &str, e: ConfigError) -> Refusal {
     match e {
-        ConfigError::Store(e) => io_error(step, e),
+        ConfigError::Store(e) => store_refusal(step, e),
         e => Refusal::new(
             step,
             "config-invalid",
@@ -115,10 +116,16 @@ pub fn store_refusal(step: &str, e: StoreError) -> Refusal {
             step,
             "path-symlink",
             format!(
-                "`{}` is a symbolic link; iced does not write through links",
+                "`{}` is a symbolic link; iced does not read or write through links here",
                 path.display()
             ),
             "replace the link with a regular file, then run the command again",
+        ),
+        e @ StoreError::NotRegular { .. } => Refusal::new(
+            step,
+            "not-a-regular-file",
+            e.to_string(),
+            "replace it with a regular file (or remove it), then run the command again",
         ),
         e => io_error(step, e),
     }
@@ -187,12 +194,14 @@ impl Repo {
         Ok(names)
     }
 
-    /// Every unit: a folder in `intent/` holding an `iced.md`, sorted by id.
+    /// Every unit: a folder in `intent/` holding an `iced.md`, sorted by id. An `iced.md` that is
+    /// not a regular file (a FIFO) still makes a unit, so that reading it is refused naming it
+    /// (SPEC 24.6) rather than the unit going missing.
     pub fn unit_ids(&self, step: &str) -> Result<Vec<String>, Refusal> {
         let names = self.intent_entries().map_err(|e| store_refusal(step, e))?;
         Ok(names
             .into_iter()
-            .filter(|n| self.unit_paths(n).iced.is_file())
+            .filter(|n| fs::metadata(self.unit_paths(n).iced).is_ok_and(|m| !m.is_dir()))
             .collect())
     }
 
@@ -283,7 +292,8 @@ impl Repo {
 
     /// The active unit, when `.iced/active` names one that exists.
     pub fn active(&self) -> Option<String> {
-        let text = fs::read_to_string(self.active_path()).ok()?;
+        let bytes = store::read_limited(&self.active_path(), 4096).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
         let id = text.trim();
         (!id.is_empty() && self.unit_paths(id).iced.is_file()).then(|| id.to_owned())
     }

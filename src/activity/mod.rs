@@ -227,7 +227,7 @@ fn read_spec(dir: &Path) -> Result<ActivitySpec, ActivityError> {
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<T, ActivityError> {
-    let bytes = store::read_limited(path, limit)?;
+    let bytes = store::read_no_follow(path, limit)?;
     serde_json::from_slice(&bytes).map_err(|source| ActivityError::Decode {
         path: path.to_owned(),
         source,

@@ -1,18 +1,20 @@
 //! The supervisor: the body of `iced __supervise <dir>`. It names itself in `supervisor.json`,
 //! asks the gate whether its launch is still current, runs the child in a process group of its
 //! own, keeps the tails of its output, stops it on timeout or when asked, and writes the outcome.
+//! It is a child subreaper (SPEC 24.7): a process the child starts in a session of its own, or
+//! orphans by a double fork, is still below it, and is killed with the rest.
 //!
-//! It must never start a child the gate did not allow, never leave a process of the child's group
-//! running once it has written the outcome, and never hold more than a bounded amount of output.
+//! It must never start a child the gate did not allow, never leave a process below it running
+//! once it has written the outcome, and never hold more than a bounded amount of output.
 
-use super::procinfo::{group_has_live_member, pid_start_time};
+use super::procinfo::{group_has_live_member, live_descendants, pid_start_time};
 use super::spec::{ActivitySpec, Outcome, SupervisorRecord};
 use super::tail::{self, Tail};
 use super::{files, Gate};
 use crate::store;
 use nix::errno::Errno;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
-use nix::sys::wait::{waitid, Id, WaitPidFlag};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{getppid, Pid};
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -34,6 +36,9 @@ const POLL: Duration = Duration::from_millis(20);
 /// After the group is killed: how long its members may take to die, and then how long the pipes
 /// may stay open (a process that left the group can hold them forever; its output is lost).
 const GROUP_DEATH_BOUND: Duration = Duration::from_secs(1);
+/// How long the processes below the supervisor may take to die, forking or not, before it gives
+/// up on them and writes the outcome all the same.
+const DESCENDANTS_DEATH_BOUND: Duration = Duration::from_secs(5);
 const PIPE_CLOSE_BOUND: Duration = Duration::from_secs(2);
 
 const MAX_GRACE_MS: u64 = 24 * 60 * 60 * 1000;
@@ -59,19 +64,36 @@ fn install_stop_handlers() -> nix::Result<()> {
     Ok(())
 }
 
+/// Which processes the clean-up after the child reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reach {
+    /// The supervisor's process runs this one activity (`iced __supervise`): it is a child
+    /// subreaper, and every process below it belongs to the activity and is killed.
+    Descendants,
+    /// A supervisor sharing its process with other children (the unit tests, which run several
+    /// at once): only the child's process group is killed.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Group,
+}
+
 /// The body of the hidden `__supervise <dir>` subcommand; returns the process exit code.
 pub fn supervise(dir: &Path, gate: &dyn Gate) -> i32 {
+    supervise_reaching(dir, gate, Reach::Descendants)
+}
+
+/// [`supervise`] with the clean-up reaching as far as `reach` says.
+pub(super) fn supervise_reaching(dir: &Path, gate: &dyn Gate, reach: Reach) -> i32 {
     // Before `supervisor.json` exists, so that `stop()`, which needs it, always finds the
     // handlers in place rather than the default action (which would look like a crash).
     if let Err(e) = install_stop_handlers() {
         log(dir, &format!("cannot install signal handlers: {e}"));
         return EXIT_FAILED;
     }
-    supervise_with(dir, gate, &STOP_REQUESTED)
+    supervise_with(dir, gate, &STOP_REQUESTED, reach)
 }
 
 /// `supervise` with the stop request read from `stop`, so tests can run several at once.
-pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &AtomicBool) -> i32 {
+pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &AtomicBool, reach: Reach) -> i32 {
     let spec = match super::read_spec(dir) {
         Ok(spec) => spec,
         Err(e) => {
@@ -106,7 +128,7 @@ pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &AtomicBool) -> 
             return EXIT_OK;
         }
     }
-    let finished = run(dir, &spec, stop);
+    let finished = run(dir, &spec, stop, reach);
     match write_results(dir, &finished) {
         Ok(()) => EXIT_OK,
         Err(e) => {
@@ -162,7 +184,10 @@ fn spawn(spec: &ActivitySpec) -> io::Result<Child> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the command is empty"))?;
     let supervisor = Pid::this();
     let stdin = match &spec.stdin {
-        Some(path) => Stdio::from(std::fs::File::open(path)?),
+        // The loop's own file: never a link, never a FIFO that would block the open.
+        Some(path) => {
+            Stdio::from(store::open_regular(path, store::Links::Refuse).map_err(io::Error::other)?)
+        }
         None => Stdio::null(),
     };
     let mut command = Command::new(program);
@@ -215,13 +240,22 @@ enum Stage {
     Killed,
 }
 
-fn run(dir: &Path, spec: &ActivitySpec, stop: &AtomicBool) -> Finished {
+fn run(dir: &Path, spec: &ActivitySpec, stop: &AtomicBool, reach: Reach) -> Finished {
     if stop.load(Ordering::SeqCst) {
         log(
             dir,
             "asked to stop before the child started; nothing started",
         );
         return not_started(spec, true, None);
+    }
+    // Before the child exists, so that nothing it starts can be orphaned past us to init.
+    if reach == Reach::Descendants {
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            log(
+                dir,
+                &format!("cannot become a child subreaper ({e}); orphans of the child may escape"),
+            );
+        }
     }
     let mut child = match spawn(spec) {
         Ok(child) => child,
@@ -320,12 +354,23 @@ fn run(dir: &Path, spec: &ActivitySpec, stop: &AtomicBool) -> Finished {
             Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {}
         }
+        if reach == Reach::Descendants {
+            // Orphans reparented here that have exited: zombies hold their pids until reaped.
+            reap_orphans(pid);
+        }
     }
 
     // The child has ended; whatever it left in its group (a background job, a process that
-    // ignores SIGINT, one holding the pipes) goes with it, before the child is reaped.
+    // ignores SIGINT, one holding the pipes) goes with it, before the child is reaped. Then
+    // everything else below us, wherever it moved (SPEC 24.7).
     kill_group(group);
+    if reach == Reach::Descendants {
+        kill_descendants(dir, pid);
+    }
     let status = child.wait();
+    if reach == Reach::Descendants {
+        reap_orphans(pid);
+    }
     let duration = started.elapsed();
     wait_for_readers(dir, &drained_rx);
 
@@ -393,6 +438,54 @@ fn kill_group(group: Pid) {
             return;
         }
         thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// SIGKILL every live process below the supervisor, again and again while any is left (one may
+/// fork between a look and the kill; its child is then below us too, as we are a subreaper), and
+/// reap those reparented here, within a bound. The child itself is an unreaped zombie by now and
+/// is left for `wait`.
+fn kill_descendants(dir: &Path, child: u32) {
+    let me = std::process::id();
+    let give_up = Instant::now() + DESCENDANTS_DEATH_BOUND;
+    loop {
+        let live = live_descendants(me);
+        if live.is_empty() {
+            return;
+        }
+        if Instant::now() >= give_up {
+            log(
+                dir,
+                &format!("processes below the supervisor survived SIGKILL: {live:?}"),
+            );
+            return;
+        }
+        for pid in live {
+            let _ = signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        reap_orphans(child);
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reap every child of the supervisor that has exited, except `child` (reaped by `wait`, and kept
+/// unreaped until then so that its group id is not reused). Never blocks.
+fn reap_orphans(child: u32) {
+    loop {
+        // Look without reaping first: reaping `child` here would take its status from `wait`.
+        let exited = match waitid(
+            Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)) => pid,
+            _ => return,
+        };
+        if exited.as_raw() as u32 == child {
+            // The kernel names the child first while it waits; the others are reaped after
+            // `wait` has taken it.
+            return;
+        }
+        let _ = waitpid(exited, Some(WaitPidFlag::WNOHANG));
     }
 }
 

@@ -160,12 +160,7 @@ fn allocate(repo: &Repo, title: &str, step: &str) -> Result<String, Refusal> {
     let tmp = repo.root.join(".iced").join("tmp");
     store::create_dir_all(&tmp).map_err(|e| store_refusal(step, e))?;
     let lock_path = tmp.join("new.lock");
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| io_error(step, format!("open `{}`: {e}", lock_path.display())))?;
+    let lock = store::open_lock_file(&lock_path, 0o644).map_err(|e| store_refusal(step, e))?;
     lock.lock_exclusive()
         .map_err(|e| io_error(step, format!("lock `{}`: {e}", lock_path.display())))?;
     store::create_dir_all(&repo.intent_dir()).map_err(|e| store_refusal(step, e))?;

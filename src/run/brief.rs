@@ -114,6 +114,9 @@ fn knowledge(repo: &Repo, settings: &Settings) -> String {
                     String::from_utf8_lossy(&bytes).trim_end()
                 );
             }
+            Err(e @ crate::store::StoreError::NotRegular { .. }) => {
+                let _ = writeln!(out, "### {entry}\n\n(not read: {e})\n");
+            }
             Err(_) => {
                 let _ = writeln!(out, "### {entry}\n\n(not readable here, or over 64 KiB: read it yourself if you can)\n");
             }

@@ -16,7 +16,7 @@ pub struct Claim {
 }
 
 pub fn read(paths: &RunPaths, unit: &str) -> Option<Claim> {
-    let bytes = crate::store::read_limited(&paths.claim(unit), 64 * 1024).ok()?;
+    let bytes = crate::store::read_no_follow(&paths.claim(unit), 64 * 1024).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 

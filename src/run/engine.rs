@@ -1429,7 +1429,8 @@ pub(super) fn read_harness(
     transcript: Option<&Path>,
 ) -> (Value, Option<String>) {
     let kind = runner.kind;
-    let stdout = std::fs::read(dir.join(activity::files::STDOUT)).unwrap_or_default();
+    let stdout = crate::store::read_no_follow(&dir.join(activity::files::STDOUT), 1 << 20)
+        .unwrap_or_default();
     let Some(result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
         let why = if timed_out {
             "it timed out before reporting a result".to_owned()
@@ -1466,7 +1467,9 @@ pub(super) fn read_harness(
             // pi's session file holds every message once: its usage is whole, where the output's
             // kept tail may not be.
             if kind == crate::runner::Kind::Pi {
-                let text = std::fs::read_to_string(&copied).unwrap_or_default();
+                let text = crate::store::read_no_follow(Path::new(&copied), 64 << 20)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
                 if let Some((turns, input, output, cost)) = crate::runner::pi_session_usage(&text) {
                     value["turns"] = turns.into();
                     value["input_tokens"] = input.into();
@@ -1663,7 +1666,8 @@ pub(super) fn archive(
     // these lines, and the next call archives the same records again. A record already there
     // (byte for byte: its nonce, owner and times make it unique) is not appended twice.
     let path = ctx.paths.history(run_id);
-    let kept = std::fs::read_to_string(&path).unwrap_or_default();
+    let kept = super::record::read_history(&ctx.paths, run_id)
+        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
     let kept: std::collections::HashSet<&str> = kept.lines().collect();
     let mut text = String::new();
     for r in records {
@@ -2429,7 +2433,7 @@ pub(super) fn agent_spec(
         // The repository's git directory, and the worktree's own (`.git` in a worktree is a file
         // naming it).
         let mut git_dirs = vec![ctx.repo.root.join(".git").display().to_string()];
-        if let Some(own) = std::fs::read_to_string(start.cwd.join(".git"))
+        if let Some(own) = crate::repo::read_text(&start.cwd.join(".git"))
             .ok()
             .and_then(|t| t.strip_prefix("gitdir:").map(|d| d.trim().to_owned()))
         {
@@ -2901,13 +2905,7 @@ fn submit_receipt_once(
         // A malformed or forged report is refused now, so the host can have it fixed; nothing is
         // recorded and the attempt keeps waiting.
         if let Err(p) = report::read(&expected) {
-            let remedy = if p.code == "report-forged" {
-                "the report is the agent's claim; the verdict and finding ids are the loop's: remove the field and hand it in again"
-            } else if p.code == "report-too-large" {
-                "shorten the report to 256 KiB or less (evidence points at tests and files; it does not hold them), then hand it in again"
-            } else {
-                "fix the report (spec/schema/report.schema.json), then hand it in again"
-            };
+            let remedy = p.remedy();
             return Err(ctx.refuse(p.code, p.message, remedy));
         }
         let record = lane.record_mut("implement").expect("checked above");

@@ -13,6 +13,7 @@ use super::events::emit;
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
 use super::validate::{self, Answer, Finding, Fingerprint};
 use crate::refusal::Refusal;
+use crate::store::StoreError;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -681,9 +682,10 @@ pub fn check(
     let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
     let path = sandbox(lane, key, attempt);
     let branch = lane.branch.clone().unwrap_or_default();
-    let before: Option<Fingerprint> = std::fs::read(dir.join("fingerprint.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let before: Option<Fingerprint> =
+        crate::store::read_no_follow(&dir.join("fingerprint.json"), 1 << 20)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
     let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
     let after = validate::fingerprint(&path, &ctx.repo.root, &branch, lane_worktree.as_deref());
     let moved = match (&before, &after) {
@@ -843,9 +845,14 @@ fn read_answer(
     path: &Path,
 ) -> Result<Value, validate::AnswerProblem> {
     let problem = |code: &'static str, message: String| validate::AnswerProblem { code, message };
-    let bytes = match crate::store::read_limited(path, validate::OUTPUT_LIMIT) {
+    // An agent wrote it: a link or anything but a regular file is refused as itself (SPEC 24.6).
+    let bytes = match crate::store::read_no_follow(path, validate::OUTPUT_LIMIT) {
         Ok(b) => b,
-        Err(crate::store::StoreError::TooLarge { limit, .. }) => {
+        Err(e @ StoreError::Symlink(_)) => return Err(problem("path-symlink", e.to_string())),
+        Err(e @ StoreError::NotRegular { .. }) => {
+            return Err(problem("not-a-regular-file", e.to_string()))
+        }
+        Err(StoreError::TooLarge { limit, .. }) => {
             return Err(problem(
                 "answer-too-large",
                 format!("the answer is larger than {limit} bytes"),
@@ -914,6 +921,7 @@ pub fn host_answer(
         if p.code != "answer-unparsable" {
             let remedy = match p.code {
                 "answer-too-large" => "shorten the answer (at most 256 KiB) and hand it in again",
+                "path-symlink" | "not-a-regular-file" => "have the agent write the answer as a regular file at that path (not a link, not a FIFO), then hand it in again",
                 "answer-missing" => "write the answer, then hand it in again",
                 _ => "fix the answer (spec/schema/validator.schema.json) and hand it in again; ids and verdicts of findings are the loop's",
             };

@@ -45,7 +45,7 @@ pub fn keep<T: Serialize>(path: &Path, value: &T) -> Result<Kept, crate::store::
 
 /// The kept value, if its file is still the one recorded.
 pub fn load<T: DeserializeOwned>(kept: &Kept) -> Option<T> {
-    let bytes = crate::store::read_limited(&kept.path, COPY_LIMIT).ok()?;
+    let bytes = crate::store::read_no_follow(&kept.path, COPY_LIMIT).ok()?;
     if hex(&bytes) != kept.sha256 {
         return None;
     }

@@ -5,9 +5,8 @@
 use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::Refusal;
 use fs2::FileExt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
@@ -18,22 +17,8 @@ pub struct StateLock {
 
 fn open(paths: &RunPaths, step: &str) -> Result<File, Refusal> {
     ensure_dir(&paths.dir, step)?;
-    let path = paths.lock();
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
-                crate::repo::store_refusal(step, crate::store::StoreError::Symlink(path.clone()))
-            } else {
-                crate::refusal::io_error(step, format!("open `{}`: {e}", path.display()))
-            }
-        })
+    crate::store::open_lock_file(&paths.lock(), 0o600)
+        .map_err(|e| crate::repo::store_refusal(step, e))
 }
 
 impl StateLock {
@@ -85,6 +70,17 @@ impl Drop for StateLock {
     }
 }
 
+/// The logs a step appends to, `events.jsonl` and the repository's `metrics.jsonl`, checked before
+/// anything is decided or written: an append to a link or a FIFO fails, and an event that fails
+/// is dropped, so the step refuses instead (SPEC 24.6).
+fn check_logs(paths: &RunPaths, step: &str) -> Result<(), Refusal> {
+    let metrics = paths.dir.parent().map(|iced| iced.join("metrics.jsonl"));
+    for path in std::iter::once(paths.events()).chain(metrics) {
+        crate::store::check_appendable(&path).map_err(|e| crate::repo::store_refusal(step, e))?;
+    }
+    Ok(())
+}
+
 /// Lock, read, let `f` decide and change the state, write it if it changed, unlock.
 pub fn transact<T>(
     paths: &RunPaths,
@@ -93,6 +89,7 @@ pub fn transact<T>(
     f: impl FnOnce(&mut State) -> Result<T, Refusal>,
 ) -> Result<T, Refusal> {
     let _lock = StateLock::acquire(paths, step, wait)?;
+    check_logs(paths, step)?;
     let mut state = State::load(paths, step)?;
     let before = state.clone();
     let out = f(&mut state)?;

@@ -194,12 +194,25 @@ pub fn agent_lines(agents: &[Value]) -> String {
 
 /// The history of a run's earlier attempts (`history.jsonl`), each record with its lane.
 pub fn history(ctx: &Ctx<'_>, run: &str) -> Vec<Value> {
-    std::fs::read_to_string(ctx.paths.history(run))
+    read_history(&ctx.paths, run)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// `history.jsonl` as text (empty when there is none yet): the loop's own file, so never through
+/// a link, and at most [`HISTORY_LIMIT`] bytes.
+pub fn read_history(paths: &RunPaths, run: &str) -> Result<String, crate::store::StoreError> {
+    match crate::store::read_no_follow(&paths.history(run), HISTORY_LIMIT) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) if e.is_not_found() => Ok(String::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A run's history holds one line per superseded step record: far below this.
+const HISTORY_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Write the record (atomic, 0600). Called when a run ends; kept after the run leaves the state.
 pub fn write(ctx: &Ctx<'_>, run: &Run) {
@@ -215,7 +228,7 @@ pub fn write(ctx: &Ctx<'_>, run: &Run) {
 /// A record written earlier, for a run no longer in the state.
 pub fn read(paths: &RunPaths, run: &str) -> Option<Value> {
     let bytes =
-        crate::store::read_limited(&paths.run_dir(run).join("record.json"), 16 * 1024 * 1024)
+        crate::store::read_no_follow(&paths.run_dir(run).join("record.json"), 16 * 1024 * 1024)
             .ok()?;
     serde_json::from_slice(&bytes).ok()
 }

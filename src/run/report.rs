@@ -2,6 +2,7 @@
 //! the loop may write (a verdict, a finding's identity, token counts). The report is a claim about
 //! the work, never a judgement of it.
 
+use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -71,7 +72,8 @@ const TOKEN_COUNTS: &[&str] = &[
     "modelUsage",
 ];
 
-/// Why a report was refused: `code` is `report-invalid` or `report-forged`.
+/// Why a report was refused: `code` is `report-invalid`, `report-forged`, `path-symlink` or
+/// `not-a-regular-file`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportProblem {
     pub code: &'static str,
@@ -85,21 +87,15 @@ fn problem(code: &'static str, message: impl Into<String>) -> ReportProblem {
     }
 }
 
-/// Read and check the report at `path`.
+/// Read and check the report at `path`: an agent wrote it, so a symbolic link (`path-symlink`) and
+/// anything but a regular file (`not-a-regular-file`) are refused before a byte is read.
 pub fn read(path: &Path) -> Result<Report, ReportProblem> {
     let shown = path.display();
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(problem(
-                "report-invalid",
-                format!("`{shown}` is a symbolic link"),
-            ))
-        }
-        Ok(_) => {}
-        Err(_) => return Err(problem("report-invalid", format!("no report at `{shown}`"))),
-    }
-    let bytes = crate::store::read_limited(path, REPORT_LIMIT).map_err(|e| match e {
-        crate::store::StoreError::TooLarge { limit, .. } => problem(
+    let bytes = crate::store::read_no_follow(path, REPORT_LIMIT).map_err(|e| match e {
+        StoreError::Symlink(_) => problem("path-symlink", format!("`{shown}` is a symbolic link")),
+        e @ StoreError::NotRegular { .. } => problem("not-a-regular-file", e.to_string()),
+        e if e.is_not_found() => problem("report-invalid", format!("no report at `{shown}`")),
+        StoreError::TooLarge { limit, .. } => problem(
             "report-too-large",
             format!("`{shown}` is larger than {limit} bytes"),
         ),
@@ -109,6 +105,18 @@ pub fn read(path: &Path) -> Result<Report, ReportProblem> {
         p.message = format!("`{shown}`: {}", p.message);
         p
     })
+}
+
+impl ReportProblem {
+    /// What the host should do about a report `implement receipt` refused.
+    pub fn remedy(&self) -> &'static str {
+        match self.code {
+            "report-forged" => "the report is the agent's claim; the verdict and finding ids are the loop's: remove the field and hand it in again",
+            "path-symlink" | "not-a-regular-file" => "have the agent write the report as a regular file at that path (not a link, not a FIFO), then hand it in again",
+            "report-too-large" => "shorten the report to 256 KiB or less (evidence points at tests and files; it does not hold them), then hand it in again",
+            _ => "fix the report (spec/schema/report.schema.json), then hand it in again",
+        }
+    }
 }
 
 pub fn parse(bytes: &[u8]) -> Result<Report, ReportProblem> {

@@ -624,7 +624,7 @@ pub fn pace_with(
     step: &str,
 ) -> Result<super::pace::Pace, Refusal> {
     super::pace::Pace::resolve(
-        &user_pace(),
+        &user_pace().map_err(|e| crate::repo::store_refusal(step, e))?,
         config.raw.pointer("/pace").unwrap_or(&Value::Null),
         flags,
         crate::clock::real_now(),
@@ -633,14 +633,20 @@ pub fn pace_with(
 }
 
 /// The `pace` of the person's user config (`$XDG_CONFIG_HOME/iced/config.json`, else
-/// `~/.config/iced/config.json`), or null: below the repository's, above the defaults.
-fn user_pace() -> Value {
+/// `~/.config/iced/config.json`), or null: below the repository's, above the defaults. A file
+/// there that cannot be read or parsed counts as none, except one that is not a regular file,
+/// which is refused (SPEC 24.6).
+fn user_pace() -> Result<Value, crate::store::StoreError> {
     let dir = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    dir.and_then(|d| crate::store::read_limited(&d.join("iced/config.json"), 1024 * 1024).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .map_or(Value::Null, |v| v["pace"].clone())
+    let bytes = match dir.map(|d| crate::store::read_limited(&d.join("iced/config.json"), 1 << 20))
+    {
+        Some(Ok(bytes)) => bytes,
+        Some(Err(e @ crate::store::StoreError::NotRegular { .. })) => return Err(e),
+        _ => return Ok(Value::Null),
+    };
+    Ok(serde_json::from_slice::<Value>(&bytes).map_or(Value::Null, |v| v["pace"].clone()))
 }
 
 /// A name a process environment can hold: letters, digits and `_`, not starting with a digit.

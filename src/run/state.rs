@@ -358,8 +358,14 @@ impl State {
                 ))
             }
         }
-        let bytes = store::read_limited(&path, STATE_LIMIT).map_err(|e| match e {
+        let bytes = store::read_no_follow(&path, STATE_LIMIT).map_err(|e| match e {
             StoreError::TooLarge { .. } => invalid(step, &path, "is over 4 MiB"),
+            StoreError::Symlink(_) => invalid(
+                step,
+                &path,
+                "is a symbolic link; iced reads its state only from a regular file",
+            ),
+            e @ StoreError::NotRegular { .. } => crate::repo::store_refusal(step, e),
             e => crate::refusal::io_error(step, e),
         })?;
         State::parse(&bytes).map_err(|why| match why {

@@ -719,7 +719,6 @@ pub struct Fingerprint {
 
 /// Every dirty or untracked file of a worktree, by the hash of its content.
 fn dirty_files(worktree: &Path) -> Result<BTreeMap<String, String>, String> {
-    use sha2::{Digest, Sha256};
     let status = crate::git::run(
         worktree,
         &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
@@ -727,16 +726,39 @@ fn dirty_files(worktree: &Path) -> Result<BTreeMap<String, String>, String> {
     let mut dirty = BTreeMap::new();
     for entry in status.split('\0').filter(|e| e.len() > 3) {
         let path = &entry[3..];
-        let hash = match std::fs::read(worktree.join(path)) {
-            Ok(bytes) => Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            Err(_) => "missing".to_owned(),
-        };
+        let hash = content_hash(&worktree.join(path));
         dirty.insert(path.to_owned(), hash);
     }
     Ok(dirty)
+}
+
+/// What a dirty file holds, as the fingerprint compares it: the sha256 of a regular file's bytes,
+/// a link's target (never followed: a validator must not point the loop at a FIFO elsewhere), or
+/// what it is when it is neither. Opening never blocks (SPEC 24.6).
+fn content_hash(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let hex = |digest: &[u8]| {
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    match crate::store::open_regular(path, crate::store::Links::Refuse) {
+        Ok(mut file) => {
+            let mut hasher = Sha256::new();
+            match std::io::copy(&mut file, &mut hasher) {
+                Ok(_) => hex(&hasher.finalize()),
+                Err(_) => "unreadable".to_owned(),
+            }
+        }
+        Err(crate::store::StoreError::Symlink(_)) => match std::fs::read_link(path) {
+            Ok(target) => format!("link:{}", target.display()),
+            Err(_) => "unreadable".to_owned(),
+        },
+        Err(crate::store::StoreError::NotRegular { kind, .. }) => format!("special:{kind}"),
+        Err(e) if e.is_not_found() => "missing".to_owned(),
+        Err(_) => "unreadable".to_owned(),
+    }
 }
 
 pub fn fingerprint(
@@ -1156,5 +1178,41 @@ mod tests {
         let mut c = a.clone();
         c.lane_dirty.insert("stray.txt".into(), "h".into());
         assert_eq!(moved(&a, &c), ["the lane's worktree changed: stray.txt"]);
+    }
+
+    /// A validator that leaves a FIFO (or a link to one) in its sandbox must not hang the check:
+    /// the fingerprint names what is there without opening it for long (SPEC 24.6).
+    #[test]
+    fn content_hash_never_blocks_and_never_follows_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("file"), "abc").unwrap();
+        nix::unistd::mkfifo(
+            &d.join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(d.join("fifo"), d.join("link")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = d.to_owned();
+        std::thread::spawn(move || {
+            let hashes: Vec<String> = ["file", "fifo", "link", "gone"]
+                .iter()
+                .map(|n| content_hash(&p.join(n)))
+                .collect();
+            let _ = tx.send(hashes);
+        });
+        let hashes = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("content_hash blocked");
+        assert_eq!(
+            hashes,
+            [
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".to_owned(),
+                "special:a FIFO".to_owned(),
+                format!("link:{}", d.join("fifo").display()),
+                "missing".to_owned(),
+            ]
+        );
     }
 }

@@ -256,9 +256,11 @@ fn exit_codes_follow_the_table_row_by_row() {
     let run = crate::env::run(env.command().env("ICED_NOW", "soon").args(["list"]));
     assert_text_refusal(&run, 2, "usage");
 
-    // 1: an internal error (I/O).
-    std::fs::remove_file(env.path(".iced/metrics.jsonl")).unwrap();
-    std::fs::create_dir(env.path(".iced/metrics.jsonl")).unwrap();
+    // 1: an internal error (I/O): a metrics file over what iced reads (sparse, so it takes no room).
+    std::fs::File::create(env.path(".iced/metrics.jsonl"))
+        .unwrap()
+        .set_len(256 * 1024 * 1024 + 1)
+        .unwrap();
     let run = env.iced(&["stats"]);
     assert_text_refusal(&run, 1, "io-error");
     let run = env.iced_json(&["stats"]);

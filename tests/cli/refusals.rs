@@ -729,8 +729,27 @@ fn a_metric_that_cannot_be_recorded_is_a_warning_not_a_failed_change() {
 }
 
 #[test]
-fn an_unreadable_metrics_file_is_an_io_error_for_stats() {
+fn a_metrics_file_too_large_to_read_is_an_io_error_for_stats() {
+    let env = TestEnv::initialized();
+    // Over the 256 MiB iced reads (sparse: it takes no room).
+    std::fs::File::create(env.path(".iced/metrics.jsonl"))
+        .unwrap()
+        .set_len(256 * 1024 * 1024 + 1)
+        .unwrap();
+    env.iced_json(&["stats"]).refused(1, "io-error");
+}
+
+/// A directory is not a file iced reads (SPEC 24.6): a refusal naming it, not an I/O failure.
+#[test]
+fn a_metrics_file_that_is_a_directory_is_not_a_regular_file_for_stats() {
     let env = TestEnv::initialized();
     std::fs::create_dir_all(env.path(".iced/metrics.jsonl")).unwrap();
-    env.iced_json(&["stats"]).refused(1, "io-error");
+    let r = env.iced_json(&["stats"]).refused(3, "not-a-regular-file");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("metrics.jsonl` is a directory"),
+        "{r}"
+    );
 }

@@ -155,7 +155,7 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         .ok_or_else(|| io_error("demo", "`iced new` printed no id"))?;
     // The person writes the contract (here: the demo writes it for them).
     let unit = repo.join("intent").join(&id).join("iced.md");
-    let text = std::fs::read_to_string(&unit).map_err(|e| io_error("demo", e))?;
+    let text = crate::repo::read_text(&unit).map_err(|e| io_error("demo", e))?;
     let end = text[3..]
         .find("\n---\n")
         .map(|i| i + 8)
@@ -169,9 +169,10 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     step(&mut log, &repo, &exe, &["approve", &id, "--yes"])?;
     // The loop's settings: the scripted agent as the implementer, the test as the definition of done.
     let config_path = repo.join(".iced").join("config.json");
-    let mut config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| io_error("demo", e))?)
-            .map_err(|e| io_error("demo", e))?;
+    let mut config: serde_json::Value = serde_json::from_slice(
+        &crate::store::read_limited(&config_path, 1 << 20).map_err(|e| io_error("demo", e))?,
+    )
+    .map_err(|e| io_error("demo", e))?;
     config["verify"]["commands"] = serde_json::json!(["sh test.sh"]);
     config["runners"] = serde_json::json!({"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"], "timeoutSec": 60}});
     config["roles"] = serde_json::json!({"implementer": {"runner": "scripted"}, "validator": {"runner": "scripted"}});
