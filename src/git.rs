@@ -58,7 +58,12 @@ pub fn person(dir: &Path) -> String {
 
 /// Run git; stdout (trimmed at the end) or the reason it failed (its stderr).
 pub fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = command(dir)
+    finish(command(dir), args)
+}
+
+/// Run `cmd` with `args`; stdout (trimmed at the end) or the reason it failed (its stderr).
+fn finish(mut cmd: Command, args: &[&str]) -> Result<String, String> {
+    let out = cmd
         .args(args)
         .output()
         .map_err(|e| format!("git could not be started: {e}"))?;
@@ -115,24 +120,9 @@ pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
 /// Run git with its index at `index` (a temporary index of the caller's), so that what the
 /// command builds never depends on the worktree's own index.
 pub fn run_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<String, String> {
-    let out = command(dir)
-        .env("GIT_INDEX_FILE", index)
-        .args(args)
-        .output()
-        .map_err(|e| format!("git could not be started: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
-    } else {
-        Err(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-                .trim()
-                .lines()
-                .last()
-                .unwrap_or("no message")
-        ))
-    }
+    let mut cmd = command(dir);
+    cmd.env("GIT_INDEX_FILE", index);
+    finish(cmd, args)
 }
 
 /// Write `bytes` into the object store as a blob; its id.

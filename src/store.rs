@@ -182,12 +182,16 @@ pub fn check_appendable(path: &Path) -> Result<(), StoreError> {
 /// Open (creating it, `mode`, when missing) a lock file to read and write: never through a link,
 /// never waiting on a FIFO, and only a regular file.
 pub fn open_lock_file(path: &Path, mode: u32) -> Result<File, StoreError> {
+    open_to_write(path, OpenOptions::new().read(true).truncate(false), mode)
+}
+
+/// Open `path` to write (created with `mode` when missing) with `options`: never through a link,
+/// never waiting on a FIFO, and only a regular file.
+fn open_to_write(path: &Path, options: &mut OpenOptions, mode: u32) -> Result<File, StoreError> {
     check_appendable(path)?;
-    let file = OpenOptions::new()
-        .read(true)
+    let file = options
         .write(true)
         .create(true)
-        .truncate(false)
         .mode(mode)
         .custom_flags((no_wait() | OFlag::O_NOFOLLOW).bits())
         .open(path)
@@ -258,18 +262,7 @@ pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// symlinked leaf and anything that is not a regular file (a FIFO would otherwise block the open
 /// until someone read it).
 pub fn append(path: &Path, bytes: &[u8], new_mode: u32) -> Result<(), StoreError> {
-    check_appendable(path)?;
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(new_mode)
-        .custom_flags((no_wait() | OFlag::O_NOFOLLOW).bits())
-        .open(path)
-        .map_err(|e| StoreError::of_open("open", path, e, true))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| StoreError::io("inspect", path, e))?;
-    check_kind(path, &meta.file_type())?;
+    let mut file = open_to_write(path, OpenOptions::new().append(true), new_mode)?;
     file.write_all(bytes)
         .map_err(|e| StoreError::io("append to", path, e))?;
     file.sync_data()

@@ -24,6 +24,15 @@ fn subjects(env: &TestEnv, rev: &str) -> Vec<String> {
         .collect()
 }
 
+/// No delivery commit on the lane branch: nothing was delivered.
+fn assert_nothing_delivered(env: &TestEnv, id: &str) {
+    let log = subjects(env, &branch(id));
+    assert!(
+        !log.iter().any(|s| s.starts_with("iced: deliver")),
+        "nothing was delivered: {log:?}"
+    );
+}
+
 fn lane_of(show: &Value) -> &Value {
     &show["lanes"][0]
 }
@@ -74,13 +83,7 @@ fn a_commit_added_after_the_verdict_is_not_delivered_but_judged_again() {
     let agent = step_until(&env, |s| s["action"] == "start_agent");
     assert_eq!(agent["role"], "implementer", "{agent:#}");
     assert_eq!(agent["attempt"], 2, "{agent:#}");
-    assert!(
-        !subjects(&env, &branch(&id))
-            .iter()
-            .any(|s| s.starts_with("iced: deliver")),
-        "nothing was delivered: {:?}",
-        subjects(&env, &branch(&id))
-    );
+    assert_nothing_delivered(&env, &id);
     assert_eq!(
         env.git_out(&["rev-parse", &branch(&id)]).trim(),
         after,
@@ -142,9 +145,7 @@ fn a_commit_added_after_the_last_verdict_blocks_the_lane_naming_it() {
         next.contains("moved after it was judged") && next.contains("agent: src/backdoor.rs"),
         "{end:#}"
     );
-    assert!(!subjects(&env, &branch(&id))
-        .iter()
-        .any(|s| s.starts_with("iced: deliver")));
+    assert_nothing_delivered(&env, &id);
 }
 
 /// After the close is committed, a commit on the lane branch never lands: the landing blocks
@@ -439,9 +440,7 @@ fn an_implementer_that_changes_its_unit_or_the_config_never_lands() {
             unit_before,
             "{rule}"
         );
-        assert!(!subjects(&env, &branch(&id))
-            .iter()
-            .any(|s| s.starts_with("iced: deliver")));
+        assert_nothing_delivered(&env, &id);
     }
 }
 
