@@ -248,6 +248,8 @@ impl Case {
             ".iced/config.json",
             serde_json::to_string_pretty(&config).unwrap(),
         );
+        // The person wrote what it runs, and trusts it.
+        env.trust_config();
         env.git(&["add", "-A"]);
         env.git(&["commit", "-q", "-m", "approve the unit"]);
         let mut path = None;

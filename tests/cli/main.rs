@@ -15,4 +15,5 @@ mod mock_api;
 mod output;
 mod project;
 mod refusals;
+mod trust;
 mod validation;

@@ -549,6 +549,7 @@ fn a_host_driven_project_run_hands_out_each_lane_and_takes_receipts_by_path() {
         ".iced/config.json",
         serde_json::to_string_pretty(&config).unwrap() + "\n",
     );
+    p.env.trust_config();
     p.env.commit_all("the host drives");
     p.env.git(&["push", "-q", "origin", "main"]);
     let (a, b) = (&p.children[0], &p.children[1]);
