@@ -354,6 +354,14 @@ impl TestEnv {
             .join(name)
     }
 
+    /// Where the claim on `unit` lives: in the repository's common git directory (SPEC 24.9), which
+    /// every checkout of it shares.
+    pub fn claim_path(&self, unit: &str) -> PathBuf {
+        self.root()
+            .join(".git/iced/claims")
+            .join(format!("{unit}.json"))
+    }
+
     /// `git args` in the repository; its stdout.
     pub fn git_out(&self, args: &[&str]) -> String {
         git_at(self.root(), args)

@@ -4,6 +4,7 @@ mod env;
 
 mod authoring;
 mod bad_input;
+mod claims;
 mod crash;
 mod examples;
 mod harness;
