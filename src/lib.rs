@@ -22,4 +22,5 @@ pub mod runner;
 pub mod store;
 pub mod templates;
 pub mod text;
+pub mod trust;
 pub mod unit;

@@ -116,6 +116,9 @@ pub enum Command {
         #[command(subcommand)]
         command: commands::build::ImplementCommand,
     },
+    /// Trust what this checkout's config would run (runners, roles, verify.commands, land.pr, hooks): records their sha256 for this root in your own config directory and prints each program and argv; refuses an invalid config.
+    #[command(verbatim_doc_comment)]
+    Trust,
     /// Inspect and steer runs: list, show, pause, resume, abandon.
     Run {
         #[command(subcommand)]

@@ -5,7 +5,7 @@
 //!
 //! The lock is never held while an agent, a command or git runs.
 
-use super::claims::{self, Claim};
+use super::claims::{self, Claim, Claims, Taken};
 use super::decide::{decide_with, DecideView, Next};
 use super::events::emit;
 use super::lock::{transact, StateLock};
@@ -36,6 +36,8 @@ pub struct Ctx<'a> {
     pub exe: PathBuf,
     /// The verb, named in refusals.
     pub step: &'static str,
+    /// The repository's claims, found on first use (one `git rev-parse` per call).
+    claims: std::sync::OnceLock<Claims>,
 }
 
 /// What one call did, and what the caller does next. `implement step --json` prints this.
@@ -179,7 +181,12 @@ impl<'a> Ctx<'a> {
             settings,
             exe,
             step,
+            claims: std::sync::OnceLock::new(),
         })
+    }
+
+    pub(super) fn claims(&self) -> &Claims {
+        self.claims.get_or_init(|| Claims::open(&self.repo.root))
     }
 
     /// The pace given on the command line, over what the configs and rulings say.
@@ -434,37 +441,22 @@ pub fn admit(
     };
     ensure_dir(&ctx.paths.dir, step)?;
     let _ = crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600);
+    // The run's unit and each lane's: every one is claimed.
+    let units: Vec<String> = std::iter::once(id.clone())
+        .chain(
+            plan.lanes
+                .iter()
+                .map(|(u, _)| u.clone())
+                .filter(|u| *u != id),
+        )
+        .collect();
+    // Stale claims another checkout left go first, under that checkout's lock, never under ours.
+    let wait = ctx.settings.lock_wait;
+    ctx.claims().clear_elsewhere(&units, session, step, wait)?;
     let created = ctx.transact(|state| {
         // Re-check under the lock: another `build` may have won the race.
         if let Some(existing) = state.live_run_of(&id) {
             return Ok(Err(existing.id.clone()));
-        }
-        if let Some(claim) = claims::read(&ctx.paths, &id) {
-            if state
-                .runs
-                .get(&claim.run)
-                .is_some_and(|r| !r.status.is_ended())
-            {
-                return Ok(Err(claim.run));
-            }
-        }
-        for (unit, _) in plan.lanes.iter().filter(|(u, _)| *u != id) {
-            if let Some(claim) = claims::read(&ctx.paths, unit) {
-                if state
-                    .runs
-                    .get(&claim.run)
-                    .is_some_and(|r| !r.status.is_ended())
-                {
-                    return Err(ctx.refuse(
-                        "unit-claimed",
-                        format!("`{unit}` was just claimed by run `{}`", claim.run),
-                        format!(
-                            "step that run (`iced implement step --run {}`), or end it first",
-                            claim.run
-                        ),
-                    ));
-                }
-            }
         }
         let claim = Claim {
             run: run_id.clone(),
@@ -472,10 +464,13 @@ pub fn admit(
             host: claims::host_name(),
             pid,
             at: now.clone(),
+            root: Some(ctx.claims().root().to_owned()),
         };
-        claims::write(&ctx.paths, &id, &claim, step)?;
-        for (unit, _) in plan.lanes.iter().filter(|(u, _)| *u != id) {
-            claims::write(&ctx.paths, unit, &claim, step)?;
+        if let Taken::LiveHere(holder) = ctx
+            .claims()
+            .take(&units, &claim, state, session, step, wait)?
+        {
+            return Ok(Err(holder));
         }
         crate::failpoint::hit("admit-after-claim");
         state.runs.insert(run_id.clone(), run);
@@ -573,35 +568,8 @@ fn check_unit(
         }
         Err(e) => return Err(io_error(step, e)),
     }
-    if let Some(claim) = claims::read(&ctx.paths, &id) {
-        let holder_live = state
-            .runs
-            .get(&claim.run)
-            .is_some_and(|r| !r.status.is_ended());
-        let same_session = session.is_some() && claim.session.as_deref() == session;
-        // The claim and the run are written in one hold of the lock, so a claim naming a run the
-        // state does not hold was left by a `build` that died in between (or is being written
-        // right now, which the re-check under the lock below resolves): nobody holds the unit.
-        let orphaned = !state.runs.contains_key(&claim.run);
-        if !orphaned && (holder_live || !same_session) {
-            return Err(ctx.refuse(
-                "unit-claimed",
-                format!(
-                    "`{id}` is claimed by run `{}` (session {}, host {}, pid {}, since {})",
-                    claim.run,
-                    claim.session.as_deref().unwrap_or("none"),
-                    claim.host,
-                    claim.pid,
-                    claim.at
-                ),
-                if holder_live {
-                    format!("step that run instead (`iced implement step --run {}`), or end it: `iced run abandon {}`", claim.run, claim.run)
-                } else {
-                    format!("the claim names no live run here; if nobody else is building `{id}`, remove `.iced/run/claims/{id}.json` and build again")
-                },
-            ));
-        }
-    }
+    ctx.claims()
+        .check(&id, state, session, step, ctx.settings.lock_wait)?;
     Ok(unit)
 }
 
@@ -1692,9 +1660,9 @@ fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusa
     run.status = status;
     super::host::end_stranded(ctx, run);
     crate::failpoint::hit("end-before-release");
-    claims::release(&ctx.paths, &run.unit, &run.id, ctx.step)?;
+    ctx.claims().release(&run.unit, &run.id, ctx.step)?;
     for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
-        claims::release(&ctx.paths, &lane.unit, &run.id, ctx.step)?;
+        ctx.claims().release(&lane.unit, &run.id, ctx.step)?;
     }
     emit(
         &ctx.paths,
@@ -3223,7 +3191,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
     // The lane left the run first; only then may its unit be claimed by another run.
     crate::failpoint::hit("discard-before-release");
     if let Some(lane) = run.lane(&lane_id).filter(|l| l.unit != run.unit) {
-        claims::release(&ctx.paths, &lane.unit, &run.id, ctx.step)?;
+        ctx.claims().release(&lane.unit, &run.id, ctx.step)?;
     }
     // Stop what still runs (outside the lock); the gate refuses what has not started.
     if let Some(lane) = run.lane(&lane_id) {

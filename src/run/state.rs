@@ -281,11 +281,9 @@ impl RunPaths {
     pub fn events(&self) -> PathBuf {
         self.dir.join("events.jsonl")
     }
+    /// Where an older iced kept claims (SPEC 24.9: they live in the common git directory now).
     pub fn claims(&self) -> PathBuf {
         self.dir.join("claims")
-    }
-    pub fn claim(&self, unit: &str) -> PathBuf {
-        self.claims().join(format!("{unit}.json"))
     }
     pub fn run_dir(&self, run: &str) -> PathBuf {
         self.dir.join(run)

@@ -248,6 +248,8 @@ impl Case {
             ".iced/config.json",
             serde_json::to_string_pretty(&config).unwrap(),
         );
+        // The person wrote what it runs, and trusts it.
+        env.trust_config();
         env.git(&["add", "-A"]);
         env.git(&["commit", "-q", "-m", "approve the unit"]);
         let mut path = None;
@@ -709,10 +711,7 @@ impl Case {
             String::from_utf8_lossy(&status.stdout)
         );
         assert!(
-            !self
-                .env
-                .path(&format!(".iced/run/claims/{}.json", self.id))
-                .exists(),
+            !self.env.claim_path(&self.id).exists(),
             "{context}: the ended run's claim is released"
         );
         let events = std::fs::read_to_string(self.env.path(".iced/run/events.jsonl")).unwrap();
@@ -910,10 +909,7 @@ impl Case {
             "{context}: the person's checkout is clean"
         );
         assert!(
-            !self
-                .env
-                .path(&format!(".iced/run/claims/{}.json", self.id))
-                .exists(),
+            !self.env.claim_path(&self.id).exists(),
             "{context}: the ended run's claim is released"
         );
         let show = self.iced(&["run", "show", &run, "--json"], None);

@@ -128,17 +128,31 @@ impl TestEnv {
         git(self.root(), args);
     }
 
-    /// The `iced` command, in the repository root, with only PATH, HOME and a pinned clock set.
+    /// The `iced` command, in the repository root, with only PATH, HOME, the person's config
+    /// directory and a pinned clock set.
     pub fn command(&self) -> Command {
+        self.command_in(self.root())
+    }
+
+    /// [`TestEnv::command`] run in `dir`: another checkout of the repository, a clone.
+    pub fn command_in(&self, dir: &Path) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_iced"));
-        cmd.current_dir(self.root())
+        cmd.current_dir(dir)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.root())
+            // The person's own config directory (where `iced trust` records), outside every
+            // repository the test makes, so nothing iced keeps for the person lands in one.
+            .env("XDG_CONFIG_HOME", self.outside("config"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("ICED_NOW", NOW)
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// `iced ... --json` in `dir`.
+    pub fn iced_json_in(&self, dir: &Path, args: &[&str]) -> Run {
+        run(self.command_in(dir).args(args).arg("--json"))
     }
 
     pub fn iced(&self, args: &[&str]) -> Run {
@@ -340,6 +354,14 @@ impl TestEnv {
             .join(name)
     }
 
+    /// Where the claim on `unit` lives: in the repository's common git directory (SPEC 24.9), which
+    /// every checkout of it shares.
+    pub fn claim_path(&self, unit: &str) -> PathBuf {
+        self.root()
+            .join(".git/iced/claims")
+            .join(format!("{unit}.json"))
+    }
+
     /// `git args` in the repository; its stdout.
     pub fn git_out(&self, args: &[&str]) -> String {
         git_at(self.root(), args)
@@ -351,7 +373,8 @@ impl TestEnv {
         self.git(&["commit", "-q", "--allow-empty", "-m", message]);
     }
 
-    /// Deep-merge `patch` into `.iced/config.json` (not committed).
+    /// Deep-merge `patch` into `.iced/config.json` (not committed), as the person does by hand,
+    /// and trust what it runs (`iced trust`): the config is theirs.
     pub fn patch_config(&self, patch: &Value) {
         let mut config: Value = serde_json::from_str(&self.read(".iced/config.json"))
             .expect(".iced/config.json is JSON");
@@ -360,6 +383,17 @@ impl TestEnv {
             ".iced/config.json",
             serde_json::to_string_pretty(&config).unwrap() + "\n",
         );
+        self.trust_config();
+    }
+
+    /// `iced trust` in the repository: the person trusts what the config they wrote runs. A
+    /// config iced cannot read is not trusted (refused `config-invalid`); the verb that reads it
+    /// next refuses it the same way.
+    pub fn trust_config(&self) {
+        let run = self.iced_json(&["trust"]);
+        if run.code != 0 {
+            run.refused(3, "config-invalid");
+        }
     }
 
     /// A unit `iced build` admits: `iced init`, a unit holding [`GOOD_BODY`] (E1 and E2) approved

@@ -241,10 +241,7 @@ fn assert_landed_and_retired(
         1,
         "only the person's checkout is left: {worktrees}"
     );
-    assert!(
-        !env.path(&format!(".iced/run/claims/{id}.json")).exists(),
-        "the claim is released"
-    );
+    assert!(!env.claim_path(id).exists(), "the claim is released");
 
     let closed = env.git_out(&["show", &format!("{target_ref}:intent/{id}/iced.md")]);
     assert!(

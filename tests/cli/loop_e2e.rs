@@ -128,7 +128,7 @@ fn state_path(env: &TestEnv) -> PathBuf {
 }
 
 fn claim_path(env: &TestEnv, id: &str) -> PathBuf {
-    env.path(&format!(".iced/run/claims/{id}.json"))
+    env.claim_path(id)
 }
 
 pub(crate) fn lane_branch(id: &str) -> String {
@@ -656,7 +656,7 @@ fn admit_refused(env: &TestEnv, args: &[&str], code: &str) -> Value {
 
 /// Every claim file and its bytes.
 fn claims(env: &TestEnv) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(env.path(".iced/run/claims"))
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(env.root().join(".git/iced/claims"))
         .into_iter()
         .flatten()
         .map(|e| {
@@ -758,10 +758,10 @@ fn a_claim_stops_a_second_run_but_not_a_resume() {
     let (env, id) = TestEnv::buildable(own_checks(json!([])));
     let (_, old) = build(&env, &id, &["--no-wait", "--session", "X"], 0);
     let old_run = str_of(&old, "run").to_owned();
-    let claim = env.read(&format!(".iced/run/claims/{id}.json"));
+    let claim = std::fs::read(claim_path(&env, &id)).unwrap();
     env.iced_json(&["run", "abandon", &old_run]).ok();
     assert!(!claim_path(&env, &id).exists(), "abandon kept the claim");
-    env.write(&format!(".iced/run/claims/{id}.json"), &claim);
+    std::fs::write(claim_path(&env, &id), &claim).unwrap();
     let r = admit_refused(&env, &[&id, "--session", "B"], "unit-claimed");
     assert!(str_of(&r, "reason").contains(&old_run), "{r}");
     admit_refused(&env, &[&id], "unit-claimed");

@@ -4,6 +4,7 @@ mod env;
 
 mod authoring;
 mod bad_input;
+mod claims;
 mod crash;
 mod examples;
 mod harness;
@@ -19,4 +20,5 @@ mod output;
 mod project;
 mod refusals;
 mod survivors;
+mod trust;
 mod validation;

@@ -7,7 +7,7 @@ use serde_json::json;
 
 const VERBS: &[&str] = &[
     "init", "new", "child", "list", "status", "lint", "approve", "accept", "reject", "abandon",
-    "use", "hold", "unhold", "decision", "autonomy", "stats",
+    "use", "hold", "unhold", "decision", "autonomy", "stats", "trust",
 ];
 
 const RED: &str = "\u{1b}[31m";

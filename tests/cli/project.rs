@@ -228,12 +228,7 @@ fn a_project_of_three_children_lands_them_all_two_lanes_at_a_time() {
         assert_eq!(lane["stage"], "delivered", "{lane:#}");
     }
     for unit in p.children.iter().chain([&p.id]) {
-        assert!(
-            !p.env
-                .path(&format!(".iced/run/claims/{unit}.json"))
-                .exists(),
-            "{unit}'s claim is left"
-        );
+        assert!(!p.env.claim_path(unit).exists(), "{unit}'s claim is left");
     }
 
     // Pace: two lanes overlapped, three never did; the third started in order, last.
@@ -405,7 +400,7 @@ fn discarding_a_blocked_child_and_its_dependent_delivers_the_rest() {
         .and_then(|l| l.iter().find(|l| l["id"] == *a).cloned())
         .unwrap_or_else(|| panic!("no lane {a}: {discarded}"));
     assert_eq!(lane["stage"], "discarded", "{discarded}");
-    assert!(!p.env.path(&format!(".iced/run/claims/{a}.json")).exists());
+    assert!(!p.env.claim_path(a).exists());
     let (out, last) = build(&p.env, &p.id, &[], 4);
     assert_eq!(last["status"], "blocked", "{out:#?}");
     assert!(p.landed(b), "{b} landed once the hold was gone");
@@ -549,6 +544,7 @@ fn a_host_driven_project_run_hands_out_each_lane_and_takes_receipts_by_path() {
         ".iced/config.json",
         serde_json::to_string_pretty(&config).unwrap() + "\n",
     );
+    p.env.trust_config();
     p.env.commit_all("the host drives");
     p.env.git(&["push", "-q", "origin", "main"]);
     let (a, b) = (&p.children[0], &p.children[1]);
@@ -601,7 +597,7 @@ fn a_discard_killed_before_releasing_the_claim_is_finished_by_discarding_again()
     let (_, last) = build(&p.env, &p.id, &[], 4);
     assert_eq!(last["status"], "blocked");
     let run = str_of(&last, "run").to_owned();
-    let claim = p.env.path(&format!(".iced/run/claims/{a}.json"));
+    let claim = p.env.claim_path(a);
     assert!(claim.exists());
 
     let killed = p

@@ -177,6 +177,8 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
     let step = "build";
     let repo = repo(step)?;
     let mut ctx = Ctx::new(&repo, step)?;
+    // Before admit writes anything or a step starts anything (SPEC 24.10).
+    crate::trust::require(&repo.root, &ctx.config, &ctx.settings, step)?;
     ctx.set_pace_flags(&args.pace.flags())?;
     let session = args
         .session
@@ -280,7 +282,11 @@ pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
             let ctx = Ctx::new(&repo, step)?;
             match pick_run(&ctx, select.run.as_deref())? {
                 None => Ok(output(&StepReport::nothing())),
-                Some(run) => Ok(output(&engine::step(&ctx, &run)?)),
+                Some(run) => {
+                    // Before the step starts anything (SPEC 24.10).
+                    crate::trust::require(&repo.root, &ctx.config, &ctx.settings, step)?;
+                    Ok(output(&engine::step(&ctx, &run)?))
+                }
             }
         }
         ImplementCommand::Receipt(args) => {

@@ -186,6 +186,8 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     )
     .map_err(|e| io_error("demo", e))?;
     log.push_str("\n(.iced/config.json: the built-in scripted agent implements and, separately and read-only, validates; `sh test.sh` is the definition of done)\n");
+    // The person wrote this config: they trust what it runs, in this checkout (SPEC 24.10).
+    step(&mut log, &repo, &exe, &["trust"])?;
     git(&repo, &["add", "-A"])?;
     git(&repo, &["commit", "-q", "-m", &format!("approve {id}")])?;
     log.push_str(&format!("\n$ git commit -m \"approve {id}\"\n"));

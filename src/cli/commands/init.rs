@@ -26,11 +26,34 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         })?;
     }
     let report = crate::init::init_repo(&root, args.force).map_err(|e| store_refusal(step, e))?;
+    let mut json = serde_json::to_value(&report).expect("serialises");
+    // The config init wrote is the person's own: what it runs (the detected test command) is
+    // trusted here. One that was already there came from someone else and is not (SPEC 24.10).
+    let config = ".iced/config.json".to_owned();
+    let mut trusted = Vec::new();
+    if report.created.contains(&config) || report.updated.contains(&config) {
+        match trust_written(&root, step) {
+            Ok(Some(t)) => {
+                json["trusted"] = serde_json::to_value(&t.trusted).expect("serialises");
+                trusted = t.trusted;
+            }
+            Ok(None) => {}
+            Err(refusal) => {
+                json["warnings"] = serde_json::json!([format!(
+                    "the new config was not trusted: {}",
+                    refusal.reason
+                )]);
+            }
+        }
+    }
     let mut text = String::new();
     for (label, list) in [("created", &report.created), ("updated", &report.updated)] {
         for path in list {
             text.push_str(&format!("{label:8} {path}\n"));
         }
+    }
+    for w in &trusted {
+        text.push_str(&format!("trusted  {}\n", w.line()));
     }
     if report.created.is_empty() && report.updated.is_empty() {
         text.push_str("Nothing to do: iced is already set up here.\n");
@@ -40,8 +63,16 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
             root.display()
         ));
     }
-    Ok(Output::new(
-        serde_json::to_value(&report).expect("serialises"),
-        text,
-    ))
+    Ok(Output::new(json, text))
+}
+
+/// Trust the config init just wrote; `None` when it runs nothing.
+fn trust_written(
+    root: &std::path::Path,
+    step: &str,
+) -> Result<Option<crate::trust::Trusted>, Refusal> {
+    let config = Config::load(root).map_err(|e| config_refusal(step, e))?;
+    let settings = crate::run::settings::Settings::from_config(&config, step)?;
+    let trusted = crate::trust::trust(root, &config, &settings, step)?;
+    Ok(trusted.sha256.is_some().then_some(trusted))
 }

@@ -10,6 +10,7 @@ pub mod list;
 pub mod new;
 pub mod stats;
 pub mod status;
+pub mod trust;
 
 use super::{Command, Output};
 use crate::refusal::{io_error, Refusal};
@@ -33,6 +34,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Decision(args) => lifecycle::decision(args),
         Command::Autonomy(args) => lifecycle::autonomy(args),
         Command::Stats => stats::run(),
+        Command::Trust => trust::run(),
         Command::Build(args) => build::build(args, json),
         Command::Demo(args) => demo::run(args),
         Command::Implement { command } => build::implement(command),
