@@ -121,6 +121,14 @@ pub enum Command {
         #[command(subcommand)]
         command: commands::build::RunCommand,
     },
+    /// Judge one proposed tool call, read as JSON on standard input, with the guard (SPEC 24.1): prints the decision, rule and reason; exits 0 for allow or notify, 4 for ask, 3 for deny; writes nothing.
+    #[command(verbatim_doc_comment)]
+    Guard,
+    /// The guard as a coding agent's hook: `iced hook claude` answers Claude Code's PreToolUse hook.
+    Hook {
+        #[command(subcommand)]
+        command: commands::guard::HookCommand,
+    },
     /// Supervise one activity (internal: launched by the loop itself).
     #[command(name = "__supervise", hide = true)]
     Supervise { dir: std::path::PathBuf },

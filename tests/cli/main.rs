@@ -6,6 +6,7 @@ mod authoring;
 mod bad_input;
 mod crash;
 mod examples;
+mod guard;
 mod harness;
 mod init;
 mod interop;
