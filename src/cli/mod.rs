@@ -62,7 +62,7 @@ pub struct Cli {
 // `verbatim_doc_comment` clap drops the final period.
 #[derive(Subcommand)]
 pub enum Command {
-    /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs, only what is missing; never deletes, and refuses an invalid existing config unless --force.
+    /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs (with --host claude, the guard's hook in .claude/settings.json), only what is missing; never deletes, and refuses an invalid existing config unless --force, or a settings file that is not a JSON object.
     #[command(verbatim_doc_comment)]
     Init(commands::init::Args),
     /// Create a draft unit from one line: writes intent/<id>/iced.md and decisions.md and makes it active; refuses an empty line or a --parent that names no unit.

@@ -209,6 +209,31 @@ pub fn settings_with_hook(command: &str) -> String {
     text
 }
 
+/// The settings file of one agent start, in its activity's folder.
+pub const AGENT_SETTINGS: &str = "claude-settings.json";
+
+/// Write the settings of one agent start into its activity's folder (created 0700; the file
+/// 0600, never through a symbolic link): only the hook, running this iced binary by its absolute
+/// path. Written again, with the same bytes, when a start is redone after a crash.
+pub fn write_agent_settings(
+    dir: &Path,
+    iced: &Path,
+) -> Result<std::path::PathBuf, crate::store::StoreError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| crate::store::StoreError::io("create directory", dir, e))?;
+    let path = dir.join(AGENT_SETTINGS);
+    crate::store::write_atomic(
+        &path,
+        settings_with_hook(&hook_command(iced)).as_bytes(),
+        0o600,
+    )?;
+    Ok(path)
+}
+
 /// Why a settings file cannot take the hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotAnObject(pub String);

@@ -76,6 +76,8 @@ pub struct Invocation<'a> {
     /// own (codex's sandbox keeps them read-only unless named, the worktree's even when the
     /// repository's is).
     pub git_dirs: &'a [String],
+    /// A settings file that installs the guard's hook (claude: `--settings`, SPEC 24.11).
+    pub settings: Option<&'a str>,
 }
 
 /// The tools a claude implementer may use, unattended.
@@ -104,6 +106,9 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
                 CLAUDE_WRITE_TOOLS
             };
             push(&["--allowedTools", tools]);
+            if let Some(settings) = inv.settings {
+                push(&["--settings", settings]);
+            }
             if let Some(model) = inv.model {
                 push(&["--model", model]);
             }
@@ -419,6 +424,7 @@ mod tests {
             transcripts: true,
             extra_args: &[],
             git_dirs: &[],
+            settings: None,
         }
     }
 
@@ -443,6 +449,14 @@ mod tests {
         assert!(argv(Kind::Claude, &quiet)
             .join(" ")
             .contains("--no-session-persistence"));
+        assert!(!joined.contains("--settings"));
+        let guarded = Invocation {
+            settings: Some("/run/a/claude-settings.json"),
+            ..inv(true)
+        };
+        assert!(argv(Kind::Claude, &guarded)
+            .join(" ")
+            .contains("--allowedTools Read,Glob,Grep --settings /run/a/claude-settings.json"));
     }
 
     #[test]

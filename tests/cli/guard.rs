@@ -437,3 +437,109 @@ fn the_claude_hook_denies_what_it_cannot_read() {
     assert_eq!(decision, "deny", "{reason}");
     assert!(reason.contains("config-invalid"), "{reason}");
 }
+
+// ---- iced init --host claude (SPEC 13) ------------------------------------------------------
+
+fn pre_tool_use(env: &TestEnv) -> Vec<Value> {
+    let settings: Value = serde_json::from_str(&env.read(".claude/settings.json")).unwrap();
+    settings["hooks"]["PreToolUse"].as_array().unwrap().clone()
+}
+
+#[test]
+fn init_host_claude_installs_the_hook_once() {
+    let env = TestEnv::new();
+    let out = env.iced_json(&["init", "--host", "claude"]).ok();
+    let report = out.json();
+    assert!(
+        report["created"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(".claude/settings.json")),
+        "{report:#}"
+    );
+    assert_eq!(
+        pre_tool_use(&env),
+        vec![
+            json!({"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash", "hooks": [{"type": "command", "command": "iced hook claude"}]})
+        ]
+    );
+    let before = env.snapshot();
+    let again = env.iced_json(&["init", "--host", "claude"]).ok().json();
+    assert!(
+        again["skipped"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(".claude/settings.json")),
+        "{again:#}"
+    );
+    assert_eq!(env.snapshot(), before, "a second run changes nothing");
+}
+
+#[test]
+fn init_host_claude_keeps_everything_else_in_the_settings() {
+    let env = TestEnv::new();
+    let existing = json!({
+        "model": "claude-opus-4-1",
+        "permissions": {"allow": ["Bash(npm test)"]},
+        "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]
+        }
+    });
+    env.write(
+        ".claude/settings.json",
+        serde_json::to_string_pretty(&existing).unwrap(),
+    );
+    let report = env.iced_json(&["init", "--host", "claude"]).ok().json();
+    assert!(
+        report["updated"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(".claude/settings.json")),
+        "{report:#}"
+    );
+    let settings: Value = serde_json::from_str(&env.read(".claude/settings.json")).unwrap();
+    let mut expected = existing.clone();
+    expected["hooks"]["PreToolUse"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash", "hooks": [{"type": "command", "command": "iced hook claude"}]}));
+    assert_eq!(settings, expected);
+}
+
+#[test]
+fn init_host_claude_refuses_settings_that_are_not_an_object_and_writes_nothing() {
+    for bad in [
+        "[1, 2]",
+        "{\"hooks\": ",
+        "{\"hooks\": []}",
+        "{\"hooks\": {\"PreToolUse\": {}}}",
+    ] {
+        let env = TestEnv::new();
+        env.write(".claude/settings.json", bad);
+        let before = env.snapshot();
+        let out = env.iced_json(&["init", "--host", "claude"]);
+        let refused = out.refused(3, "host-settings-invalid");
+        assert!(
+            refused["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("`.claude/settings.json` cannot take the hook: "),
+            "{refused:#}"
+        );
+        assert_eq!(env.snapshot(), before, "{bad}: nothing is written");
+        assert!(!env.path(".iced").exists());
+    }
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.path(".claude")).unwrap();
+    std::fs::write(env.outside("elsewhere.json"), "{}").unwrap();
+    std::os::unix::fs::symlink(
+        env.outside("elsewhere.json"),
+        env.path(".claude/settings.json"),
+    )
+    .unwrap();
+    env.iced_json(&["init", "--host", "claude"])
+        .refused(3, "path-symlink");
+    let out = env.iced_json(&["init", "--host", "codex"]);
+    out.refused(2, "usage");
+}

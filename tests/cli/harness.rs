@@ -466,6 +466,7 @@ fn record_claude_outputs() {
                 transcripts: true,
                 extra_args: &[],
                 git_dirs: &[],
+                settings: None,
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {
