@@ -84,6 +84,9 @@ pub struct Invocation<'a> {
 const CLAUDE_WRITE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
 /// The tools a claude validator may use: reading only.
 const CLAUDE_READ_TOOLS: &str = "Read,Glob,Grep";
+/// The implementer's tools the guard's hook judges (its matcher, SPEC 24.11): a denial of one of
+/// them is the guard's, not a missing tool.
+const CLAUDE_GUARDED_TOOLS: &[&str] = &["Bash", "Edit", "Write"];
 
 /// The argv that starts the harness; the prompt goes to its standard input.
 pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
@@ -198,6 +201,10 @@ pub struct HarnessResult {
     pub rate_limited: bool,
     /// Tools the harness refused the agent.
     pub permission_denials: u64,
+    /// Of those, calls of tools the agent is allowed: only the guard's hook (SPEC 24.11), or a
+    /// deny rule of the repository's own settings, refuses them. The agent was told why and what
+    /// to do instead, and the receipt checks what it did.
+    pub guard_denials: u64,
     /// The agent's final message.
     #[serde(skip)]
     pub final_text: Option<String>,
@@ -211,10 +218,11 @@ fn cost_or_unknown<S: serde::Serializer>(cost: &Option<f64>, s: S) -> Result<S::
 }
 
 impl HarnessResult {
-    /// Whether the run failed for the role it was started in (SPEC 20.8): an implementer whose
-    /// tools were denied did not do its work.
+    /// Whether the run failed for the role it was started in (SPEC 20.8): an implementer denied a
+    /// tool it was not given did not do its work; one the guard refused a call is judged by its
+    /// receipt.
     pub fn failed(&self, read_only: bool) -> bool {
-        self.is_error || (!read_only && self.permission_denials > 0)
+        self.is_error || (!read_only && self.permission_denials > self.guard_denials)
     }
 
     /// What the step's outcome records (`harness`).

@@ -2,6 +2,7 @@
 //! with a proposed tool call on standard input in a real repository. Neither ever writes a file.
 
 use crate::env::{Run, TestEnv};
+use crate::mock_api::{MockApi, Reply, Rule};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::Stdio;
@@ -542,4 +543,159 @@ fn init_host_claude_refuses_settings_that_are_not_an_object_and_writes_nothing()
         .refused(3, "path-symlink");
     let out = env.iced_json(&["init", "--host", "codex"]);
     out.refused(2, "usage");
+}
+
+// ---- the real Claude Code CLI with the hook installed ----------------------------------------
+
+/// Claude Code (`claude -p`) in `env`'s repository, on the mock API, with `prompt` on standard
+/// input and `iced` first on PATH (the hook `init --host claude` installs runs `iced hook claude`).
+/// Its result JSON.
+fn claude_p(
+    env: &TestEnv,
+    program: &std::path::Path,
+    api: &MockApi,
+    prompt: &str,
+    extra: &[&str],
+) -> Value {
+    let home = env.outside("claude-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let iced_dir = std::path::Path::new(env!("CARGO_BIN_EXE_iced"))
+        .parent()
+        .unwrap();
+    let mut path = std::ffi::OsString::from(iced_dir);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let mut child = std::process::Command::new(program)
+        .args([
+            "-p",
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "dontAsk",
+            "--allowedTools",
+            "Edit,Write,Read",
+            "--no-session-persistence",
+        ])
+        .args(extra)
+        .current_dir(env.root())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("ICED_NOW", crate::env::NOW)
+        .env("ANTHROPIC_BASE_URL", &api.url)
+        .env("ANTHROPIC_API_KEY", crate::harness::API_KEY)
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("claude starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(prompt.as_bytes())
+        .unwrap();
+    // A stuck CLI fails the test instead of hanging it.
+    let pid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = done.clone();
+    std::thread::spawn(move || {
+        for _ in 0..1200 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if watch.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "claude printed no result JSON ({e}): exit {:?}\n{stdout}\n{}\nthe API saw: {:#?}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr),
+            api.seen()
+        )
+    })
+}
+
+/// SPEC 24.11 with the real Claude Code CLI: `iced init --host claude` installs the hook; the
+/// scripted model first edits an Expectation of the approved unit (denied by the hook: the file
+/// is unchanged, and Claude Code lists the call in `permission_denials`), then writes an ordinary
+/// file (written).
+#[test]
+fn claude_code_with_the_hook_cannot_edit_a_signed_off_expectation() {
+    let Some(program) = crate::harness::claude() else {
+        return;
+    };
+    let (env, id) = approved();
+    env.iced_json(&["init", "--host", "claude"]).ok();
+    // No active unit: the agent may write code, and the signed-off contract is still frozen.
+    env.iced_json(&["use", "none"]).ok();
+    let unit_rel = format!("intent/{id}/iced.md");
+    let unit_before = env.read(&unit_rel);
+    let unit = env.path(&unit_rel).display().to_string();
+    let notes = env.path("notes.txt").display().to_string();
+    let api = MockApi::start(vec![Rule::new(
+        "# Guard check",
+        vec![
+            Reply::Tool {
+                name: "Edit".into(),
+                input: json!({"file_path": unit, "old_string": E1, "new_string": "- [E1] Activity may extend the session."}),
+            },
+            Reply::Tool {
+                name: "Write".into(),
+                input: json!({"file_path": notes, "content": "the guard let this through\n"}),
+            },
+            Reply::Text("Done.".into()),
+        ],
+    )]);
+    let result = claude_p(
+        &env,
+        &program,
+        &api,
+        "# Guard check\n\nEdit the unit, then write notes.\n",
+        &[],
+    );
+    assert_eq!(
+        env.read(&unit_rel),
+        unit_before,
+        "the hook kept the contract: {result:#}"
+    );
+    assert_eq!(
+        env.read("notes.txt"),
+        "the guard let this through\n",
+        "{result:#}"
+    );
+    let denials = result["permission_denials"]
+        .as_array()
+        .expect("permission_denials");
+    assert_eq!(denials.len(), 1, "{result:#}");
+    assert_eq!(denials[0]["tool_name"], "Edit", "{result:#}");
+    assert_eq!(denials[0]["tool_input"]["file_path"], unit, "{result:#}");
+    // The model was told why, and what to do instead: the guard's reason came back as the
+    // Edit's result.
+    let last = api
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.rule.is_some())
+        .expect("the scripted conversation");
+    assert_eq!(last.turn, 2, "{last:#?}");
+    assert_eq!(last.tool_results.len(), 2, "{last:#?}");
+    assert!(
+        last.tool_results[0].contains("iced guard (contract-frozen): ")
+            && last.tool_results[0].contains("Next step: "),
+        "{last:#?}"
+    );
+    assert!(!last.tool_results[1].contains("iced guard"), "{last:#?}");
 }
