@@ -215,3 +215,78 @@ pub fn init_repo(root: &Path, force: bool) -> Result<InitReport, StoreError> {
     ensure_lines(root, &root.join(".gitignore"), GITIGNORE_LINES, &mut report)?;
     Ok(report)
 }
+
+/// The hosts `iced init --host` installs the guard's hook for (SPEC 13, 24.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Claude,
+}
+
+/// The command a repository's hook runs: `iced` found on PATH, since the file is shared.
+pub const CLAUDE_HOOK_COMMAND: &str = "iced hook claude";
+
+/// What installing a host's hook will write, decided before anything is written.
+#[derive(Debug)]
+pub struct HostPlan {
+    path: std::path::PathBuf,
+    /// The new text; none when the hook is already there.
+    text: Option<String>,
+    existed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("`{path}` cannot take the hook: {why}")]
+    Invalid { path: String, why: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Read the host's settings and merge the hook in memory: refuses a file that is not a JSON
+/// object (or whose `hooks` are not the shape Claude Code reads), a symbolic link, or anything
+/// that is not a regular file, before `init` writes anything.
+pub fn plan_host(root: &Path, host: Host) -> Result<HostPlan, HostError> {
+    let Host::Claude = host;
+    let path = root.join(".claude").join("settings.json");
+    let name = rel(root, &path);
+    let invalid = |why: String| HostError::Invalid {
+        path: name.clone(),
+        why,
+    };
+    let existing = match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::io("inspect", &path, e).into()),
+        Ok(meta) if meta.file_type().is_symlink() => return Err(StoreError::Symlink(path).into()),
+        Ok(meta) if !meta.is_file() => return Err(invalid("it is not a regular file".into())),
+        Ok(_) => {
+            let bytes = store::read_limited(&path, config::CONFIG_LIMIT)?;
+            Some(String::from_utf8(bytes).map_err(|_| invalid("it is not UTF-8 text".into()))?)
+        }
+    };
+    let text = crate::hook::claude::merge_hook(existing.as_deref(), CLAUDE_HOOK_COMMAND)
+        .map_err(|e| invalid(e.0))?;
+    Ok(HostPlan {
+        path,
+        text,
+        existed: existing.is_some(),
+    })
+}
+
+/// Write what [`plan_host`] decided.
+pub fn apply_host(root: &Path, plan: &HostPlan, report: &mut InitReport) -> Result<(), StoreError> {
+    let name = rel(root, &plan.path);
+    let Some(text) = &plan.text else {
+        report.skipped.push(name);
+        return Ok(());
+    };
+    if let Some(dir) = plan.path.parent() {
+        store::create_dir_all(dir)?;
+    }
+    store::write_atomic(&plan.path, text.as_bytes(), 0o644)?;
+    if plan.existed {
+        report.updated.push(name);
+    } else {
+        report.created.push(name);
+    }
+    Ok(())
+}

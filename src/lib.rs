@@ -11,6 +11,7 @@ pub mod config;
 pub mod failpoint;
 pub mod git;
 pub mod guard;
+pub mod hook;
 pub mod init;
 pub mod metrics;
 pub mod par;

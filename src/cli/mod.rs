@@ -62,7 +62,7 @@ pub struct Cli {
 // `verbatim_doc_comment` clap drops the final period.
 #[derive(Subcommand)]
 pub enum Command {
-    /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs, only what is missing; never deletes, and refuses an invalid existing config unless --force.
+    /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs (with --host claude, the guard's hook in .claude/settings.json), only what is missing; never deletes, and refuses an invalid existing config unless --force, or a settings file that is not a JSON object.
     #[command(verbatim_doc_comment)]
     Init(commands::init::Args),
     /// Create a draft unit from one line: writes intent/<id>/iced.md and decisions.md and makes it active; refuses an empty line or a --parent that names no unit.
@@ -123,6 +123,14 @@ pub enum Command {
     Run {
         #[command(subcommand)]
         command: commands::build::RunCommand,
+    },
+    /// Judge one proposed tool call, read as JSON on standard input, with the guard (SPEC 24.1): prints the decision, rule and reason; exits 0 for allow or notify, 4 for ask, 3 for deny; writes nothing.
+    #[command(verbatim_doc_comment)]
+    Guard,
+    /// The guard as a coding agent's hook: `iced hook claude` answers Claude Code's PreToolUse hook.
+    Hook {
+        #[command(subcommand)]
+        command: commands::guard::HookCommand,
     },
     /// Supervise one activity (internal: launched by the loop itself).
     #[command(name = "__supervise", hide = true)]

@@ -343,7 +343,7 @@ impl<'c, 'a> Judge<'c, 'a> {
             return d;
         }
         if target.class == Class::Code {
-            if let Some(d) = self.code_rules(&format!("`{}`", target.rel)) {
+            if let Some(d) = self.code_rules(&format!("this write to `{}`", target.rel)) {
                 return d;
             }
         }

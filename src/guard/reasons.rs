@@ -341,7 +341,7 @@ pub fn code_frozen(id: &str, status: Option<Status>, autonomy: i64, what: &str) 
     Decision::deny(
         "code-frozen",
         false,
-        format!("The active unit `{id}` is {shown} at effective autonomy {autonomy}: code changes wait until it is building, so {what} may not change now."),
+        format!("The active unit `{id}` is {shown} at effective autonomy {autonomy}: code changes wait until it is building, and {what} would change code."),
         next,
     )
 }

@@ -2262,8 +2262,9 @@ fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Re
                     prompt: &brief,
                     cwd: worktree,
                     gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
+                    dir: &dir,
                 },
-            );
+            )?;
             crate::failpoint::hit("launch-after-record");
             // Before the launch: an agent may be counted alive that never started (its end is
             // logged when the loop finds it crashed), never one that runs uncounted.
@@ -2379,6 +2380,8 @@ pub(super) struct AgentStart<'a> {
     pub prompt: &'a Path,
     pub cwd: PathBuf,
     pub gate: Value,
+    /// The activity's folder (a claude agent's settings go there).
+    pub dir: &'a Path,
 }
 
 /// How an agent is started (SPEC 20.1, 20.8): a `command` runner's argv template expanded, or a
@@ -2390,7 +2393,7 @@ pub(super) fn agent_spec(
     runner: &super::settings::Runner,
     values: &[(&str, String)],
     start: AgentStart<'_>,
-) -> ActivitySpec {
+) -> Result<ActivitySpec, Refusal> {
     let mut env = base_env();
     for (k, v) in values {
         env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
@@ -2407,6 +2410,12 @@ pub(super) fn agent_spec(
         {
             git_dirs.push(own);
         }
+        // SPEC 24.11: a claude agent gets the guard's hook.
+        let settings = (runner.kind == crate::runner::Kind::Claude)
+            .then(|| crate::hook::claude::write_agent_settings(start.dir, &ctx.exe))
+            .transpose()
+            .map_err(|e| crate::repo::store_refusal(ctx.step, e))?
+            .map(|p| p.display().to_string());
         let argv = crate::runner::argv(
             runner.kind,
             &crate::runner::Invocation {
@@ -2418,13 +2427,14 @@ pub(super) fn agent_spec(
                 transcripts: runner.transcripts,
                 extra_args: &runner.args,
                 git_dirs: &git_dirs,
+                settings: settings.as_deref(),
             },
         );
         (argv, Some(start.prompt.to_owned()))
     } else {
         (expand(&runner.argv, values), None)
     };
-    ActivitySpec {
+    Ok(ActivitySpec {
         argv,
         cwd: start.cwd,
         env,
@@ -2440,7 +2450,7 @@ pub(super) fn agent_spec(
             .map(|p| (*p).to_owned())
             .collect(),
         env_templates: runner.env.clone(),
-    }
+    })
 }
 
 /// The environment a child of the loop gets: a few of iced's own variables, nothing that points

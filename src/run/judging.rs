@@ -649,8 +649,9 @@ pub fn launch_all(
                 prompt: &prompt,
                 cwd: sandbox,
                 gate: gate_value(ctx, &snapshot.id, lane_id, key, lane.attempt),
+                dir: &dir,
             },
-        );
+        )?;
         spec.env.insert("ICED_LENS".into(), name_of(key).into());
         // Logged before the launch, as the implementer's is.
         emit(

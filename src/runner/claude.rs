@@ -40,9 +40,17 @@ pub(super) fn parse(stdout: &str) -> Option<HarnessResult> {
         };
         why
     });
-    let denials = result["permission_denials"]
-        .as_array()
-        .map_or(0, |a| a.len() as u64);
+    let listed = result["permission_denials"].as_array();
+    let denials = listed.map_or(0, |a| a.len() as u64);
+    let guard_denials = listed.map_or(0, |a| {
+        a.iter()
+            .filter(|d| {
+                d["tool_name"]
+                    .as_str()
+                    .is_some_and(|t| super::CLAUDE_GUARDED_TOOLS.contains(&t))
+            })
+            .count() as u64
+    });
     Some(HarnessResult {
         session_id: result["session_id"].as_str().map(str::to_owned),
         model,
@@ -51,10 +59,13 @@ pub(super) fn parse(stdout: &str) -> Option<HarnessResult> {
         input_tokens: input,
         output_tokens: output,
         is_error,
-        error: error
-            .or_else(|| (denials > 0).then(|| format!("{denials} tool call(s) were denied"))),
+        error: error.or_else(|| {
+            let missing = denials - guard_denials;
+            (missing > 0).then(|| format!("{missing} tool call(s) were denied"))
+        }),
         rate_limited: status == Some(429) || status == Some(529) || overloaded,
         permission_denials: denials,
+        guard_denials,
         final_text: text,
     })
 }
@@ -150,6 +161,18 @@ mod tests {
         );
         assert!(!r.failed(true));
         assert_eq!(r.error.as_deref(), Some("1 tool call(s) were denied"));
+        assert_eq!(r.guard_denials, 0);
+    }
+
+    #[test]
+    fn a_call_the_guard_denied_does_not_fail_the_implementer() {
+        // The same run, the denied call an Edit: a tool the implementer has, so the guard's hook
+        // refused it (SPEC 24.11); the receipt judges what the agent did instead.
+        let text = fixture("claude", "tool-denied.json").replace("\"WebFetch\"", "\"Edit\"");
+        let r = parse(Kind::Claude, &text).unwrap();
+        assert_eq!((r.permission_denials, r.guard_denials), (1, 1));
+        assert!(!r.failed(false), "{r:?}");
+        assert_eq!(r.error, None);
     }
 
     #[test]

@@ -76,12 +76,17 @@ pub struct Invocation<'a> {
     /// own (codex's sandbox keeps them read-only unless named, the worktree's even when the
     /// repository's is).
     pub git_dirs: &'a [String],
+    /// A settings file that installs the guard's hook (claude: `--settings`, SPEC 24.11).
+    pub settings: Option<&'a str>,
 }
 
 /// The tools a claude implementer may use, unattended.
 const CLAUDE_WRITE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
 /// The tools a claude validator may use: reading only.
 const CLAUDE_READ_TOOLS: &str = "Read,Glob,Grep";
+/// The implementer's tools the guard's hook judges (its matcher, SPEC 24.11): a denial of one of
+/// them is the guard's, not a missing tool.
+const CLAUDE_GUARDED_TOOLS: &[&str] = &["Bash", "Edit", "Write"];
 
 /// The argv that starts the harness; the prompt goes to its standard input.
 pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
@@ -104,6 +109,9 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
                 CLAUDE_WRITE_TOOLS
             };
             push(&["--allowedTools", tools]);
+            if let Some(settings) = inv.settings {
+                push(&["--settings", settings]);
+            }
             if let Some(model) = inv.model {
                 push(&["--model", model]);
             }
@@ -193,6 +201,10 @@ pub struct HarnessResult {
     pub rate_limited: bool,
     /// Tools the harness refused the agent.
     pub permission_denials: u64,
+    /// Of those, calls of tools the agent is allowed: only the guard's hook (SPEC 24.11), or a
+    /// deny rule of the repository's own settings, refuses them. The agent was told why and what
+    /// to do instead, and the receipt checks what it did.
+    pub guard_denials: u64,
     /// The agent's final message.
     #[serde(skip)]
     pub final_text: Option<String>,
@@ -206,10 +218,11 @@ fn cost_or_unknown<S: serde::Serializer>(cost: &Option<f64>, s: S) -> Result<S::
 }
 
 impl HarnessResult {
-    /// Whether the run failed for the role it was started in (SPEC 20.8): an implementer whose
-    /// tools were denied did not do its work.
+    /// Whether the run failed for the role it was started in (SPEC 20.8): an implementer denied a
+    /// tool it was not given did not do its work; one the guard refused a call is judged by its
+    /// receipt.
     pub fn failed(&self, read_only: bool) -> bool {
-        self.is_error || (!read_only && self.permission_denials > 0)
+        self.is_error || (!read_only && self.permission_denials > self.guard_denials)
     }
 
     /// What the step's outcome records (`harness`).
@@ -419,6 +432,7 @@ mod tests {
             transcripts: true,
             extra_args: &[],
             git_dirs: &[],
+            settings: None,
         }
     }
 
@@ -443,6 +457,14 @@ mod tests {
         assert!(argv(Kind::Claude, &quiet)
             .join(" ")
             .contains("--no-session-persistence"));
+        assert!(!joined.contains("--settings"));
+        let guarded = Invocation {
+            settings: Some("/run/a/claude-settings.json"),
+            ..inv(true)
+        };
+        assert!(argv(Kind::Claude, &guarded)
+            .join(" ")
+            .contains("--allowedTools Read,Glob,Grep --settings /run/a/claude-settings.json"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 
 /// A dummy key: the mock only checks that one was sent. It must never be written anywhere.
-const API_KEY: &str = "sk-ant-test-PLANTED-0123456789";
+pub(crate) const API_KEY: &str = "sk-ant-test-PLANTED-0123456789";
 /// A credential in a variable whose name says nothing (`PROVIDER_CRED`), handed to the harness by
 /// a runner `env` entry that does (`MY_PROVIDER_AUTH_TOKEN`).
 const CRED: &str = "cred-PLANTED-987654321";
@@ -21,7 +21,7 @@ const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result"
 const REPORT: &str = r#"{"summary": "sessions end when idle", "evidence": [{"expectation": "E1", "kind": "test", "ref": "src/session.txt"}, {"expectation": "E2", "kind": "test", "ref": "src/session.txt"}]}"#;
 
 /// The Claude Code CLI, or why it is not here.
-fn claude() -> Option<PathBuf> {
+pub(crate) fn claude() -> Option<PathBuf> {
     let found = std::env::var_os("ICED_CLAUDE")
         .map(PathBuf::from)
         .filter(|p| p.is_file())
@@ -358,6 +358,89 @@ fn a_denied_tool_fails_the_implementer() {
     );
 }
 
+/// SPEC 24.11: the loop gives a claude implementer the guard's hook through `--settings`. The
+/// scripted model first edits an Expectation of its own unit in the lane's worktree: the hook
+/// (told by the agent's environment that it judges this lane's implementer) denies it with the
+/// implementer's next step, and the file stays as signed off; the agent then does the work and
+/// the run is delivered: a call the guard refused is not a failed harness run.
+#[test]
+fn the_guard_hook_keeps_a_claude_implementer_off_its_contract() {
+    let Some(program) = claude() else { return };
+    let h = Harness::new(&program, vec![validator(PASS)], json!({}));
+    let worktree = h.env.outside(&format!("repo.iced-worktrees/{}", h.id));
+    let unit = worktree.join(format!("intent/{}/iced.md", h.id));
+    h.api.push_rule(Rule::new(
+        "# Brief: implement",
+        vec![
+            // Claude Code edits only a file it has read.
+            Reply::Tool {
+                name: "Read".into(),
+                input: json!({"file_path": unit.display().to_string()}),
+            },
+            Reply::Tool {
+                name: "Edit".into(),
+                input: json!({"file_path": unit.display().to_string(), "old_string": "- [E1] Activity extends the session.", "new_string": "- [E1] Anything goes."}),
+            },
+            Reply::bash(
+                "mkdir -p src && printf 'sessions end when idle\\n' > src/session.txt && git add src/session.txt && git commit -q -m 'sessions end when idle'",
+            ),
+            Reply::Text(format!("Done.\n\n```json\n{REPORT}\n```\n")),
+        ],
+    ));
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let show = h.show(str_of(&last, "run"));
+    let implement = record(&show, "implement");
+    assert_eq!(implement["status"], "done", "{implement:#}");
+    let harness = &implement["outcome"]["harness"];
+    assert_eq!(harness["permission_denials"], 1, "{harness:#}");
+    assert_eq!(harness["guard_denials"], 1, "{harness:#}");
+
+    let told = h
+        .api
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.rule.as_deref() == Some("# Brief: implement"))
+        .expect("the implementer's conversation");
+    let denial = &told.tool_results[1];
+    assert!(
+        denial.contains("iced guard (contract-frozen): ") && denial.contains("handback"),
+        "the hook judged the lane's implementer: {told:#?}"
+    );
+    let branch = format!("iced/{0}/{0}", h.id);
+    let signed = h
+        .env
+        .git_out(&["show", &format!("{branch}:intent/{}/iced.md", h.id)]);
+    assert!(
+        signed.contains("- [E1] Activity extends the session."),
+        "{signed}"
+    );
+
+    // Every claude start got its own settings file, 0600, running this iced by its absolute path.
+    use std::os::unix::fs::PermissionsExt;
+    let settings: Vec<_> = h
+        .written()
+        .into_iter()
+        .filter(|(p, _)| p.ends_with("claude-settings.json"))
+        .collect();
+    assert_eq!(
+        settings.len(),
+        2,
+        "implementer and validator: {settings:#?}"
+    );
+    for (path, text) in settings {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            format!("{} hook claude", env!("CARGO_BIN_EXE_iced")),
+            "{text}"
+        );
+    }
+}
+
 /// Records what the real Claude Code CLI prints in each shape of run the adapter must read
 /// (SPEC 20.8), into `fixtures/harness/claude/`, for the tests of `src/runner/` to parse. Run by hand
 /// when the pinned CLI changes: `ICED_CLAUDE=... cargo test --test cli record_claude_outputs --
@@ -467,6 +550,7 @@ fn record_claude_outputs() {
                 transcripts: true,
                 extra_args: &[],
                 git_dirs: &[],
+                settings: None,
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {

@@ -7,6 +7,7 @@ mod bad_input;
 mod claims;
 mod crash;
 mod examples;
+mod guard;
 mod harness;
 mod host_pace;
 mod hostile_files;

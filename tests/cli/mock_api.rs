@@ -81,11 +81,15 @@ pub struct Seen {
     pub rule: Option<String>,
     pub turn: usize,
     pub authorization: bool,
+    /// What the conversation's tool calls returned, in order (what the agent's harness told the
+    /// model: an output, or why a call was refused).
+    pub tool_results: Vec<String>,
 }
 
 pub struct MockApi {
     pub url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    rules: Arc<Mutex<Vec<Rule>>>,
 }
 
 impl MockApi {
@@ -101,7 +105,13 @@ impl MockApi {
                 std::thread::spawn(move || serve(stream, &s, &r));
             }
         });
-        MockApi { url, seen }
+        MockApi { url, seen, rules }
+    }
+
+    /// Add a rule after the server started (one that names a path known only later), tried
+    /// after the others.
+    pub fn push_rule(&self, rule: Rule) {
+        self.rules.lock().unwrap().push(rule);
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -200,7 +210,17 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
         let first = messages.first().map(|m| m.to_string()).unwrap_or_default();
         let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
         let model = body["model"].as_str().unwrap_or("claude-mock").to_owned();
-        let reply = scripted(&req, &model, &first, turn, seen, rules);
+        let results = messages
+            .iter()
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                other => other.to_string(),
+            })
+            .collect();
+        let reply = scripted(&req, &model, &first, turn, results, seen, rules);
         let stream = body["stream"].as_bool().unwrap_or(false);
         match reply {
             Reply::Status(code) => {
@@ -263,6 +283,7 @@ fn scripted(
     model: &str,
     asked: &str,
     turn: usize,
+    tool_results: Vec<String>,
     seen: &Mutex<Vec<Seen>>,
     rules: &Mutex<Vec<Rule>>,
 ) -> Reply {
@@ -281,6 +302,7 @@ fn scripted(
             .headers
             .iter()
             .any(|(k, _)| k == "x-api-key" || k == "authorization"),
+        tool_results,
     });
     rule.and_then(|r| r.turns.get(turn).cloned())
         .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()))
@@ -306,7 +328,15 @@ fn responses(
         .filter(|i| i["type"] == "function_call")
         .count();
     let model = body["model"].as_str().unwrap_or("gpt-mock").to_owned();
-    let item = match scripted(req, &model, &asked, turn, seen, rules) {
+    let results = input
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| match &i["output"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    let item = match scripted(req, &model, &asked, turn, results, seen, rules) {
         Reply::Status(code) => {
             let body =
                 json!({"error": {"message": format!("mock status {code}"), "type": "mock_error"}});
@@ -406,6 +436,14 @@ fn respond(
     out.flush()
 }
 
+/// A new id for each message: Claude Code merges assistant messages that share an id (the blocks
+/// of one streamed message), so two answers with one id would read as one turn to it.
+fn message_id() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("msg_mock_{n:04}")
+}
+
 /// A message of these content blocks: one JSON object, or its stream of events.
 fn answer(
     out: &mut TcpStream,
@@ -415,8 +453,9 @@ fn answer(
     stream: bool,
 ) -> std::io::Result<()> {
     let usage = json!({"input_tokens": 120, "output_tokens": 30});
+    let id = message_id();
     if !stream {
-        let message = json!({"id": "msg_mock", "type": "message", "role": "assistant", "model": model,
+        let message = json!({"id": id, "type": "message", "role": "assistant", "model": model,
             "content": blocks, "stop_reason": stop, "stop_sequence": null, "usage": usage});
         return respond(
             out,
@@ -436,7 +475,7 @@ fn answer(
     };
     event(
         "message_start",
-        json!({"type": "message_start", "message": {"id": "msg_mock", "type": "message", "role": "assistant",
+        json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
             "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": 120, "output_tokens": 1}}}),
     )?;

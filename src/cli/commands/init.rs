@@ -1,6 +1,7 @@
 use super::current_dir;
 use crate::cli::Output;
 use crate::config::Config;
+use crate::init::{Host, HostError};
 use crate::refusal::Refusal;
 use crate::repo::{config_refusal, store_refusal};
 
@@ -9,6 +10,30 @@ pub struct Args {
     /// Rewrite .iced/config.json with the defaults, even when it exists.
     #[arg(long)]
     pub force: bool,
+    /// Also install the guard's hook for this coding agent host (claude: .claude/settings.json).
+    #[arg(long, value_parser = parse_host)]
+    pub host: Option<Host>,
+}
+
+fn parse_host(s: &str) -> Result<Host, String> {
+    match s {
+        "claude" => Ok(Host::Claude),
+        _ => Err(format!(
+            "unknown host `{s}`; the one host iced installs a hook for is `claude`"
+        )),
+    }
+}
+
+fn host_refusal(step: &str, e: HostError) -> Refusal {
+    match e {
+        HostError::Store(e) => store_refusal(step, e),
+        e @ HostError::Invalid { .. } => Refusal::new(
+            step,
+            "host-settings-invalid",
+            e.to_string(),
+            "make it a JSON object (Claude Code's settings), or move it away, then run `iced init --host claude` again",
+        ),
+    }
 }
 
 pub fn run(args: Args) -> Result<Output, Refusal> {
@@ -25,7 +50,18 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
             r
         })?;
     }
-    let report = crate::init::init_repo(&root, args.force).map_err(|e| store_refusal(step, e))?;
+    // Every check before the first write: a settings file that cannot take the hook changes
+    // nothing.
+    let host = args
+        .host
+        .map(|h| crate::init::plan_host(&root, h))
+        .transpose()
+        .map_err(|e| host_refusal(step, e))?;
+    let mut report =
+        crate::init::init_repo(&root, args.force).map_err(|e| store_refusal(step, e))?;
+    if let Some(plan) = &host {
+        crate::init::apply_host(&root, plan, &mut report).map_err(|e| store_refusal(step, e))?;
+    }
     let mut json = serde_json::to_value(&report).expect("serialises");
     // The config init wrote is the person's own: what it runs (the detected test command) is
     // trusted here. One that was already there came from someone else and is not (SPEC 24.10).

@@ -3,6 +3,7 @@
 pub mod approve;
 pub mod build;
 pub mod demo;
+pub mod guard;
 pub mod init;
 pub mod lifecycle;
 pub mod lint;
@@ -35,6 +36,8 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Autonomy(args) => lifecycle::autonomy(args),
         Command::Stats => stats::run(),
         Command::Trust => trust::run(),
+        Command::Guard => guard::guard(),
+        Command::Hook { command } => guard::hook(command),
         Command::Build(args) => build::build(args, json),
         Command::Demo(args) => demo::run(args),
         Command::Implement { command } => build::implement(command),
