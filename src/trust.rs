@@ -16,8 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -389,15 +388,8 @@ pub fn trust(
 /// The store's lock (`trust.lock` beside it), so two `iced trust` at once both keep their entry.
 fn lock_store(dir: &Path, step: &str) -> Result<std::fs::File, Refusal> {
     let path = dir.join("trust.lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-        .map_err(|e| io_error(step, format!("open `{}`: {e}", path.display())))?;
+    let file = crate::store::open_lock_file(&path, 0o600)
+        .map_err(|e| crate::repo::store_refusal(step, e))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while file.try_lock_exclusive().is_err() {
         if Instant::now() >= deadline {

@@ -438,15 +438,8 @@ impl Claims {
         };
         ensure_dir(dir, step)?;
         let path = dir.join(".lock");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path)
-            .map_err(|e| open_refusal(&path, e, step))?;
+        let file = crate::store::open_lock_file(&path, 0o600)
+            .map_err(|e| crate::repo::store_refusal(step, e))?;
         let deadline = Instant::now() + wait;
         while file.try_lock_exclusive().is_err() {
             if Instant::now() >= deadline {
@@ -558,14 +551,6 @@ fn unreadable(path: &Path, unit: &str, why: &str, step: &str) -> Refusal {
         format!("`{}` is not a claim iced can read ({why})", path.display()),
         format!("if no run is building `{unit}` in any checkout, remove that file and build again"),
     )
-}
-
-fn open_refusal(path: &Path, e: std::io::Error, step: &str) -> Refusal {
-    if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
-        crate::repo::store_refusal(step, crate::store::StoreError::Symlink(path.to_owned()))
-    } else {
-        io_error(step, format!("open `{}`: {e}", path.display()))
-    }
 }
 
 /// This machine's name, for claims (a claim names where its holder runs).

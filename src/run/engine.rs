@@ -2686,7 +2686,9 @@ fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
                 }
             }
             if r.handback.is_none() {
-                missing.extend(super::judging::disposition_gaps(ctx, run, lane, &r, &head));
+                missing.extend(super::dispositions::disposition_gaps(
+                    ctx, run, lane, &r, &head,
+                ));
             }
             // The report as the loop took it, in a file of its own (SPEC 24.5).
             let copy = ctx
@@ -2784,7 +2786,7 @@ fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Ref
         )
         .map(|r| serde_json::to_value(r.dispositions).expect("serialises"))
         .unwrap_or(Value::Null);
-        super::judging::apply_dispositions(lane, &dispositions);
+        super::dispositions::apply_dispositions(lane, &dispositions);
         if independent {
             if lane.validators.is_empty() {
                 lane.validators = super::judging::validators_for(ctx, lane);

@@ -11,9 +11,8 @@ use super::engine::{
 };
 use super::events::emit;
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
-use super::validate::{self, Answer, Finding, Fingerprint};
+use super::validate::{self, Finding, Fingerprint};
 use crate::refusal::Refusal;
-use crate::store::StoreError;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -204,28 +203,6 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<S
     })
 }
 
-/// Each validator's answer, read back from the copy the loop kept (SPEC 24.5); a copy that is
-/// missing or changed is no answer.
-pub fn answers(lane: &Lane, keys: &[String]) -> Vec<(String, Option<Answer>)> {
-    keys.iter()
-        .map(|key| {
-            let answer = super::kept::load_from::<Answer>(
-                lane.record(key).and_then(|r| r.outcome.as_ref()),
-                "answer",
-            );
-            (name_of(key).to_owned(), answer)
-        })
-        .collect()
-}
-
-/// The ids a validator of `unit_text` may answer about (SPEC 24.4).
-pub fn known_ids(ctx: &Ctx<'_>, unit_text: &str) -> validate::KnownIds {
-    validate::KnownIds::of(
-        &crate::unit::parse_unit(unit_text),
-        &super::brief::ancestor_ids(ctx.repo, unit_text),
-    )
-}
-
 /// Every validator of the round answered (or could not): merge what they said, mint the findings,
 /// and go on to refutation, a fix round, a person, or delivery.
 pub fn judge(
@@ -242,7 +219,7 @@ pub fn judge(
     let text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
         .map_err(|e| e.refusal(ctx.step))?;
     let unit = crate::unit::parse_unit(&text);
-    let answers = answers(lane, &keys);
+    let answers = super::answer::answers(lane, &keys);
     let merged = validate::merge(&unit, &answers);
     // The verdict is about the head the receipt recorded, which every sandbox checked out.
     let judged = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
@@ -735,11 +712,12 @@ pub fn check(
         });
     // The answer is checked strictly and a copy kept in a file of the loop's own; the state names
     // the copy, never the answer (SPEC 24.5).
-    let parsed: Result<super::kept::Kept, String> = read_answer(ctx, lane, key, &output)
-        .map_err(|p| format!("{}: {}", p.code, p.message))
-        .and_then(|answer| {
-            super::kept::keep(&dir.join("answer.json"), &answer).map_err(|e| e.to_string())
-        });
+    let parsed: Result<super::kept::Kept, String> =
+        super::answer::read_answer(ctx, lane, key, &output)
+            .map_err(|p| format!("{}: {}", p.code, p.message))
+            .and_then(|answer| {
+                super::kept::keep(&dir.join("answer.json"), &answer).map_err(|e| e.to_string())
+            });
     // The sandbox goes only once its check is recorded: a call that dies before would leave the
     // next one a missing sandbox, which it could not tell from a validator that removed it.
     crate::failpoint::hit("validator-after-check");
@@ -837,51 +815,6 @@ fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {
     crate::store::write_atomic(path, &text, 0o600).map_err(|e| crate::repo::store_refusal(step, e))
 }
 
-/// A validator's or the refuter's answer at `path`, checked strictly against the unit's ids and
-/// the findings it was asked about (SPEC 24.4, 24.5), as the JSON the loop keeps.
-fn read_answer(
-    ctx: &Ctx<'_>,
-    lane: &Lane,
-    key: &str,
-    path: &Path,
-) -> Result<Value, validate::AnswerProblem> {
-    let problem = |code: &'static str, message: String| validate::AnswerProblem { code, message };
-    // An agent wrote it: a link or anything but a regular file is refused as itself (SPEC 24.6).
-    let bytes = match crate::store::read_no_follow(path, validate::OUTPUT_LIMIT) {
-        Ok(b) => b,
-        Err(e @ StoreError::Symlink(_)) => return Err(problem("path-symlink", e.to_string())),
-        Err(e @ StoreError::NotRegular { .. }) => {
-            return Err(problem("not-a-regular-file", e.to_string()))
-        }
-        Err(StoreError::TooLarge { limit, .. }) => {
-            return Err(problem(
-                "answer-too-large",
-                format!("the answer is larger than {limit} bytes"),
-            ))
-        }
-        Err(e) if e.is_not_found() => {
-            return Err(problem("answer-missing", "no answer was written".into()))
-        }
-        Err(e) => return Err(problem("answer-invalid", e.to_string())),
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    if key == "refute" {
-        let asked: Vec<String> = lane
-            .findings
-            .iter()
-            .filter(|f| f.round == lane.attempt && f.status == "open")
-            .map(|f| f.id.clone())
-            .collect();
-        validate::parse_refutation(&text, &asked)
-            .map(|a| serde_json::to_value(a).expect("serialises"))
-    } else {
-        let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
-            .map_err(|e| problem("answer-invalid", format!("the unit cannot be read: {e:?}")))?;
-        validate::parse_answer(&text, &known_ids(ctx, &unit_text))
-            .map(|a| serde_json::to_value(a).expect("serialises"))
-    }
-}
-
 /// `implement receipt <path>` for a host-driven validator or refuter: the answer is checked now
 /// (a malformed one is refused, so the host can have it fixed; an unparsable one is taken, and
 /// that lens needs a person), then the loop checks the tree on the next step.
@@ -918,7 +851,7 @@ pub fn host_answer(
     };
     let lane = &mut run.lanes[index];
     let attempt = lane.attempt;
-    if let Err(p) = read_answer(ctx, lane, &key, &path) {
+    if let Err(p) = super::answer::read_answer(ctx, lane, &key, &path) {
         if p.code != "answer-unparsable" {
             let remedy = match p.code {
                 "answer-too-large" => "shorten the answer (at most 256 KiB) and hand it in again",
@@ -969,118 +902,6 @@ pub fn observed_finished(record: &mut StepRecord, outcome: Value) {
 
 pub fn is_validator_step(step: &str) -> bool {
     step.starts_with("validate-") || step == "refute"
-}
-
-/// Open findings a fix-round report must dispose of, and the gaps of its dispositions. An
-/// `applied` must name a commit of this attempt's range (SPEC 24.4): reachable from the receipt's
-/// `head`, not from the head the finding was found on, and changing at least one file.
-pub fn disposition_gaps(
-    ctx: &Ctx<'_>,
-    run: &Run,
-    lane: &Lane,
-    report: &super::report::Report,
-    head: &str,
-) -> Vec<String> {
-    let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
-    let open: Vec<&Finding> = lane
-        .findings
-        .iter()
-        .filter(|f| f.status == "open" && f.round < lane.attempt)
-        .collect();
-    let mut gaps = Vec::new();
-    for d in &report.dispositions {
-        if !open.iter().any(|f| f.id == d.finding_id) {
-            gaps.push(format!(
-                "the report disposes of `{}`, which is not an open finding",
-                d.finding_id
-            ));
-        }
-    }
-    for f in &open {
-        match report.dispositions.iter().find(|d| d.finding_id == f.id) {
-            None => gaps.push(format!(
-                "no disposition for finding {} ({})",
-                f.id, f.evidence.summary
-            )),
-            Some(d) if d.action == "applied" => match d.commit.as_deref() {
-                None => gaps.push(format!(
-                    "{} is `applied` without the commit that applies it",
-                    f.id
-                )),
-                Some(c) => {
-                    // The head the finding was judged on; a finding from before heads were
-                    // recorded counts from the lane's base.
-                    let found_on = f.head.as_deref().unwrap_or(run.base_of(lane));
-                    if let Err(why) = applied_in_range(&worktree, c, head, found_on) {
-                        gaps.push(format!("{} is `applied` with commit `{c}`, {why}", f.id));
-                    }
-                }
-            },
-            Some(d) if d.reason.as_deref().is_none_or(|r| r.trim().is_empty()) => {
-                gaps.push(format!("{} is `rejected` without a written reason", f.id));
-            }
-            Some(_) => {}
-        }
-    }
-    let _ = ctx;
-    gaps
-}
-
-/// Is `commit` a commit of this attempt, reachable from `head` and not from `found_on`, that
-/// changes a file? The reason when not.
-fn applied_in_range(
-    worktree: &Path,
-    commit: &str,
-    head: &str,
-    found_on: &str,
-) -> Result<(), String> {
-    let git = |args: &[&str]| crate::git::run(worktree, args);
-    let Ok(full) = git(&[
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        &format!("{commit}^{{commit}}"),
-    ]) else {
-        return Err("which is not a commit of this repository".into());
-    };
-    if git(&["merge-base", "--is-ancestor", &full, head]).is_err() {
-        return Err("which is not on the lane branch".into());
-    }
-    if git(&["merge-base", "--is-ancestor", &full, found_on]).is_ok() {
-        return Err(format!(
-            "which was already there when the finding was made (at {}): an applied fix is a commit of this attempt",
-            &found_on[..found_on.len().min(12)]
-        ));
-    }
-    let changed = git(&["diff", "--name-only", &format!("{full}^1"), &full]).unwrap_or_default();
-    if changed.trim().is_empty() {
-        return Err("which changes no file".into());
-    }
-    Ok(())
-}
-
-/// Record a verified fix-round receipt's dispositions on the findings.
-pub fn apply_dispositions(lane: &mut Lane, dispositions: &Value) {
-    let attempt = lane.attempt;
-    for d in dispositions.as_array().into_iter().flatten() {
-        let Some(id) = d["finding_id"].as_str() else {
-            continue;
-        };
-        if let Some(f) = lane
-            .findings
-            .iter_mut()
-            .find(|f| f.id == id && f.status == "open")
-        {
-            f.status = if d["action"] == "applied" {
-                "applied".into()
-            } else {
-                "rejected".into()
-            };
-            let mut d = d.clone();
-            d["attempt"] = attempt.into();
-            f.disposition = Some(d);
-        }
-    }
 }
 
 /// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).

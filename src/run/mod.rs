@@ -2,10 +2,12 @@
 //! idempotency-keyed step and exits; `decide` is pure, side effects are keyed and recorded, and long
 //! work runs as detached activities (`crate::activity`).
 
+pub mod answer;
 pub mod brief;
 pub mod claims;
 pub mod decide;
 pub mod deliver;
+pub mod dispositions;
 pub mod engine;
 pub mod events;
 pub mod host;

@@ -130,21 +130,22 @@ fn a_commit_added_after_the_verdict_is_not_delivered_but_judged_again() {
     );
 }
 
-/// The same with the attempts spent: the lane blocks, naming the commit, and nothing is delivered.
-#[test]
-fn a_commit_added_after_the_last_verdict_blocks_the_lane_naming_it() {
-    let (env, id, _run, _judged) = judged_by_host(json!({"verify": {"maxAttempts": 1}}));
-    agent_commit(
-        &worktree_of(&env, &id),
-        "src/backdoor.rs",
-        "let anyone in\n",
-    );
-    let end = step_until(&env, |s| s["action"] == "blocked");
+/// The implementer, still running, adds a commit; stepped on, the lane blocks naming it.
+fn commit_backdoor_and_block(env: &TestEnv, id: &str) {
+    agent_commit(&worktree_of(env, id), "src/backdoor.rs", "let anyone in\n");
+    let end = step_until(env, |s| s["action"] == "blocked");
     let next = str_of(&end, "next");
     assert!(
         next.contains("moved after it was judged") && next.contains("agent: src/backdoor.rs"),
         "{end:#}"
     );
+}
+
+/// The same with the attempts spent: the lane blocks, naming the commit, and nothing is delivered.
+#[test]
+fn a_commit_added_after_the_last_verdict_blocks_the_lane_naming_it() {
+    let (env, id, _run, _judged) = judged_by_host(json!({"verify": {"maxAttempts": 1}}));
+    commit_backdoor_and_block(&env, &id);
     assert_nothing_delivered(&env, &id);
 }
 
@@ -161,17 +162,7 @@ fn a_commit_added_after_the_delivery_does_not_land() {
             .as_str()
             .is_some_and(|n| n.contains("the close is committed"))
     });
-    agent_commit(
-        &worktree_of(&env, &id),
-        "src/backdoor.rs",
-        "let anyone in\n",
-    );
-    let end = step_until(&env, |s| s["action"] == "blocked");
-    let next = str_of(&end, "next");
-    assert!(
-        next.contains("moved after it was judged") && next.contains("agent: src/backdoor.rs"),
-        "{end:#}"
-    );
+    commit_backdoor_and_block(&env, &id);
     assert_eq!(
         env.git_out(&["rev-parse", "main"]).trim(),
         main_before,
