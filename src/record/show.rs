@@ -190,7 +190,7 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
                         .filter_map(overlay),
                 );
                 if !r.status.is_ended() {
-                    let lane = crate::run::engine::focus_lane(r);
+                    let lane = crate::run::reply::focus_lane(r);
                     out.push((
                         r.unit.clone(),
                         RunOverlay {

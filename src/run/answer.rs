@@ -2,7 +2,7 @@
 //! wrote (a regular file, no link, at most 256 KiB), checked strictly against the unit's ids and
 //! the findings asked about, and read back from the copy the loop kept. Never trusted otherwise.
 
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::state::Lane;
 use super::validate::{self, Answer};
 use crate::store::StoreError;
@@ -31,7 +31,7 @@ pub fn answers(lane: &Lane, keys: &[String]) -> Vec<(String, Option<Answer>)> {
 pub fn known_ids(ctx: &Ctx<'_>, unit_text: &str) -> validate::KnownIds {
     validate::KnownIds::of(
         &crate::unit::parse_unit(unit_text),
-        &super::brief::ancestor_ids(ctx.repo, unit_text),
+        &super::stage::brief::ancestor_ids(ctx.repo, unit_text),
     )
 }
 

@@ -9,7 +9,9 @@
 //! not delivered. The commit is recorded as prepared before the branch moves, so a call killed in
 //! between is finished by the next, which adopts exactly that commit and no other.
 
-use super::engine::{finish, record_after, Ctx, StepReport};
+use super::ctx::Ctx;
+use super::records::{finish, record_after};
+use super::reply::StepReport;
 use super::state::{Lane, Run, Stage, StepStatus};
 use crate::refusal::Refusal;
 use crate::unit::frontmatter::{apply, Edit};
@@ -142,7 +144,7 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
 
 /// Record `commit` as the delivery this call is about to make, on the `deliver` record it owns.
 fn record_prepared(ctx: &Ctx<'_>, run: &str, lane: &str, commit: &str) -> Result<(), Undelivered> {
-    let (mine, _) = super::engine::me();
+    let (mine, _) = super::records::me();
     let recorded = ctx
         .transact_pub(|state| {
             let Some(record) = state

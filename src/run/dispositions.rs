@@ -3,7 +3,7 @@
 //! file; a `rejected` gives a reason), and, once the receipt verifies, written on the findings.
 //! Nothing here takes the implementer's word for a commit.
 
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::state::{Lane, Run};
 use super::validate::Finding;
 use serde_json::Value;

@@ -5,9 +5,10 @@
 //! says its agent used. Whether an agent may be handed out is `decide`'s choice, never this
 //! module's; nothing here reads a clock, a process or anything an agent wrote.
 
-use super::engine::{finish, started, Ctx};
+use super::ctx::Ctx;
 use super::events::emit;
 use super::state::{Lane, Run, StepRecord, StepStatus};
+use super::step_record::{finish, started};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -97,7 +98,7 @@ pub fn was_handed(step: &str, record: &Value, host_run: bool) -> bool {
         return host_run;
     }
     let o = &record["outcome"];
-    super::judging::is_validator_step(step)
+    super::keys::is_validator_step(step)
         && (o["handed"] == true || !o["finished"]["host"].is_null())
 }
 
@@ -143,7 +144,7 @@ pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
         "implement",
         lane.attempt,
         brief_sha,
-        Some(super::engine::new_nonce()),
+        Some(super::step_record::new_nonce()),
     );
     record.pid = None;
     record.pid_start = None;

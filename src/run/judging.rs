@@ -5,11 +5,11 @@
 //! Every function here is called by the engine in its two phases: under the lock (record, decide)
 //! or outside it (git, files, launching), then `record_after` checks the work is still current.
 
-use super::engine::{
-    archive, finish, gate_value, launch, me, new_attempt, new_nonce, record_after, started, Ctx,
-    StepReport,
-};
+use super::ctx::Ctx;
 use super::events::emit;
+use super::launch::{gate_value, launch};
+use super::records::{archive, finish, me, new_attempt, new_nonce, record_after, started};
+use super::reply::StepReport;
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
 use super::validate::{self, Finding, Fingerprint};
 use crate::refusal::Refusal;
@@ -443,7 +443,7 @@ pub fn prepare(
     let kept_report: Value =
         super::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
     let report = json!({"summary": kept_report["summary"], "evidence": kept_report["evidence"]});
-    let rules = super::brief::ancestor_rules(ctx.repo, &unit_text);
+    let rules = super::stage::brief::ancestor_rules(ctx.repo, &unit_text);
     let rejected: Vec<Finding> = lane
         .findings
         .iter()
@@ -615,11 +615,11 @@ pub fn launch_all(
             ("lane", lane_id.to_owned()),
             ("attempt", lane.attempt.to_string()),
         ];
-        let mut spec = super::engine::agent_spec(
+        let mut spec = super::launch::agent_spec(
             ctx,
             runner,
             &values,
-            super::engine::AgentStart {
+            super::launch::AgentStart {
                 read_only: true,
                 nonce,
                 model: ctx.settings.validator_model.as_deref(),
@@ -701,7 +701,7 @@ pub fn check(
                 format!("validator-{}", name_of(key))
             };
             let transcript = ctx.transcript_path(&snapshot.id, lane_id, &role, attempt);
-            super::engine::read_harness(
+            super::launch::read_harness(
                 &dir,
                 r,
                 (exit_code, timed_out),
@@ -898,10 +898,6 @@ pub fn observed_finished(record: &mut StepRecord, outcome: Value) {
     record.outcome = Some(o);
     record.pid = None;
     record.pid_start = None;
-}
-
-pub fn is_validator_step(step: &str) -> bool {
-    step.starts_with("validate-") || step == "refute"
 }
 
 /// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).

@@ -3,7 +3,7 @@
 //! work already done (the target already moved, the pull request already open, the worktree
 //! already gone) records that.
 
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::land::{self, Integrated, Retired};
 use super::state::{Lane, Run, Stage, StepStatus};
 use serde_json::{json, Value};
@@ -392,7 +392,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
             let values = placeholders(&branch, &target, &title, &body_file, "", "");
             // A call that died after opening left a pull request: find it rather than open a second.
             if let Some(find) = &settings.pr_find {
-                if let Ok(out) = land::forge(root, &super::engine::expand(find, &values)) {
+                if let Ok(out) = land::forge(root, &super::launch::expand(find, &values)) {
                     if let Some((url, number)) = land::pr_from_output(&out) {
                         return ok(
                             json!({"url": url, "number": number, "found": true}),
@@ -402,7 +402,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                     }
                 }
             }
-            let out = land::forge(root, &super::engine::expand(&settings.pr_open, &values));
+            let out = land::forge(root, &super::launch::expand(&settings.pr_open, &values));
             crate::failpoint::hit("pr-after-open");
             match out {
                 Ok(out) => match land::pr_from_output(&out) {
@@ -435,7 +435,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
                 .join("body.md");
             let values = placeholders(&branch, &target, &title, &body_file, &url, &number);
-            match land::forge(root, &super::engine::expand(&settings.pr_arm, &values)) {
+            match land::forge(root, &super::launch::expand(&settings.pr_arm, &values)) {
                 Ok(_) => ok(
                     json!({"url": url, "armed": true}),
                     Some(Stage::Retire),

@@ -3,7 +3,7 @@
 //! from the first commit and the units as they stood there, never from the lane. This module only
 //! reads git and asks the guard; it never decides what happens to a lane with a denied path.
 
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use crate::guard::{self, After, Context, Gate, Proposal, Verdict, Who};
 use serde::Serialize;
 use std::cell::RefCell;

@@ -2,26 +2,38 @@
 //! idempotency-keyed step and exits; `decide` is pure, side effects are keyed and recorded, and long
 //! work runs as detached activities (`crate::activity`).
 
+pub mod alive;
 pub mod answer;
-pub mod brief;
 pub mod claims;
+pub mod control;
+pub mod ctx;
 pub mod decide;
 pub mod deliver;
 pub mod dispositions;
-pub mod engine;
 pub mod events;
 pub mod host;
 pub mod judging;
 pub mod kept;
+pub mod keys;
 pub mod land;
 pub mod landing;
 pub mod lane_guard;
+pub mod launch;
 pub mod lock;
+pub mod observe;
+pub mod outside_lock;
 pub mod pace;
 pub mod record;
+pub mod records;
+pub mod reply;
 pub mod report;
 pub mod settings;
+pub mod stage;
 pub mod state;
+pub mod step_record;
+pub mod stepper;
+pub mod under_lock;
 pub mod validate;
 
-pub use engine::{Ctx, StepReport};
+pub use ctx::Ctx;
+pub use reply::StepReport;

@@ -2,7 +2,7 @@
 //! block: three ways of telling a run from what the loop recorded, for a machine, a reviewer and a
 //! fresh driver.
 
-use super::engine::Ctx;
+use super::ctx::Ctx;
 use super::state::{Lane, Run, RunPaths, StepStatus};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -57,7 +57,7 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
             continue;
         }
         let implementer = step == "implement" && run.driver == super::state::Driver::Process;
-        let validator = super::judging::is_validator_step(step) && s.validator.is_some();
+        let validator = super::keys::is_validator_step(step) && s.validator.is_some();
         if !(implementer || validator) || r["nonce"].is_null() || r["status"] == "started" {
             continue;
         }

@@ -15,6 +15,7 @@ mod hostile_lane;
 mod init;
 mod interop;
 mod landing;
+mod layout;
 mod loop_e2e;
 mod mock_api;
 mod output;

@@ -3,8 +3,10 @@
 use super::repo;
 use crate::cli::Output;
 use crate::refusal::Refusal;
-use crate::run::engine::{self, exit_for, pick_run, Ctx, StepReport};
+use crate::run::control::{self, pick_run};
+use crate::run::reply::{exit_for, focus_lane};
 use crate::run::state::{RunPaths, RunStatus, State};
+use crate::run::{stepper, Ctx, StepReport};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -184,7 +186,7 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         .session
         .or_else(|| std::env::var("ICED_SESSION").ok())
         .filter(|s| !s.is_empty());
-    let (run_id, resumed) = engine::admit(&ctx, &args.id, session.as_deref())?;
+    let (run_id, resumed) = crate::run::stage::admit::admit(&ctx, &args.id, session.as_deref())?;
     let live = std::io::stderr().is_terminal() && !json;
     let say = |line: &str| {
         if json {
@@ -195,7 +197,7 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
     };
     if resumed {
         // On the pace it recorded, unless the person says otherwise (SPEC 20.11).
-        engine::check_pace(&ctx, &run_id, args.pace.repace)?;
+        control::check_pace(&ctx, &run_id, args.pace.repace)?;
         // A person typing `build` again on a blocked or paused run means: go on. A blocked lane
         // gets a fresh attempt (`run resume` does the same).
         let state = State::load(&RunPaths::new(&repo.root), step)?;
@@ -204,7 +206,7 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
             .get(&run_id)
             .is_some_and(|r| matches!(r.status, RunStatus::Blocked | RunStatus::Paused))
         {
-            engine::set_paused(&ctx, &run_id, false)?;
+            control::set_paused(&ctx, &run_id, false)?;
         }
     }
     say(&format!(
@@ -213,7 +215,7 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
     ));
     let mut last_line = String::new();
     loop {
-        let report = engine::step(&ctx, &run_id)?;
+        let report = stepper::step(&ctx, &run_id)?;
         if json {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(
@@ -285,7 +287,7 @@ pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
                 Some(run) => {
                     // Before the step starts anything (SPEC 24.10).
                     crate::trust::require(&repo.root, &ctx.config, &ctx.settings, step)?;
-                    Ok(output(&engine::step(&ctx, &run)?))
+                    Ok(output(&stepper::step(&ctx, &run)?))
                 }
             }
         }
@@ -305,7 +307,7 @@ pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
                 model: args.model,
                 session: args.session,
             };
-            Ok(output(&engine::submit_receipt(
+            Ok(output(&control::submit_receipt(
                 &ctx, &run, &args.path, &said,
             )?))
         }
@@ -313,7 +315,7 @@ pub fn implement(command: ImplementCommand) -> Result<Output, Refusal> {
 }
 
 fn run_summary(run: &crate::run::state::Run) -> Value {
-    let lane = engine::focus_lane(run);
+    let lane = focus_lane(run);
     let mut v = json!({"id": run.id, "unit": run.unit, "status": run.status.as_str(), "driver": run.driver,
            "stage": lane.stage.as_str(), "attempt": lane.attempt, "created_at": run.created_at,
            "updated_at": run.updated_at, "reason": lane.reason});
@@ -504,7 +506,7 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
         }
         RunCommand::Pause(p) if p.until.is_some() => {
             let until = p.until.as_deref().unwrap_or_default();
-            let run = engine::pace_until(&ctx, &find(&p.run)?, until)?;
+            let run = control::pace_until(&ctx, &find(&p.run)?, until)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!(
@@ -516,7 +518,7 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             ))
         }
         RunCommand::Pause(p) => {
-            let run = engine::set_paused(&ctx, &find(&p.run)?, true)?;
+            let run = control::set_paused(&ctx, &find(&p.run)?, true)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!("Paused {}.", run.id),
@@ -526,8 +528,8 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             let run_id = find(&r.run)?;
             let mut ctx = ctx;
             ctx.set_pace_flags(&r.pace.flags())?;
-            engine::check_pace(&ctx, &run_id, r.pace.repace)?;
-            let run = engine::set_paused(&ctx, &run_id, false)?;
+            control::check_pace(&ctx, &run_id, r.pace.repace)?;
+            let run = control::set_paused(&ctx, &run_id, false)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!(
@@ -541,7 +543,7 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
                 Some(r) => Some(find(r)?),
                 None => None,
             };
-            let results = engine::retire_runs(&ctx, run.as_deref())?;
+            let results = control::retire_runs(&ctx, run.as_deref())?;
             let text = if results.is_empty() {
                 "No ended run to retire.".to_owned()
             } else {
@@ -595,7 +597,7 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             ))
         }
         RunCommand::Release(rl) => {
-            let run = engine::release(&ctx, &find(&rl.run)?, &rl.lane)?;
+            let run = control::release(&ctx, &find(&rl.run)?, &rl.lane)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!(
@@ -605,7 +607,7 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             ))
         }
         RunCommand::Discard(rl) => {
-            let run = engine::discard(&ctx, &find(&rl.run)?, &rl.lane)?;
+            let run = control::discard(&ctx, &find(&rl.run)?, &rl.lane)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!(
@@ -615,7 +617,7 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
             ))
         }
         RunCommand::Abandon(id) => {
-            let run = engine::abandon(&ctx, &find(&id.run)?)?;
+            let run = control::abandon(&ctx, &find(&id.run)?)?;
             Ok(Output::new(
                 run_summary(&run),
                 format!("Abandoned {}; its worktree and branch are kept.", run.id),
@@ -626,5 +628,5 @@ pub fn run_verb(command: RunCommand) -> Result<Output, Refusal> {
 
 /// The hidden supervisor: `iced __supervise <dir>`.
 pub fn supervise(dir: PathBuf) -> i32 {
-    crate::activity::supervise(&dir, &engine::RunGate)
+    crate::activity::supervise(&dir, &crate::run::launch::RunGate)
 }

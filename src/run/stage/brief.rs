@@ -2,9 +2,14 @@
 //! the team's knowledge files, the definition of done and where the report goes. Deterministic: the
 //! same state renders the same bytes, so its sha256 names exactly what an agent was told.
 
-use super::settings::Settings;
+use crate::refusal::Refusal;
 use crate::repo::{read_text, Repo};
+use crate::run::ctx::Ctx;
+use crate::run::settings::Settings;
+use crate::run::state::{Lane, Run};
 use crate::unit::parse_unit;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -26,7 +31,7 @@ pub struct BriefInput<'a> {
     /// What the previous attempt's receipt lacked, for a retry.
     pub previous_gaps: Option<&'a str>,
     /// Findings this attempt must dispose of (a fix round).
-    pub findings: &'a [super::validate::Finding],
+    pub findings: &'a [crate::run::validate::Finding],
 }
 
 /// Constraints and failure conditions of every ancestor, nearest first (cycle-safe).
@@ -217,4 +222,59 @@ To hand the lane back instead (the contract cannot be met as written), write \
         report = input.receipt_path.display()
     );
     b
+}
+
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub(crate) fn render_brief(
+    ctx: &Ctx<'_>,
+    run: &Run,
+    lane: &Lane,
+    worktree: &Path,
+) -> Result<String, Refusal> {
+    let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+        .map_err(|e| e.refusal(ctx.step))?;
+    let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+    let branch = lane.branch.clone().unwrap_or_default();
+    // The findings this attempt was asked to dispose of: found before it, and still open or
+    // disposed of by it. Fixed per attempt, so the brief renders the same bytes all attempt long.
+    let open: Vec<crate::run::validate::Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| {
+            f.round < lane.attempt
+                && (f.status == "open"
+                    || f.disposition
+                        .as_ref()
+                        .and_then(|d| d.get("attempt"))
+                        .and_then(Value::as_u64)
+                        == Some(u64::from(lane.attempt)))
+        })
+        .cloned()
+        .collect();
+    let gaps = if lane.attempt > 1 {
+        lane.reason.clone()
+    } else {
+        None
+    };
+    Ok(render(&BriefInput {
+        repo: ctx.repo,
+        settings: &ctx.settings,
+        unit: &lane.unit,
+        unit_text: &unit_text,
+        run: &run.id,
+        lane: &lane.id,
+        attempt: lane.attempt,
+        base_commit: run.base_of(lane),
+        branch: &branch,
+        worktree,
+        receipt_path: &receipt,
+        previous_gaps: gaps.as_deref(),
+        findings: &open,
+    }))
 }

@@ -1,0 +1,155 @@
+//! What every call of the loop carries: the repository, the run files, the config and settings,
+//! the iced binary (to launch supervisors), the verb (named in refusals), and where each of a
+//! run's files lives. Nothing here reads the state or decides.
+
+use super::claims::Claims;
+use super::lock::transact;
+use super::settings::Settings;
+use super::state::{Driver, RunPaths, State};
+use crate::config::Config;
+use crate::refusal::{io_error, Refusal};
+use crate::repo::Repo;
+use std::path::PathBuf;
+
+/// Everything a call of the loop needs.
+pub struct Ctx<'a> {
+    pub repo: &'a Repo,
+    pub paths: RunPaths,
+    pub config: Config,
+    pub settings: Settings,
+    /// The iced binary, for launching supervisors.
+    pub exe: PathBuf,
+    /// The verb, named in refusals.
+    pub step: &'static str,
+    /// The repository's claims, found on first use (one `git rev-parse` per call).
+    claims: std::sync::OnceLock<Claims>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(repo: &'a Repo, step: &'static str) -> Result<Ctx<'a>, Refusal> {
+        let config = repo.config(step)?;
+        let settings = Settings::from_config(&config, step)?;
+        let exe = std::env::current_exe()
+            .map_err(|e| io_error(step, format!("cannot find the iced binary: {e}")))?;
+        Ok(Ctx {
+            repo,
+            paths: RunPaths::new(&repo.root),
+            config,
+            settings,
+            exe,
+            step,
+            claims: std::sync::OnceLock::new(),
+        })
+    }
+
+    pub(super) fn claims(&self) -> &Claims {
+        self.claims.get_or_init(|| Claims::open(&self.repo.root))
+    }
+
+    /// The pace given on the command line, over what the configs and rulings say.
+    pub fn set_pace_flags(&mut self, flags: &super::pace::Flags) -> Result<(), Refusal> {
+        if flags.lanes.is_none() && flags.agents.is_none() {
+            return Ok(());
+        }
+        self.settings.pace = super::settings::pace_with(&self.config, flags, self.step)?;
+        Ok(())
+    }
+
+    pub(super) fn transact_pub<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        self.transact(f)
+    }
+
+    pub(super) fn refuse_pub(
+        &self,
+        code: &'static str,
+        reason: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Refusal {
+        self.refuse(code, reason, remedy)
+    }
+
+    pub(super) fn transact<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        transact(&self.paths, self.step, self.settings.lock_wait, f)
+    }
+
+    pub(crate) fn refuse(
+        &self,
+        code: &'static str,
+        reason: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Refusal {
+        Refusal::new(self.step, code, reason, remedy)
+    }
+
+    pub(crate) fn lane_dir(&self, run: &str, lane: &str) -> PathBuf {
+        self.paths.lane_dir(run, lane)
+    }
+
+    /// `.iced/run/<run>/transcripts/<lane>-<role>-<attempt>.jsonl` (SPEC 20.8).
+    pub fn transcript_path(&self, run: &str, lane: &str, role: &str, attempt: u32) -> PathBuf {
+        self.paths
+            .dir
+            .join(run)
+            .join("transcripts")
+            .join(format!("{lane}-{role}-{attempt}.jsonl"))
+    }
+
+    pub fn receipt_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {
+        self.lane_dir(run, lane)
+            .join(format!("report-{attempt}.json"))
+    }
+
+    pub(crate) fn brief_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {
+        self.lane_dir(run, lane).join(format!("brief-{attempt}.md"))
+    }
+
+    pub(super) fn activity_dir(&self, run: &str, lane: &str, step: &str, attempt: u32) -> PathBuf {
+        self.lane_dir(run, lane)
+            .join("activities")
+            .join(format!("{step}-{attempt}"))
+    }
+
+    pub(crate) fn worktree_path(&self, lane: &str) -> PathBuf {
+        match &self.settings.worktree_dir {
+            Some(dir) if dir.is_absolute() => dir.join(lane),
+            Some(dir) => self.repo.root.join(dir).join(lane),
+            None => {
+                let name = self
+                    .repo
+                    .root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "repo".into());
+                self.repo
+                    .root
+                    .parent()
+                    .unwrap_or(&self.repo.root)
+                    .join(format!("{name}.iced-worktrees"))
+                    .join(lane)
+            }
+        }
+    }
+
+    pub(crate) fn driver(&self) -> Driver {
+        if self.settings.implementer.is_some() {
+            Driver::Process
+        } else {
+            Driver::Host
+        }
+    }
+}
+
+/// The pace `run` keeps: the one it recorded, else (a run from before paces were recorded) the
+/// settings' (SPEC 20.11).
+pub fn run_pace(ctx: &Ctx<'_>, run: &super::state::Run) -> crate::run::pace::Pace {
+    run.pace
+        .as_ref()
+        .and_then(crate::run::pace::Pace::from_value)
+        .unwrap_or_else(|| ctx.settings.pace.clone())
+}

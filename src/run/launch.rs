@@ -1,0 +1,323 @@
+//! Starting an activity (SPEC 20.1, 20.8, 21.4): a runner's argv (a template expanded element by
+//! element, or a harness's own), the child's environment, the supervisor launched and awaited for
+//! its registration; what a harness's output says when its agent ended; and the gate a supervisor
+//! asks before it starts its child.
+
+use super::lock::StateLock;
+use super::state::{ensure_dir, RunPaths, State, StepStatus};
+use crate::activity::{self, ActivitySpec, Observation};
+use crate::refusal::{io_error, Refusal};
+use crate::run::ctx::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A runner's argv with its placeholders filled, element by element (never through a shell).
+pub(crate) fn expand(argv: &[String], values: &[(&str, String)]) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            let mut s = a.clone();
+            for (k, v) in values {
+                s = s.replace(&format!("{{{k}}}"), v);
+            }
+            s
+        })
+        .collect()
+}
+
+/// What one agent start is for, beside its runner and placeholder values.
+pub(crate) struct AgentStart<'a> {
+    pub read_only: bool,
+    pub nonce: &'a str,
+    pub model: Option<&'a str>,
+    /// The brief or the validator's prompt.
+    pub prompt: &'a Path,
+    pub cwd: PathBuf,
+    pub gate: Value,
+    /// The activity's folder (a claude agent's settings go there).
+    pub dir: &'a Path,
+}
+
+/// How an agent is started (SPEC 20.1, 20.8): a `command` runner's argv template expanded, or a
+/// harness's own argv with the prompt on standard input; the `ICED_*` variables; for a harness,
+/// its credential variables passed on by name and the runner's `env` by template, so that no
+/// secret is written into the activity's spec.
+pub(crate) fn agent_spec(
+    ctx: &Ctx<'_>,
+    runner: &super::settings::Runner,
+    values: &[(&str, String)],
+    start: AgentStart<'_>,
+) -> Result<ActivitySpec, Refusal> {
+    let mut env = base_env();
+    for (k, v) in values {
+        env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
+    }
+    env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
+    let (argv, stdin) = if runner.kind.is_harness() {
+        let session = crate::runner::session_id(start.nonce);
+        // The repository's git directory, and the worktree's own (`.git` in a worktree is a file
+        // naming it).
+        let mut git_dirs = vec![ctx.repo.root.join(".git").display().to_string()];
+        if let Some(own) = crate::repo::read_text(&start.cwd.join(".git"))
+            .ok()
+            .and_then(|t| t.strip_prefix("gitdir:").map(|d| d.trim().to_owned()))
+        {
+            git_dirs.push(own);
+        }
+        // SPEC 24.11: a claude agent gets the guard's hook.
+        let settings = (runner.kind == crate::runner::Kind::Claude)
+            .then(|| crate::hook::claude::write_agent_settings(start.dir, &ctx.exe))
+            .transpose()
+            .map_err(|e| crate::repo::store_refusal(ctx.step, e))?
+            .map(|p| p.display().to_string());
+        let argv = crate::runner::argv(
+            runner.kind,
+            &crate::runner::Invocation {
+                program: &runner.argv[0],
+                read_only: start.read_only,
+                model: start.model.filter(|m| !m.is_empty()),
+                session_id: &session,
+                max_turns: runner.max_turns,
+                transcripts: runner.transcripts,
+                extra_args: &runner.args,
+                git_dirs: &git_dirs,
+                settings: settings.as_deref(),
+            },
+        );
+        (argv, Some(start.prompt.to_owned()))
+    } else {
+        (expand(&runner.argv, values), None)
+    };
+    Ok(ActivitySpec {
+        argv,
+        cwd: start.cwd,
+        env,
+        timeout_ms: runner.timeout.as_millis() as u64,
+        grace_ms: ctx.settings.kill_grace.as_millis() as u64,
+        nonce: start.nonce.to_owned(),
+        gate: start.gate,
+        stdin,
+        inherit_prefixes: runner
+            .kind
+            .credential_prefixes()
+            .iter()
+            .map(|p| (*p).to_owned())
+            .collect(),
+        env_templates: runner.env.clone(),
+    })
+}
+
+/// The environment a child of the loop gets: a few of iced's own variables, nothing that points
+/// git or a tool somewhere else.
+pub(crate) fn base_env() -> BTreeMap<String, String> {
+    ["PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"]
+        .into_iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_owned(), v)))
+        .collect()
+}
+
+pub(crate) fn gate_value(ctx: &Ctx<'_>, run: &str, lane: &str, step: &str, attempt: u32) -> Value {
+    json!({"root": ctx.repo.root, "run": run, "lane": lane, "step": step, "attempt": attempt})
+}
+
+pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
+    ensure_dir(dir, ctx.step)?;
+    activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.step, e))?;
+    // Wait (briefly, without the lock) for the supervisor to say it is there, so that a caller
+    // right behind us does not take a slow start for a crash.
+    for _ in 0..250 {
+        if !matches!(activity::observe(dir), Observation::NotRegistered) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// What a harness's output says of a finished agent (SPEC 20.8): the `harness` record of the
+/// step's outcome, and why the run failed if it did. When it did not, and the agent left no answer
+/// at `output`, the one fenced `json` block of its final message is written there (0600): once,
+/// so a call killed after writing it finds it there and reads it as the agent's.
+pub(crate) fn read_harness(
+    dir: &Path,
+    runner: &super::settings::Runner,
+    (exit_code, timed_out): (Option<i32>, bool),
+    read_only: bool,
+    output: &Path,
+    transcript: Option<&Path>,
+) -> (Value, Option<String>) {
+    let kind = runner.kind;
+    let stdout = crate::store::read_no_follow(&dir.join(activity::files::STDOUT), 1 << 20)
+        .unwrap_or_default();
+    let Some(result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
+        let why = if timed_out {
+            "it timed out before reporting a result".to_owned()
+        } else {
+            "its output holds no result".to_owned()
+        };
+        return (json!({"error": why}), Some(why));
+    };
+    let mut failed = result.failed(read_only).then(|| {
+        result
+            .error
+            .clone()
+            .unwrap_or_else(|| "the harness reported an error".into())
+    });
+    if failed.is_none() && exit_code != Some(0) {
+        failed = Some(format!(
+            "it exited with {}",
+            exit_code.map_or_else(|| "a signal".to_owned(), |c| format!("code {c}"))
+        ));
+    }
+    if failed.is_none() && !output.exists() {
+        if let Some(answer) = result
+            .final_text
+            .as_deref()
+            .and_then(crate::runner::fenced_json)
+        {
+            let _ = crate::store::write_atomic(output, answer.as_bytes(), 0o600);
+            crate::failpoint::hit("answer-after-write");
+        }
+    }
+    let mut value = result.to_value();
+    if let (Some(session), Some(to)) = (&result.session_id, transcript) {
+        if let Some(copied) = copy_transcript(runner, session, to) {
+            // pi's session file holds every message once: its usage is whole, where the output's
+            // kept tail may not be.
+            if kind == crate::runner::Kind::Pi {
+                let text = crate::store::read_no_follow(Path::new(&copied), 64 << 20)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                if let Some((turns, input, output, cost)) = crate::runner::pi_session_usage(&text) {
+                    value["turns"] = turns.into();
+                    value["input_tokens"] = input.into();
+                    value["output_tokens"] = output.into();
+                    if let (Some(c), false) = (cost, result.is_error && input + output == 0) {
+                        value["cost_usd"] = c.into();
+                    }
+                }
+            }
+            value["transcript"] = copied.into();
+        }
+    }
+    (value, failed)
+}
+
+/// Copy a harness session's transcript to `to` (0600), secrets redacted (SPEC 20.8): the values
+/// of the variables iced passes the harness for its credentials, and keys by their shape. Done
+/// again whole by a call that died before recording it. Returns the path written.
+pub(crate) fn copy_transcript(
+    runner: &super::settings::Runner,
+    session: &str,
+    to: &Path,
+) -> Option<String> {
+    let var = |k: &str| std::env::var(k).ok();
+    let from = crate::runner::transcript_of(runner.kind, session, &var)?;
+    let text = crate::store::read_limited(&from, 64 * 1024 * 1024).ok()?;
+    // Secrets: every variable of iced's environment named like one, and the values the runner's
+    // `env` gives to variables named like one (whatever its template reads them from).
+    let secret_name = |k: &str| {
+        ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+            .iter()
+            .any(|w| k.to_ascii_uppercase().contains(w))
+    };
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let mut secrets: Vec<String> = vars
+        .iter()
+        .filter(|(k, _)| secret_name(k))
+        .map(|(_, v)| v.clone())
+        .collect();
+    secrets.extend(
+        runner
+            .env
+            .iter()
+            .filter(|(k, _)| secret_name(k))
+            .map(|(_, t)| crate::activity::expand_vars(t, &vars)),
+    );
+    let clean = crate::runner::redact(&String::from_utf8_lossy(&text), &secrets);
+    if let Some(parent) = to.parent() {
+        crate::store::create_dir_all(parent).ok()?;
+    }
+    crate::store::write_atomic(to, clean.as_bytes(), 0o600).ok()?;
+    Some(to.display().to_string())
+}
+
+/// A launch whose supervisor has not registered 10 seconds after its spec was written died before
+/// it could (wall clock of the file system, not `ICED_NOW`: a pinned clock must not hide a crash).
+/// Declaring it crashed is safe even if it is only slow: the gate then refuses it.
+pub(crate) fn launch_stale(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(activity::files::SPEC))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(10))
+}
+
+/// The gate a supervisor asks before it starts its child: is this launch still current?
+pub struct RunGate;
+
+impl activity::Gate for RunGate {
+    fn register(
+        &self,
+        gate: &Value,
+        nonce: &str,
+        pid: u32,
+        pid_start: u64,
+    ) -> Result<bool, String> {
+        let root = gate["root"].as_str().ok_or("the gate names no root")?;
+        let run_id = gate["run"].as_str().ok_or("the gate names no run")?;
+        let lane_id = gate["lane"].as_str().ok_or("the gate names no lane")?;
+        let step = gate["step"].as_str().ok_or("the gate names no step")?;
+        let attempt = gate["attempt"]
+            .as_u64()
+            .ok_or("the gate names no attempt")? as u32;
+        let paths = RunPaths::new(Path::new(root));
+        let _lock = StateLock::acquire(&paths, "supervise", std::time::Duration::from_secs(60))
+            .map_err(|r| r.reason)?;
+        let mut state = State::load(&paths, "supervise").map_err(|r| r.reason)?;
+        let Some(run) = state.runs.get_mut(run_id) else {
+            return Ok(false);
+        };
+        if run.status.is_ended() {
+            return Ok(false);
+        }
+        let Some(lane) = run.lane_mut(lane_id) else {
+            return Ok(false);
+        };
+        if lane.attempt != attempt || lane.stage.is_final() {
+            return Ok(false);
+        }
+        let Some(record) = lane.record_mut(step) else {
+            return Ok(false);
+        };
+        if record.status != StepStatus::Started || record.nonce.as_deref() != Some(nonce) {
+            return Ok(false);
+        }
+        record.pid = Some(pid);
+        record.pid_start = Some(pid_start);
+        state.save(&paths, "supervise").map_err(|r| r.reason)?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_is_stale_ten_seconds_after_its_spec_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!launch_stale(dir.path()), "no spec: nothing launched yet");
+        let spec = dir.path().join(activity::files::SPEC);
+        std::fs::write(&spec, "{}").unwrap();
+        assert!(!launch_stale(dir.path()));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(11);
+        std::fs::File::options()
+            .write(true)
+            .open(&spec)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(launch_stale(dir.path()));
+    }
+}

@@ -1,0 +1,224 @@
+//! The work a step does outside the state lock (git, files, launching an agent or a command), then
+//! its outcome recorded if the step is still current (`records::record_after`).
+
+use super::events::emit;
+use super::state::{Run, Stage, StepStatus};
+use crate::activity::ActivitySpec;
+use crate::refusal::Refusal;
+use crate::run::ctx::*;
+use crate::run::launch::*;
+use crate::run::records::*;
+use crate::run::reply::*;
+use crate::run::stage::receipt::*;
+use crate::run::stage::worktree::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// What phase 1 left for phase 2.
+pub(crate) enum Pending {
+    /// Nothing left to do; report this.
+    Report(Box<StepReport>),
+    AddWorktree {
+        lane: String,
+    },
+    LaunchImplementer {
+        lane: String,
+        nonce: String,
+    },
+    CheckReceipt {
+        lane: String,
+    },
+    LaunchDod {
+        lane: String,
+        keys: Vec<(String, usize, usize, String)>,
+    },
+    Deliver {
+        lane: String,
+    },
+    Sync {
+        lane: String,
+        step: String,
+    },
+    PrepareValidators {
+        lane: String,
+        keys: Vec<String>,
+    },
+    LaunchValidators {
+        lane: String,
+        keys: Vec<(String, String)>,
+    },
+    CheckValidator {
+        lane: String,
+        key: String,
+    },
+}
+
+/// Phase 2: the side effect, outside the lock; then record its outcome if still current.
+pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Refusal> {
+    match pending {
+        Pending::Report(report) => Ok(*report),
+        Pending::AddWorktree { lane } => {
+            let branch = snapshot
+                .lane(&lane)
+                .and_then(|l| l.branch.clone())
+                .expect("a lane has a branch");
+            let path = ctx.worktree_path(&lane);
+            let base = snapshot
+                .base_of(snapshot.lane(&lane).expect("lane"))
+                .to_owned();
+            let result = add_worktree(ctx, &path, &branch, &base);
+            crate::failpoint::hit("worktree-after-add");
+            record_after(
+                ctx,
+                &snapshot.id,
+                &lane,
+                "worktree",
+                |l, record| match &result {
+                    Ok(()) => {
+                        finish(
+                            record,
+                            StepStatus::Done,
+                            json!({"path": path, "branch": branch}),
+                        );
+                        l.worktree = Some(path.display().to_string());
+                        l.stage = Stage::Implement;
+                        Ok(("advanced", "the worktree is ready; call again".to_owned()))
+                    }
+                    Err(e) => {
+                        finish(record, StepStatus::Failed, json!({"error": e}));
+                        l.stage = Stage::Blocked;
+                        l.reason = Some(format!("worktree: {e}"));
+                        Ok(("blocked", format!("the worktree could not be made: {e}")))
+                    }
+                },
+            )
+        }
+        Pending::LaunchImplementer { lane, nonce } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let runner = ctx
+                .settings
+                .implementer
+                .as_ref()
+                .expect("the process driver has a runner");
+            let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
+            let receipt = ctx.receipt_path(&snapshot.id, &lane, l.attempt);
+            let brief = ctx.brief_path(&snapshot.id, &lane, l.attempt);
+            let model = ctx.settings.implementer_model.clone().unwrap_or_default();
+            let values: Vec<(&str, String)> = vec![
+                ("prompt_file", brief.display().to_string()),
+                ("output_file", receipt.display().to_string()),
+                ("worktree", worktree.display().to_string()),
+                ("role", "implementer".into()),
+                ("model", model.clone()),
+                ("run", snapshot.id.clone()),
+                ("lane", lane.clone()),
+                ("attempt", l.attempt.to_string()),
+            ];
+            let dir = ctx.activity_dir(&snapshot.id, &lane, "implement", l.attempt);
+            let spec = agent_spec(
+                ctx,
+                runner,
+                &values,
+                AgentStart {
+                    read_only: false,
+                    nonce: &nonce,
+                    model: ctx.settings.implementer_model.as_deref(),
+                    prompt: &brief,
+                    cwd: worktree,
+                    gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
+                    dir: &dir,
+                },
+            )?;
+            crate::failpoint::hit("launch-after-record");
+            // Before the launch: an agent may be counted alive that never started (its end is
+            // logged when the loop finds it crashed), never one that runs uncounted.
+            emit(
+                &ctx.paths,
+                &snapshot.id,
+                "agent_start",
+                json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
+            );
+            launch(ctx, &dir, &spec)?;
+            crate::failpoint::hit("launch-after-spawn");
+            Ok(StepReport::for_lane(
+                snapshot,
+                l,
+                "waiting",
+                "the implementer is running; call again later",
+            ))
+        }
+        Pending::LaunchDod { lane, keys } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
+            for (key, i, j, nonce) in keys {
+                let command = &ctx.settings.dod[i][j];
+                let cwd = match &command.cwd {
+                    Some(c) => worktree.join(c),
+                    None => worktree.clone(),
+                };
+                let dir = ctx.activity_dir(&snapshot.id, &lane, &key, l.attempt);
+                let spec = ActivitySpec {
+                    argv: command.argv.clone(),
+                    cwd,
+                    env: base_env(),
+                    timeout_ms: command.timeout.as_millis() as u64,
+                    grace_ms: ctx.settings.kill_grace.as_millis() as u64,
+                    nonce,
+                    gate: gate_value(ctx, &snapshot.id, &lane, &key, l.attempt),
+                    stdin: None,
+                    inherit_prefixes: Vec::new(),
+                    env_templates: BTreeMap::new(),
+                };
+                launch(ctx, &dir, &spec)?;
+                crate::failpoint::hit("dod-after-launch");
+                emit(
+                    &ctx.paths,
+                    &snapshot.id,
+                    "step_start",
+                    json!({"lane": lane, "step": key, "attempt": l.attempt, "command": command.display()}),
+                );
+            }
+            Ok(StepReport::for_lane(
+                snapshot,
+                l,
+                "waiting",
+                "the definition-of-done commands are running; call again later",
+            ))
+        }
+        Pending::CheckReceipt { lane } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let checks = receipt_checks(ctx, snapshot, l);
+            record_after(ctx, &snapshot.id, &lane, "receipt", |_, record| {
+                record.outcome = Some(checks.clone());
+                crate::failpoint::hit("receipt-after-record");
+                Ok((
+                    "advanced",
+                    "the receipt's own checks are recorded; call again".to_owned(),
+                ))
+            })
+        }
+        Pending::Sync { lane, step } => {
+            let l = snapshot.lane(&lane).expect("lane");
+            let done = super::landing::perform(ctx, snapshot, l, &step);
+            record_after(ctx, &snapshot.id, &lane, &step, |l, record| {
+                finish(record, done.status, done.outcome.clone());
+                if let Some(stage) = done.stage {
+                    l.stage = stage;
+                }
+                if let Some(reason) = &done.reason {
+                    l.reason = Some(reason.clone());
+                }
+                Ok((done.action, done.next.clone()))
+            })
+        }
+        Pending::PrepareValidators { lane, keys } => {
+            super::judging::prepare(ctx, snapshot, &lane, &keys)
+        }
+        Pending::LaunchValidators { lane, keys } => {
+            super::judging::launch_all(ctx, snapshot, &lane, &keys)
+        }
+        Pending::CheckValidator { lane, key } => super::judging::check(ctx, snapshot, &lane, &key),
+        Pending::Deliver { lane } => super::deliver::step(ctx, snapshot, &lane),
+    }
+}

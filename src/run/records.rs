@@ -1,0 +1,176 @@
+//! The bookkeeping of a run's steps beyond one record: a new attempt (the old one's records to
+//! the run's history), the end of a run (claims released, its record written), recording the
+//! outcome of a step done outside the lock only if it is still current, and the run a verb may
+//! steer.
+
+use super::events::emit;
+use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
+use crate::refusal::Refusal;
+use crate::run::ctx::*;
+use crate::run::reply::*;
+pub(crate) use crate::run::step_record::{finish, me, new_nonce, owner_alive, started};
+use serde_json::json;
+
+/// Start a new attempt of a lane: the current attempt's records move to the run's history.
+pub(crate) fn new_attempt(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &mut Lane,
+    reason: String,
+    crashed: bool,
+) -> Result<(), Refusal> {
+    let attempt = lane.attempt;
+    let (mut old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane
+        .steps
+        .drain(..)
+        .partition(|r| r.attempt == attempt && r.step != "worktree" && r.step != "base");
+    lane.steps = keep;
+    super::host::end_with_attempt(ctx, run_id, &lane.id, &mut old);
+    archive(ctx, run_id, &lane.id, &old)?;
+    lane.attempt += 1;
+    if crashed {
+        lane.crashes += 1;
+    }
+    lane.reason = Some(reason);
+    lane.stage = Stage::Brief;
+    Ok(())
+}
+
+pub(crate) fn archive(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &str,
+    records: &[StepRecord],
+) -> Result<(), Refusal> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    ensure_dir(&ctx.paths.run_dir(run_id), ctx.step)?;
+    // Appended within a transaction, before the state is saved: a call killed in between leaves
+    // these lines, and the next call archives the same records again. A record already there
+    // (byte for byte: its nonce, owner and times make it unique) is not appended twice.
+    let path = ctx.paths.history(run_id);
+    let kept = super::record::read_history(&ctx.paths, run_id)
+        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+    let kept: std::collections::HashSet<&str> = kept.lines().collect();
+    let mut text = String::new();
+    for r in records {
+        let mut v = serde_json::to_value(r).expect("a record serialises");
+        v["lane"] = lane.into();
+        let line = v.to_string();
+        if !kept.contains(line.as_str()) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    if text.is_empty() {
+        return Ok(());
+    }
+    crate::store::append(&path, text.as_bytes(), 0o600)
+        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+    crate::failpoint::hit("archive-after-append");
+    Ok(())
+}
+
+pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusal> {
+    run.status = status;
+    super::host::end_stranded(ctx, run);
+    crate::failpoint::hit("end-before-release");
+    ctx.claims().release(&run.unit, &run.id, ctx.step)?;
+    for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
+        ctx.claims().release(&lane.unit, &run.id, ctx.step)?;
+    }
+    emit(
+        &ctx.paths,
+        &run.id,
+        "run_end",
+        json!({"status": status.as_str()}),
+    );
+    super::record::write(ctx, run);
+    Ok(())
+}
+
+/// Re-take the lock and record the outcome of a step done outside it, if its record is still the
+/// one we started (same attempt, still `started`, owned by us). Otherwise the work is superseded.
+pub(crate) fn record_after(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane_id: &str,
+    step: &str,
+    f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(&'static str, String), Refusal>,
+) -> Result<StepReport, Refusal> {
+    let (mine, _) = me();
+    ctx.transact(|state| {
+        let run = state.runs.get_mut(run_id).ok_or_else(|| {
+            ctx.refuse(
+                "run-not-found",
+                format!("run `{run_id}` is gone"),
+                "`iced run list`",
+            )
+        })?;
+        let lane = run.lane_mut(lane_id).expect("lane");
+        let attempt = lane.attempt;
+        let Some(index) = lane.steps.iter().position(|r| {
+            r.step == step
+                && r.attempt == attempt
+                && r.status == StepStatus::Started
+                && r.pid == Some(mine)
+        }) else {
+            emit(
+                &ctx.paths,
+                run_id,
+                "superseded",
+                json!({"lane": lane_id, "step": step, "attempt": attempt}),
+            );
+            let lane = run.lane(lane_id).expect("lane");
+            return Ok(StepReport::for_lane(
+                run,
+                lane,
+                "waiting",
+                format!("`{step}` moved on while this call worked; call again"),
+            ));
+        };
+        let mut record = lane.steps.remove(index);
+        let (action, next) = f(lane, &mut record)?;
+        let event = match record.status {
+            StepStatus::Done => Some("step_done"),
+            StepStatus::Failed => Some("step_failed"),
+            StepStatus::Started => None,
+        };
+        if let Some(event) = event {
+            emit(
+                &ctx.paths,
+                run_id,
+                event,
+                json!({"lane": lane_id, "step": step, "attempt": attempt, "outcome": record.outcome}),
+            );
+        }
+        lane.steps.insert(index, record);
+        let lane = run.lane(lane_id).expect("lane");
+        Ok(StepReport::for_lane(run, lane, action, next))
+    })
+}
+
+/// The run a verb steers, which must not have ended; `doing` says what the verb would do.
+pub(crate) fn open_run<'s>(
+    ctx: &Ctx<'_>,
+    state: &'s mut State,
+    run_id: &str,
+    doing: &str,
+) -> Result<&'s mut Run, Refusal> {
+    let run = state.runs.get_mut(run_id).ok_or_else(|| {
+        ctx.refuse(
+            "run-not-found",
+            format!("no run `{run_id}`"),
+            "`iced run list` shows the runs",
+        )
+    })?;
+    if run.status.is_ended() {
+        return Err(ctx.refuse(
+            "run-ended",
+            format!("run `{run_id}` has ended ({})", run.status.as_str()),
+            format!("nothing to {doing}"),
+        ));
+    }
+    Ok(run)
+}

@@ -1,0 +1,231 @@
+//! What one call did and what the caller does next (`implement step --json` prints it): the
+//! reply for a lane, for a run that ended or stands blocked, for an agent the host must start, and
+//! the exit code it maps to.
+
+use super::state::{Lane, Run, RunStatus, Stage, StepStatus};
+use crate::refusal::Exit;
+use crate::run::ctx::*;
+use serde::Serialize;
+
+/// What one call did, and what the caller does next. `implement step --json` prints this.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepReport {
+    pub run: Option<String>,
+    pub lane: Option<String>,
+    pub stage: Option<String>,
+    pub attempt: Option<u32>,
+    pub action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// For a validator: which lens or reviewer it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lens: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_key: Option<String>,
+    pub next: String,
+}
+
+impl StepReport {
+    pub(super) fn for_lane(
+        run: &Run,
+        lane: &Lane,
+        action: &'static str,
+        next: impl Into<String>,
+    ) -> Self {
+        StepReport {
+            run: Some(run.id.clone()),
+            lane: Some(lane.id.clone()),
+            stage: Some(lane.stage.as_str().to_owned()),
+            attempt: Some(lane.attempt),
+            action,
+            role: None,
+            read_only: None,
+            lens: None,
+            brief: None,
+            worktree: None,
+            receipt_path: None,
+            receipt_key: None,
+            next: next.into(),
+        }
+    }
+
+    pub fn nothing() -> Self {
+        StepReport {
+            run: None,
+            lane: None,
+            stage: None,
+            attempt: None,
+            action: "nothing",
+            role: None,
+            read_only: None,
+            lens: None,
+            brief: None,
+            worktree: None,
+            receipt_path: None,
+            receipt_key: None,
+            next: "no live run: start one with `iced build <id>`".into(),
+        }
+    }
+
+    /// Whether the caller should stop driving (nothing more happens without someone else).
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self.action,
+            "delivered" | "blocked" | "handback" | "nothing" | "paused" | "start_agent"
+        )
+    }
+}
+
+/// The lane a report about the whole run is about: one that holds the run, else one not
+/// delivered, else the first.
+pub fn focus_lane(run: &Run) -> &Lane {
+    super::decide::holder(run)
+        .or_else(|| {
+            run.lanes
+                .iter()
+                .find(|l| matches!(l.stage, Stage::Blocked | Stage::Handback))
+        })
+        .or_else(|| run.lanes.iter().find(|l| !l.stage.is_final()))
+        .unwrap_or(&run.lanes[0])
+}
+
+pub(crate) fn ended_report(run: &Run) -> StepReport {
+    if run.lanes.len() > 1 {
+        return project_report(run);
+    }
+    let lane = &run.lanes[0];
+    let (action, next) = match run.status {
+        RunStatus::Delivered => {
+            let landed = lane
+                .steps
+                .iter()
+                .rev()
+                .find(|r| r.step.starts_with("land-") && r.status == StepStatus::Done)
+                .and_then(|r| r.outcome.clone());
+            let pr = lane
+                .outcome("pr-open")
+                .and_then(|o| o["url"].as_str().map(str::to_owned));
+            // A worktree with uncommitted changes is kept (SPEC 23.3): the run stays in the
+            // state until `iced run retire` finds it clean.
+            let retired = match lane.outcome("retire") {
+                Some(o) if o["retired"] == true => "; the lane is retired".to_owned(),
+                Some(o) => format!(
+                    "; the worktree `{}` has uncommitted changes and is kept: clean it, then `iced run retire`",
+                    o["kept"].as_str().unwrap_or("")
+                ),
+                None => String::new(),
+            };
+            let next = match (landed, pr) {
+                (Some(o), _) => format!(
+                    "landed in `{}` as {}{retired}",
+                    o["target"].as_str().unwrap_or(""),
+                    o["commit"].as_str().unwrap_or(""),
+                ),
+                (None, Some(url)) => format!("landed through pull request {url}{retired}"),
+                (None, None) => format!(
+                    "delivered on branch `{}` (land.mode none: merge it when you are ready)",
+                    lane.branch.clone().unwrap_or_default()
+                ),
+            };
+            ("delivered", next)
+        }
+        RunStatus::Handback => (
+            "handback",
+            format!("handed back: {}", lane.reason.clone().unwrap_or_default()),
+        ),
+        RunStatus::Abandoned => ("nothing", "the run was abandoned".to_owned()),
+        RunStatus::Blocked => (
+            "blocked",
+            format!(
+                "{}; fix it, then `iced run resume {}`",
+                lane.reason.clone().unwrap_or_default(),
+                run.id
+            ),
+        ),
+        RunStatus::Paused | RunStatus::Running => ("nothing", String::new()),
+    };
+    StepReport::for_lane(run, lane, action, next)
+}
+
+/// How a project run ended or stands: a line per lane that is not simply delivered.
+pub(crate) fn project_report(run: &Run) -> StepReport {
+    let lane = focus_lane(run);
+    let count = |stage: Stage| run.lanes.iter().filter(|l| l.stage == stage).count();
+    let tally = format!(
+        "{} of {} lanes delivered{}",
+        count(Stage::Delivered),
+        run.lanes.len(),
+        match count(Stage::Discarded) {
+            0 => String::new(),
+            n => format!(", {n} discarded"),
+        }
+    );
+    let (action, next) = match run.status {
+        RunStatus::Delivered => ("delivered", tally),
+        RunStatus::Handback => (
+            "handback",
+            format!(
+                "{tally}; `{}` was handed back: {}",
+                lane.id,
+                lane.reason.clone().unwrap_or_default()
+            ),
+        ),
+        RunStatus::Abandoned => ("nothing", "the run was abandoned".to_owned()),
+        RunStatus::Blocked => {
+            let id = &run.id;
+            let l = &lane.id;
+            let why = match lane.stage {
+                Stage::Blocked | Stage::Handback => format!(
+                    "lane `{l}` is {}: {}",
+                    lane.stage.as_str(),
+                    lane.reason.clone().unwrap_or_default()
+                ),
+                _ => format!("lane `{l}` cannot move"),
+            };
+            (
+                "blocked",
+                format!("{tally}; {why}; the other lanes wait before landing. `iced run release {id} {l}` lets them land, `iced run discard {id} {l}` drops it, or fix it and `iced run resume {id}`"),
+            )
+        }
+        RunStatus::Paused | RunStatus::Running => ("nothing", tally),
+    };
+    StepReport::for_lane(run, lane, action, next)
+}
+
+pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> StepReport {
+    let lane = run.lane(lane_id).expect("lane");
+    let key = lane.record("implement").and_then(|r| r.nonce.clone());
+    let receipt = ctx.receipt_path(&run.id, lane_id, lane.attempt);
+    let mut report = StepReport::for_lane(
+        run,
+        lane,
+        "start_agent",
+        "start a fresh implementer in `worktree` with `brief`; it writes its report to `receipt_path`; then run `iced implement receipt <receipt_path>`",
+    );
+    report.role = Some("implementer");
+    report.read_only = Some(false);
+    report.brief = Some(
+        ctx.brief_path(&run.id, lane_id, lane.attempt)
+            .display()
+            .to_string(),
+    );
+    report.worktree = lane.worktree.clone();
+    report.receipt_path = Some(receipt.display().to_string());
+    report.receipt_key = key;
+    report
+}
+
+pub fn exit_for(report: &StepReport) -> Exit {
+    match report.action {
+        "blocked" | "handback" => Exit::NeedsPerson,
+        _ => Exit::Ok,
+    }
+}

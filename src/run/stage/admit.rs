@@ -1,0 +1,493 @@
+//! Admit (SPEC 20.3, 23.6): every check a unit (or each child of a project) must pass before any
+//! state is written, each failure its own refusal; then the run, its lanes and its claims, written
+//! in one hold of the lock.
+
+use crate::refusal::{io_error, Refusal};
+use crate::run::alive::agents_alive;
+use crate::run::claims::{self, Claim, Taken};
+use crate::run::ctx::*;
+use crate::run::events::emit;
+use crate::run::records::*;
+use crate::run::settings::find_program;
+use crate::run::state::{ensure_dir, Base, Driver, Lane, Run, RunStatus, Stage, State};
+use crate::unit::{Stage as LintStage, Status};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+/// Check that a unit may be built and create its run, or find the live run to resume. Every check
+/// runs before anything is written; each failure is its own refusal.
+pub fn admit(
+    ctx: &Ctx<'_>,
+    reference: &str,
+    session: Option<&str>,
+) -> Result<(String, bool), Refusal> {
+    let step = ctx.step;
+    let repo = ctx.repo;
+    let id = repo.resolve(reference, step)?;
+    let Some(head) = crate::git::head(&repo.root) else {
+        return Err(ctx.refuse(
+            "not-a-git-repo",
+            format!("`{}` is not a git work tree with a commit at HEAD", repo.root.display()),
+            "the loop works on branches and worktrees: `git init`, commit the repository, then build again",
+        ));
+    };
+    let state = State::load(&ctx.paths, step)?;
+    if let Some(run) = state.live_run_of(&id) {
+        return Ok((run.id.clone(), true));
+    }
+    // A delivery not yet landed: the work exists on its branch, and building again would only
+    // find nothing to do. Landing (merge or pull request) retires the run.
+    if let Some(run) = state
+        .runs
+        .values()
+        .find(|r| r.unit == id && r.status == RunStatus::Delivered)
+    {
+        let branch = run
+            .lanes
+            .first()
+            .and_then(|l| l.branch.clone())
+            .unwrap_or_default();
+        return Err(ctx.refuse(
+            "unit-delivered",
+            format!("`{id}` was delivered by run `{}` on branch `{branch}`, which has not landed", run.id),
+            format!("merge that branch (`git merge {branch}`); its delivery commit carries the unit's close"),
+        ));
+    }
+    let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
+    let unit = check_unit(ctx, &state, &id, session, &numbers)?;
+    let plan = if unit.parsed.frontmatter.str("type") == Some("project") {
+        plan_project(ctx, &state, &id, session, &numbers)?
+    } else {
+        ProjectPlan {
+            lanes: vec![(id.clone(), Vec::new())],
+            skipped: Vec::new(),
+        }
+    };
+    if ctx.settings.independent && ctx.settings.distinct_model {
+        let same = ctx.settings.validator_model.is_some()
+            && ctx.settings.validator_model == ctx.settings.implementer_model;
+        if same || ctx.settings.validator_model.is_none() {
+            return Err(ctx.refuse(
+                "validator-not-distinct",
+                format!(
+                    "roles.validator.distinct_model is on, but the validator's model is {}",
+                    match &ctx.settings.validator_model {
+                        Some(m) => format!("`{m}`, the implementer's too"),
+                        None => "not named, so it cannot be shown to differ".to_owned(),
+                    }
+                ),
+                "name a different model in roles.validator.model, or turn distinct_model off",
+            ));
+        }
+    }
+    for runner in [&ctx.settings.implementer, &ctx.settings.validator]
+        .into_iter()
+        .flatten()
+    {
+        let program = &runner.argv[0];
+        if find_program(program, std::env::var_os("PATH").as_deref()).is_none() {
+            return Err(ctx.refuse(
+                "runner-missing",
+                format!(
+                    "runner `{}` starts `{program}`, which is not an executable file or on PATH",
+                    runner.name
+                ),
+                "install it, or point `runners` in `.iced/config.json` at the right program",
+            ));
+        }
+    }
+    // A new run starts agents: the ceiling must have room for one (SPEC 20.9).
+    if ctx.driver() == Driver::Process {
+        let alive: usize = state
+            .runs
+            .values()
+            .filter(|r| !r.status.is_ended())
+            .map(|r| agents_alive(ctx, r, true))
+            .sum();
+        let ceiling = ctx.settings.pace.agents as usize;
+        if alive >= ceiling {
+            return Err(ctx.refuse(
+                "ceiling-full",
+                format!("{alive} agents are alive in this repository, and pace.agents is {ceiling}"),
+                "build again when one has ended (`iced run list` shows the runs), or raise `pace.agents` (or give `--pace-agents`)",
+            ));
+        }
+    }
+
+    // Every check passed: now, and only now, write.
+    let run_id = format!(
+        "run-{}-{}",
+        crate::clock::now().format("%Y%m%dT%H%M%S"),
+        &new_nonce()[..6]
+    );
+    let branch_base = crate::git::current_branch(&repo.root);
+    let (pid, _) = me();
+    let now = crate::clock::now_iso();
+    let run = Run {
+        id: run_id.clone(),
+        unit: id.clone(),
+        status: RunStatus::Running,
+        driver: ctx.driver(),
+        session: session.map(str::to_owned),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+        base: Base {
+            commit: head,
+            branch: branch_base,
+        },
+        next_eligible_at: None,
+        paced: 0,
+        pace: Some(ctx.settings.pace.to_value()),
+        window_from: None,
+        lanes: plan
+            .lanes
+            .iter()
+            .map(|(unit, depends)| Lane {
+                id: unit.clone(),
+                unit: unit.clone(),
+                stage: Stage::Brief,
+                attempt: 1,
+                crashes: 0,
+                worktree: None,
+                branch: Some(format!("iced/{id}/{unit}")),
+                reason: None,
+                steps: Vec::new(),
+                findings: Vec::new(),
+                mutations: 0,
+                validators: Vec::new(),
+                land_round: 0,
+                depends: depends.clone(),
+                released: false,
+            })
+            .collect(),
+    };
+    ensure_dir(&ctx.paths.dir, step)?;
+    let _ = crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600);
+    // The run's unit and each lane's: every one is claimed.
+    let units: Vec<String> = std::iter::once(id.clone())
+        .chain(
+            plan.lanes
+                .iter()
+                .map(|(u, _)| u.clone())
+                .filter(|u| *u != id),
+        )
+        .collect();
+    // Stale claims another checkout left go first, under that checkout's lock, never under ours.
+    let wait = ctx.settings.lock_wait;
+    ctx.claims().clear_elsewhere(&units, session, step, wait)?;
+    let created = ctx.transact(|state| {
+        // Re-check under the lock: another `build` may have won the race.
+        if let Some(existing) = state.live_run_of(&id) {
+            return Ok(Err(existing.id.clone()));
+        }
+        let claim = Claim {
+            run: run_id.clone(),
+            session: session.map(str::to_owned),
+            host: claims::host_name(),
+            pid,
+            at: now.clone(),
+            root: Some(ctx.claims().root().to_owned()),
+        };
+        if let Taken::LiveHere(holder) = ctx
+            .claims()
+            .take(&units, &claim, state, session, step, wait)?
+        {
+            return Ok(Err(holder));
+        }
+        crate::failpoint::hit("admit-after-claim");
+        state.runs.insert(run_id.clone(), run);
+        Ok(Ok(()))
+    })?;
+    match created {
+        Ok(()) => {
+            crate::failpoint::hit("admit-after-state");
+            emit(
+                &ctx.paths,
+                &run_id,
+                "run_start",
+                json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped}),
+            );
+            Ok((run_id, false))
+        }
+        Err(existing) => Ok((existing, true)),
+    }
+}
+
+/// The checks every unit a run builds must pass (SPEC 20.3), in order, each its own refusal. Only
+/// reads: nothing is written.
+pub(crate) fn check_unit(
+    ctx: &Ctx<'_>,
+    state: &State,
+    id: &str,
+    session: Option<&str>,
+    numbers: &crate::repo::Numbers,
+) -> Result<crate::repo::UnitFile, Refusal> {
+    let step = ctx.step;
+    let repo = ctx.repo;
+    let id = id.to_owned();
+    let unit = repo.read_unit(&id, step)?;
+    let status = unit
+        .parsed
+        .frontmatter
+        .str("status")
+        .and_then(|s| Status::from_str(s).ok());
+    if status != Some(Status::Approved) {
+        return Err(ctx.refuse(
+            "unit-not-approved",
+            format!(
+                "`{id}` is {}; only an approved unit is built",
+                status.map_or("without a valid status".to_owned(), |s| s.to_string())
+            ),
+            match status {
+                Some(Status::Draft) | Some(Status::Blocked) => {
+                    format!("sign it off first: `iced approve {id}`")
+                }
+                _ => format!("`iced status {id}` shows where it stands"),
+            },
+        ));
+    }
+    crate::record::refuse_if_held(&unit, step)?;
+    if let Some(q) = unit.parsed.open_questions().next() {
+        return Err(ctx.refuse(
+            "open-questions",
+            format!("`{id}` has an open question: [{}] {}", q.id, q.text),
+            format!(
+                "answer it in the unit (`- [{}] ... -> A: <answer>`), approve again, then build",
+                q.id
+            ),
+        ));
+    }
+    let signoff = repo.lint_unit(&unit, LintStage::Signoff, numbers);
+    if !signoff.is_clean() {
+        return Err(ctx
+            .refuse(
+                "lint-errors",
+                format!(
+                    "`{id}` has {} lint error(s) at stage signoff",
+                    signoff.errors.len()
+                ),
+                format!("`iced lint {id} --stage signoff` lists them; fix them and approve again"),
+            )
+            .detail("lint", serde_json::to_value(&signoff).expect("serialises")));
+    }
+    let validate = repo.lint_unit(&unit, LintStage::Validate, numbers);
+    if validate.errors.iter().any(|e| e.code == "contract-changed") {
+        return Err(ctx.refuse(
+            "contract-changed",
+            format!("`{id}`: Intent or Expectations changed after approval"),
+            format!("restore the approved text (`git diff intent/{id}/iced.md`), or approve the new contract: set status back to draft by `iced abandon` and a new unit, or edit and re-approve"),
+        ));
+    }
+    let rel = format!("intent/{id}");
+    match crate::git::is_clean(&repo.root, &[&rel]) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(ctx.refuse(
+                "unit-uncommitted",
+                format!("`{rel}/` has changes that are not committed; the lane's worktree starts from HEAD and would not see them"),
+                format!("commit the approved unit: `git add {rel} && git commit -m \"approve {id}\"`, then build again"),
+            ))
+        }
+        Err(e) => return Err(io_error(step, e)),
+    }
+    ctx.claims()
+        .check(&id, state, session, step, ctx.settings.lock_wait)?;
+    Ok(unit)
+}
+
+/// What a run builds: its lanes in dependency order, each with the lanes it waits for, and the
+/// units below a project that it leaves out, with why.
+pub(crate) struct ProjectPlan {
+    lanes: Vec<(String, Vec<String>)>,
+    skipped: Vec<Value>,
+}
+
+/// The `depends:` entries of a unit: ids or numbers, by commas or spaces, `[a, b]` read the same.
+pub(crate) fn depends_of(unit: &crate::repo::UnitFile) -> Vec<String> {
+    use crate::unit::frontmatter::Scalar;
+    // `depends: 3` is read as a number by the frontmatter; it names unit 3 all the same.
+    let text = match unit.parsed.frontmatter.get("depends") {
+        Some(Scalar::Str(s)) => s.clone(),
+        Some(Scalar::Int(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    text.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The lanes of a project run (SPEC 23.6): every approved, unheld unit below the project that is
+/// not itself a project, ordered so that each comes after its parent (when that is a lane) and
+/// after what it `depends:` on; ties by id. Each lane's unit passes the checks any unit does.
+pub(crate) fn plan_project(
+    ctx: &Ctx<'_>,
+    state: &State,
+    project: &str,
+    session: Option<&str>,
+    numbers: &crate::repo::Numbers,
+) -> Result<ProjectPlan, Refusal> {
+    let step = ctx.step;
+    let repo = ctx.repo;
+    // Every readable unit; one that cannot be read cannot say whose child it is (lint names it).
+    let units: BTreeMap<String, crate::repo::UnitFile> = repo
+        .unit_ids(step)?
+        .into_iter()
+        .filter_map(|u| repo.read_unit(&u, step).ok().map(|f| (u, f)))
+        .collect();
+    let field = |u: &str, key: &str| -> Option<String> {
+        units
+            .get(u)
+            .and_then(|f| f.parsed.frontmatter.str(key))
+            .map(str::to_owned)
+    };
+    let status_of = |u: &str| field(u, "status").and_then(|s| Status::from_str(&s).ok());
+    // Below the project: by parent, transitively.
+    let mut below: Vec<String> = Vec::new();
+    let mut frontier = vec![project.to_owned()];
+    while let Some(p) = frontier.pop() {
+        for (u, _) in units
+            .iter()
+            .filter(|(u, _)| field(u, "parent").as_deref() == Some(&p))
+        {
+            if !below.contains(u) && u != project {
+                below.push(u.clone());
+                frontier.push(u.clone());
+            }
+        }
+    }
+    below.sort();
+    let mut lanes: Vec<String> = Vec::new();
+    let mut skipped = Vec::new();
+    for u in &below {
+        let file = &units[u];
+        let status = status_of(u);
+        let why = if field(u, "type").as_deref() == Some("project") {
+            Some("a project: its children are lanes".to_owned())
+        } else if crate::record::refuse_if_held(file, step).is_err() {
+            Some("held".to_owned())
+        } else if status != Some(Status::Approved) {
+            Some(status.map_or("no valid status".to_owned(), |s| s.to_string()))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => skipped.push(json!({"unit": u, "why": why})),
+            None => lanes.push(u.clone()),
+        }
+    }
+    if lanes.is_empty() {
+        return Err(ctx.refuse(
+            "project-empty",
+            format!(
+                "project `{project}` has no approved child to build{}",
+                if skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        skipped
+                            .iter()
+                            .map(|s| format!(
+                                "{}: {}",
+                                s["unit"].as_str().unwrap_or(""),
+                                s["why"].as_str().unwrap_or("")
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ),
+            format!("approve its children (`iced approve <child>`), or add one: `iced child {project} <title>`"),
+        ));
+    }
+    // What each lane waits for.
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for u in &lanes {
+        let mut wants: Vec<String> = Vec::new();
+        if let Some(parent) = field(u, "parent").filter(|p| p != project) {
+            wants.push(parent);
+        }
+        for entry in depends_of(&units[u]) {
+            let Ok(d) = repo.resolve(&entry, step) else {
+                return Err(ctx.refuse(
+                    "dependency-unknown",
+                    format!("`{u}` depends on `{entry}`, which names no unit"),
+                    format!("fix the `depends:` line of `intent/{u}/iced.md`"),
+                ));
+            };
+            wants.push(d);
+        }
+        let mut mine = Vec::new();
+        for d in wants {
+            if lanes.contains(&d) {
+                if !mine.contains(&d) {
+                    mine.push(d);
+                }
+                continue;
+            }
+            // Outside the run: its work must already be there. A nested project is not work.
+            let closed = matches!(status_of(&d), Some(Status::Done | Status::Accepted));
+            if !closed && field(&d, "type").as_deref() != Some("project") {
+                return Err(ctx.refuse(
+                    "dependency-open",
+                    format!(
+                        "`{u}` depends on `{d}`, which is {} and not part of this run",
+                        status_of(&d).map_or("unreadable".to_owned(), |s| s.to_string())
+                    ),
+                    format!("deliver `{d}` first, or approve it so the run builds it too"),
+                ));
+            }
+        }
+        deps.insert(u.clone(), mine);
+    }
+    // Dependency order, ties by id (Kahn's algorithm over a sorted set).
+    let mut ordered: Vec<String> = Vec::new();
+    let mut left: std::collections::BTreeSet<String> = lanes.iter().cloned().collect();
+    while !left.is_empty() {
+        let ready = left
+            .iter()
+            .find(|u| deps[*u].iter().all(|d| ordered.contains(d)))
+            .cloned();
+        match ready {
+            Some(u) => {
+                left.remove(&u);
+                ordered.push(u);
+            }
+            None => {
+                return Err(ctx.refuse(
+                    "dependency-cycle",
+                    format!(
+                        "the children of `{project}` depend on each other in a cycle: {}",
+                        left.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    "break the cycle in their `parent:` or `depends:` lines",
+                ))
+            }
+        }
+    }
+    if ctx.settings.land.mode == "none" && deps.values().any(|d| !d.is_empty()) {
+        return Err(ctx.refuse(
+            "project-needs-landing",
+            format!("children of `{project}` depend on each other, but `land.mode` is `none`: a lane would start from a target its dependencies never reach"),
+            "set `land.mode` to `merge` or `pr` in `.iced/config.json`, or build the children one by one",
+        ));
+    }
+    for u in &ordered {
+        check_unit(ctx, state, u, session, numbers)?;
+    }
+    Ok(ProjectPlan {
+        lanes: ordered
+            .into_iter()
+            .map(|u| {
+                let d = deps.remove(&u).unwrap_or_default();
+                (u, d)
+            })
+            .collect(),
+        skipped,
+    })
+}

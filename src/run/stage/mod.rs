@@ -1,0 +1,7 @@
+//! The stages of a lane, one module each. A stage takes what it needs (the context, the run as
+//! the stepper read it) and returns what happened; it never calls back into the stepper.
+
+pub mod admit;
+pub mod brief;
+pub mod receipt;
+pub mod worktree;

@@ -1,0 +1,302 @@
+//! The receipt (SPEC 20.4, 20.5, 24.2): what the loop checks itself when an implementer is done
+//! (commits ahead of the base, a clean worktree, the report, what the lane changed, judged by the
+//! guard), then, with the definition of done in, whether it verifies; and a host's hand-in of its
+//! agent's report.
+
+use crate::refusal::Refusal;
+use crate::run::ctx::*;
+use crate::run::events::emit;
+use crate::run::records::open_run;
+use crate::run::records::*;
+use crate::run::reply::*;
+use crate::run::report;
+use crate::run::state::{Lane, Run, Stage, StepStatus};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The receipt's own checks (no command run but git's): commits ahead of the base on the lane
+/// branch, a clean worktree, and the report. Recorded as the receipt record's partial outcome.
+pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
+    let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
+    let branch = lane.branch.clone().unwrap_or_default();
+    let mut missing: Vec<String> = Vec::new();
+    let on_branch = crate::git::current_branch(&worktree);
+    if on_branch.as_deref() != Some(branch.as_str()) {
+        missing.push(format!(
+            "the worktree is on `{}`, not on the lane branch `{branch}`",
+            on_branch.unwrap_or_else(|| "a detached HEAD".into())
+        ));
+    }
+    // The head this receipt judges, read once: the definition of done, the validators and the
+    // delivery all refer to exactly this commit (SPEC 24.3).
+    let head = crate::git::run(
+        &worktree,
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+    )
+    .unwrap_or_default();
+    let tree =
+        crate::git::run(&worktree, &["rev-parse", &format!("{head}^{{tree}}")]).unwrap_or_default();
+    let ahead = crate::git::run(
+        &worktree,
+        &[
+            "rev-list",
+            "--count",
+            &format!("{}..{head}", run.base_of(lane)),
+        ],
+    )
+    .ok()
+    .and_then(|n| n.trim().parse::<u64>().ok())
+    .unwrap_or(0);
+    if ahead == 0 {
+        missing.push(format!(
+            "no commit on `{branch}` ahead of the base {}",
+            &run.base_of(lane)[..run.base_of(lane).len().min(12)]
+        ));
+    }
+    // What the lane changed, not only what it reports: each path judged by the guard as the
+    // implementer's write, the units as they stood at the base (SPEC 24.2).
+    let base = run.base_of(lane);
+    let judged =
+        crate::run::lane_guard::judge_range(ctx, &lane.unit, &worktree, (base, &head), base, &[]);
+    let guard = match judged {
+        Ok(denied) => {
+            missing.extend(denied.iter().map(|d| d.gap(base)));
+            serde_json::to_value(&denied).expect("serialises")
+        }
+        Err(e) => {
+            missing.push(format!("what the lane changed could not be judged: {e}"));
+            Value::Null
+        }
+    };
+    match crate::git::is_clean(&worktree, &[]) {
+        Ok(true) => {}
+        Ok(false) => missing.push("the worktree has uncommitted or untracked changes".into()),
+        Err(e) => missing.push(format!("the worktree's status could not be read: {e}")),
+    }
+    let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+    let mut handback = None;
+    let mut kept = Value::Null;
+    match report::read(&receipt) {
+        Ok(r) => {
+            if let Some(h) = &r.handback {
+                handback = Some(h.reason.clone());
+            }
+            // Every expectation needs the implementer's evidence; each must name a real one.
+            if let Ok(text) = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced) {
+                let parsed = crate::unit::parse_unit(&text);
+                for e in &parsed.expectations {
+                    if !r.evidence.iter().any(|x| x.expectation == e.id) && r.handback.is_none() {
+                        missing.push(format!("the report gives no evidence for {}", e.id));
+                    }
+                }
+                for x in &r.evidence {
+                    if !parsed.expectations.iter().any(|e| e.id == x.expectation) {
+                        missing.push(format!(
+                            "the report's evidence names {}, which the unit does not have",
+                            x.expectation
+                        ));
+                    }
+                }
+            }
+            if r.handback.is_none() {
+                missing.extend(crate::run::dispositions::disposition_gaps(
+                    ctx, run, lane, &r, &head,
+                ));
+            }
+            // The report as the loop took it, in a file of its own (SPEC 24.5).
+            let copy = ctx
+                .lane_dir(&run.id, &lane.id)
+                .join(format!("receipt-{}.json", lane.attempt));
+            match crate::run::kept::keep(&copy, &r) {
+                Ok(k) => kept = serde_json::to_value(k).expect("serialises"),
+                Err(e) => missing.push(format!("the report could not be kept: {e}")),
+            }
+        }
+        Err(p) => missing.push(format!("{}: {}", p.code, p.message)),
+    }
+    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "report": kept})
+}
+
+/// All commands and checks are in: the receipt verifies or names every gap at once.
+pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Refusal> {
+    let run_id = run.id.clone();
+    let max_attempts = ctx.settings.max_attempts;
+    let independent = ctx.settings.independent;
+    let lane = run.lane_mut(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let checks = lane
+        .record("receipt")
+        .and_then(|r| r.outcome.clone())
+        .unwrap_or(Value::Null);
+    let mut missing: Vec<String> = checks["missing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let mut commands = Vec::new();
+    for (i, sequence) in ctx.settings.dod.iter().enumerate() {
+        for (j, command) in sequence.iter().enumerate() {
+            let key = format!("dod-{i}-{j}");
+            match lane.record(&key) {
+                Some(r) if r.status == StepStatus::Done => {
+                    let o = r.outcome.clone().unwrap_or(Value::Null);
+                    let code = o["exit_code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                    let passed = code.is_some_and(|c| command.expected_exit_codes.contains(&c));
+                    if !passed {
+                        missing.push(format!(
+                            "`{}` {}",
+                            command.display(),
+                            if o["timed_out"].as_bool() == Some(true) {
+                                "timed out".to_owned()
+                            } else {
+                                match code {
+                                    Some(c) => format!(
+                                        "exited {c}, expected {:?}",
+                                        command.expected_exit_codes
+                                    ),
+                                    None => "was killed by a signal or could not start".to_owned(),
+                                }
+                            }
+                        ));
+                    }
+                    commands.push(json!({"command": command.display(), "argv": command.argv, "expected_exit_codes": command.expected_exit_codes, "exit_code": code, "passed": passed, "timed_out": o["timed_out"], "duration_ms": o["duration_ms"], "stdout": o["stdout"], "stderr": o["stderr"], "spawn_error": o["spawn_error"]}));
+                }
+                _ => {
+                    commands.push(json!({"command": command.display(), "argv": command.argv, "passed": false, "skipped": true}));
+                }
+            }
+        }
+    }
+    let handback = checks["handback"].as_str().map(str::to_owned);
+    let verified = missing.is_empty() && handback.is_none();
+    let record = lane
+        .record_mut("receipt")
+        .expect("the receipt record exists");
+    finish(
+        record,
+        if verified {
+            StepStatus::Done
+        } else {
+            StepStatus::Failed
+        },
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "head": checks["head"], "tree": checks["tree"], "guard": checks["guard"], "report": checks["report"], "handback": handback}),
+    );
+    emit(
+        &ctx.paths,
+        &run_id,
+        if verified { "step_done" } else { "step_failed" },
+        json!({"lane": lane_id, "step": "receipt", "attempt": attempt, "outcome": {"verified": verified, "missing": missing.len()}}),
+    );
+    if let Some(reason) = handback {
+        lane.stage = Stage::Handback;
+        lane.reason = Some(reason);
+    } else if verified {
+        // The dispositions of a fix round are now facts of the branch: record them on the findings.
+        let dispositions = crate::run::kept::load_from::<report::Report>(
+            lane.record("receipt").and_then(|r| r.outcome.as_ref()),
+            "report",
+        )
+        .map(|r| serde_json::to_value(r.dispositions).expect("serialises"))
+        .unwrap_or(Value::Null);
+        crate::run::dispositions::apply_dispositions(lane, &dispositions);
+        if independent {
+            if lane.validators.is_empty() {
+                lane.validators = crate::run::judging::validators_for(ctx, lane);
+            }
+            lane.stage = Stage::Validate;
+        } else {
+            // `reason` is kept: an attempt's brief renders the previous attempt's gaps from it,
+            // and the deliver step re-checks that the brief still renders to its recorded inputs.
+            lane.stage = Stage::Deliver;
+        }
+    } else {
+        let gaps = missing
+            .iter()
+            .map(|m| format!("- {m}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if attempt >= max_attempts {
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(format!(
+                "attempt {attempt} of {max_attempts} did not verify:\n{gaps}"
+            ));
+        } else {
+            new_attempt(ctx, &run_id, lane, gaps, false)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn submit_receipt_once(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    path: &Path,
+    said: &crate::run::host::HostAgent,
+) -> Result<StepReport, Refusal> {
+    let given = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    ctx.transact(|state| {
+        let run = open_run(ctx, state, run_id, "hand in")?;
+        let run_snapshot = run.clone();
+        if let Some(report) = crate::run::judging::host_answer(ctx, run, &given, said)? {
+            return Ok(report);
+        }
+        // The lane this path belongs to: the one whose receipt goes there now, else one in
+        // Implement (whose path it then is not; refused below).
+        let at = |l: &Lane, a: u32| {
+            let p = ctx.receipt_path(&run_snapshot.id, &l.id, a);
+            p.canonicalize().unwrap_or(p) == given
+        };
+        let index = run
+            .lanes
+            .iter()
+            .position(|l| l.stage == Stage::Implement && at(l, l.attempt))
+            .or_else(|| run.lanes.iter().position(|l| (1..=l.attempt).any(|a| at(l, a))))
+            .or_else(|| run.lanes.iter().position(|l| l.stage == Stage::Implement))
+            .ok_or_else(|| {
+                ctx.refuse("receipt-superseded", format!("run `{run_id}` is not waiting for a receipt"), "`iced implement step` says what the run needs now")
+            })?;
+        let lane = &mut run.lanes[index];
+        if lane.stage != Stage::Implement {
+            return Err(ctx.refuse("receipt-superseded", format!("lane `{}` is not waiting for a receipt (it is at {})", lane.id, lane.stage.as_str()), "`iced implement step` says what the run needs now"));
+        }
+        let expected = ctx.receipt_path(&run_snapshot.id, &lane.id, lane.attempt);
+        let expected_c = expected.canonicalize().unwrap_or_else(|_| expected.clone());
+        if given != expected_c {
+            // A report for an earlier attempt of this lane is superseded, anything else is a wrong path.
+            let earlier = (1..lane.attempt).any(|a| {
+                let p = ctx.receipt_path(&run_snapshot.id, &lane.id, a);
+                p.canonicalize().unwrap_or(p) == given
+            });
+            return Err(if earlier {
+                ctx.refuse("receipt-superseded", format!("`{}` is the report of an earlier attempt; attempt {} is current", path.display(), lane.attempt), format!("have the agent write to `{}`", expected.display()))
+            } else {
+                ctx.refuse("receipt-path", format!("`{}` is not where this attempt's report goes", path.display()), format!("the report goes to `{}` (`iced implement step` names it)", expected.display()))
+            });
+        }
+        let record = lane.record("implement").cloned();
+        match record {
+            Some(r) if r.status == StepStatus::Started => {}
+            _ => return Err(ctx.refuse("receipt-superseded", "this attempt is not waiting for a receipt", "`iced implement step` says what the run needs now")),
+        }
+        // A malformed or forged report is refused now, so the host can have it fixed; nothing is
+        // recorded and the attempt keeps waiting.
+        if let Err(p) = report::read(&expected) {
+            let remedy = p.remedy();
+            return Err(ctx.refuse(p.code, p.message, remedy));
+        }
+        let record = lane.record_mut("implement").expect("checked above");
+        finish(record, StepStatus::Done, json!({"receipt_path": expected, crate::run::host::SAID: said}));
+        lane.stage = Stage::Receipt;
+        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "step": "implement", "driver": "host"}));
+        emit(&ctx.paths, run_id, "step_done", json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
+        let lane_id = lane.id.clone();
+        let run = state.runs.get(run_id).expect("run");
+        let lane = run.lane(&lane_id).expect("lane");
+        Ok(StepReport::for_lane(run, lane, "advanced", "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
+    })
+}

@@ -1,0 +1,61 @@
+//! The worktree step: the lane's branch checked out beside the repository, off the base the run
+//! recorded; one left by a call that died is adopted.
+
+use crate::run::ctx::*;
+use std::path::Path;
+
+pub(crate) fn add_worktree(
+    ctx: &Ctx<'_>,
+    path: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<(), String> {
+    let root = &ctx.repo.root;
+    let is_ours = |existing: &Path| {
+        existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
+    };
+    // Adopt what a crashed call (or a person) already made.
+    if let Some(existing) = crate::git::worktree_of_branch(root, branch) {
+        if is_ours(&existing) {
+            return Ok(());
+        }
+        return Err(format!(
+            "branch `{branch}` is checked out at `{}`, not at `{}`",
+            existing.display(),
+            path.display()
+        ));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
+    }
+    let path_s = path.display().to_string();
+    // `--quiet`: git prints nothing, so if this call dies, the `git worktree add` it started
+    // (which outlives it) is not killed by SIGPIPE halfway and does not undo its own work under a
+    // later call that has already adopted the worktree.
+    let add = || {
+        if crate::git::branch_exists(root, branch) {
+            crate::git::run(root, &["worktree", "add", "--quiet", &path_s, branch])
+        } else {
+            crate::git::run(
+                root,
+                &["worktree", "add", "--quiet", "-b", branch, &path_s, base],
+            )
+        }
+    };
+    let mut added = add();
+    // The `git worktree add` of a call that died may still be running (it outlives that call)
+    // and have taken the path first: adopt its worktree once it is there, or add again if it gave
+    // up. Bounded: a directory someone else left at the path fails after a short wait.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while added.is_err() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if crate::git::worktree_of_branch(root, branch).is_some_and(|e| is_ours(&e)) {
+            return Ok(());
+        }
+        if !path.exists() {
+            added = add();
+        }
+    }
+    added.map(|_| ())
+}

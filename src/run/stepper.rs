@@ -1,0 +1,261 @@
+//! The stepper: one step of a run per call. Under the lock it records what finished activities
+//! say (`observe`), checks the attempt's inputs, asks `decide` (pure) what comes next and does the
+//! quick part (`under_lock`); then, outside the lock, the side effect (`outside_lock`), whose
+//! outcome is recorded only if the step is still current. It knows no stage: each is a module of
+//! `stage/` or a module the stages share.
+//!
+//! The lock is never held while an agent, a command or git runs.
+
+use super::decide::{decide_with, DecideView, Next};
+use super::events::emit;
+use super::state::{Run, RunStatus, Stage, State, StepStatus};
+use crate::refusal::Refusal;
+use crate::run::alive::agents_alive;
+use crate::run::ctx::*;
+use crate::run::observe::*;
+use crate::run::outside_lock::{self, Pending};
+use crate::run::reply::*;
+use crate::run::stage::brief::*;
+use crate::run::under_lock;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// The view `decide` needs of the settings: plain data, so `decide` stays pure.
+pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
+    DecideView {
+        driver: run.driver,
+        dod_shape: ctx.settings.dod.iter().map(Vec::len).collect(),
+        dod_parallel: ctx.settings.dod_parallel,
+        max_attempts: ctx.settings.max_attempts,
+        max_crash_retries: ctx.settings.max_crash_retries,
+        independent: ctx.settings.independent,
+        paused: run.status == RunStatus::Paused,
+        validators: run
+            .lanes
+            .iter()
+            .filter(|l| matches!(l.stage, Stage::Validate | Stage::Refute))
+            .map(|l| (l.id.clone(), super::judging::pinned_validators(ctx, l)))
+            .collect(),
+        pace_lanes: run_pace(ctx, run).lanes as usize,
+        pace_agents: run_pace(ctx, run).agents as usize,
+        agents_alive: 0,
+        paced_until: paced_until(run),
+        validator_driver: super::judging::validator_driver(ctx),
+        max_mutations: ctx.settings.max_mutations,
+        land_mode: ctx.settings.land.mode.clone(),
+        arm_auto: ctx.settings.land.arm == "auto",
+    }
+}
+
+/// Do one step of `run_id`.
+pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
+    // Phase 1, under the lock: record what finished activities say, then decide.
+    let (next, snapshot) = ctx.transact(|state| {
+        // The agents of the other runs that are still alive (SPEC 20.9).
+        let elsewhere: usize = state
+            .runs
+            .values()
+            .filter(|r| r.id != run_id && !r.status.is_ended())
+            .map(|r| agents_alive(ctx, r, true))
+            .sum();
+        let Some(run) = state.runs.get_mut(run_id) else {
+            // Landed and retired (by a concurrent call, since this one chose the run): the run
+            // has left the state, and its record says how it ended.
+            if let Some(run) = super::record::read(&ctx.paths, run_id)
+                .and_then(|r| serde_json::from_value::<Run>(r["run"].clone()).ok())
+                .filter(|r| r.status.is_ended())
+            {
+                return Ok((Pending::Report(Box::new(ended_report(&run))), run));
+            }
+            return Err(ctx.refuse(
+                "run-not-found",
+                format!("no run `{run_id}`"),
+                "`iced run list` shows the runs",
+            ));
+        };
+        let before = run.clone();
+        observe(ctx, run)?;
+        check_inputs(ctx, run)?;
+        keep_work_window(ctx, run);
+        let mut view = decide_view(ctx, run);
+        // This run's were just observed: those recorded running are.
+        view.agents_alive = elsewhere + agents_alive(ctx, run, false);
+        if view.agents_alive > view.pace_agents {
+            emit(
+                &ctx.paths,
+                run_id,
+                "ceiling_overrun",
+                json!({"alive": view.agents_alive, "ceiling": view.pace_agents, "ruling": run_pace(ctx, run).ruling}),
+            );
+        }
+        let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
+        let next = decide_with(run, &view, &expected);
+        // Quick decisions are applied here, under the same lock.
+        let applied = under_lock::apply(ctx, run, &next)?;
+        settle(ctx, run);
+        super::host::end_stranded(ctx, run);
+        // Only a step that changed something is an update: asking again (a host polling for its
+        // `start_agent`) must write nothing (SPEC 20.2).
+        if *run != before {
+            run.updated_at = crate::clock::now_iso();
+        }
+        let snapshot = run.clone();
+        // A delivery that landed and retired leaves the state; its record stays (SPEC 23.3).
+        if snapshot.status == RunStatus::Delivered && is_retired(&snapshot) {
+            state.runs.remove(run_id);
+        }
+        Ok((applied, snapshot))
+    })?;
+    let started_step = match &next {
+        Pending::AddWorktree { lane } => Some((lane, "worktree")),
+        Pending::LaunchImplementer { lane, .. } => Some((lane, "implement")),
+        Pending::CheckReceipt { lane } => Some((lane, "receipt")),
+        Pending::Deliver { lane } => Some((lane, "deliver")),
+        Pending::PrepareValidators { lane, .. } => Some((lane, "validate")),
+        Pending::Sync { lane, step } => Some((lane, step.as_str())),
+        Pending::Report(_)
+        | Pending::LaunchDod { .. }
+        | Pending::LaunchValidators { .. }
+        | Pending::CheckValidator { .. } => None,
+    };
+    if let Some((lane, step)) = started_step {
+        let attempt = snapshot.lane(lane).map_or(0, |l| l.attempt);
+        emit(
+            &ctx.paths,
+            run_id,
+            "step_start",
+            json!({"lane": lane, "step": step, "attempt": attempt}),
+        );
+    }
+    // Phase 2: act outside the lock, when the decision has a side effect.
+    let report = outside_lock::act(ctx, &snapshot, next)?;
+    if report.action == "blocked" {
+        blocked(ctx, run_id)?;
+    }
+    Ok(report)
+}
+
+/// A step done outside the lock blocked its lane: the run is blocked, unless (a project run) its
+/// other lanes may still move (SPEC 23.6).
+fn blocked(ctx: &Ctx<'_>, run_id: &str) -> Result<(), Refusal> {
+    ctx.transact(|state| {
+        let Some(run) = state.runs.get_mut(run_id) else {
+            return Ok(());
+        };
+        if !run.status.is_ended() && run.lanes.iter().any(|l| l.stage == Stage::Blocked) {
+            run.status = RunStatus::Blocked;
+            settle(ctx, run);
+        }
+        Ok(())
+    })
+}
+
+/// `step`, logging a refusal as an event of the run it refused.
+pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
+    logged(ctx, run_id, step_once(ctx, run_id)).map(|r| lane_not_run(ctx, run_id, r))
+}
+
+/// In a project run, one lane blocking or handed back ends nothing while the run goes on: the
+/// report says what happened to the lane and asks to call again (SPEC 23.6). Only the run's own
+/// end, or a run every lane of which waits for a person, is final for the caller.
+pub(crate) fn lane_not_run(ctx: &Ctx<'_>, run_id: &str, mut report: StepReport) -> StepReport {
+    if !matches!(report.action, "blocked" | "handback") {
+        return report;
+    }
+    let Ok(state) = State::load(&ctx.paths, ctx.step) else {
+        return report;
+    };
+    let Some(run) = state.runs.get(run_id) else {
+        return report;
+    };
+    if run.lanes.len() < 2 || run.status != RunStatus::Running {
+        return report;
+    }
+    report.next = format!(
+        "lane `{}` is {}: {}; the other lanes go on: call again",
+        report.lane.as_deref().unwrap_or(""),
+        if report.action == "blocked" {
+            "blocked"
+        } else {
+            "handed back"
+        },
+        report.next
+    );
+    report.action = "advanced";
+    report
+}
+
+pub(crate) fn logged<T>(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    result: Result<T, Refusal>,
+) -> Result<T, Refusal> {
+    if let Err(r) = &result {
+        emit(
+            &ctx.paths,
+            run_id,
+            "refusal",
+            json!({"step": r.step, "code": r.code}),
+        );
+    }
+    result
+}
+
+/// A re-entry whose inputs changed is refused: the brief of the current attempt must still render
+/// to the bytes the agent was (or will be) given.
+pub(crate) fn check_inputs(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
+    for lane in &run.lanes {
+        // The brief feeds the attempt's work up to its validation; from delivery on the lane
+        // works from its own branch, and landing rightly changes the unit in the person's checkout.
+        if lane.stage.is_final()
+            || matches!(lane.stage, Stage::Deliver | Stage::Land | Stage::Retire)
+        {
+            continue;
+        }
+        let Some(record) = lane
+            .record("brief")
+            .filter(|r| r.status == StepStatus::Done)
+        else {
+            continue;
+        };
+        let Some(worktree) = lane
+            .worktree
+            .as_deref()
+            .map(PathBuf::from)
+            .or_else(|| Some(ctx.worktree_path(&lane.id)))
+        else {
+            continue;
+        };
+        let text = render_brief(ctx, run, lane, &worktree)?;
+        let now = sha256_hex(text.as_bytes());
+        if record.inputs.as_deref() != Some(now.as_str()) {
+            return Err(ctx.refuse(
+                "inputs-changed",
+                format!("the brief of `{}` attempt {} no longer renders as it did (the unit, an ancestor, a knowledge file or the definition of done changed under the live run)", lane.id, lane.attempt),
+                format!("restore what changed (`git diff` in the repository), or end the run (`iced run abandon {}`) and build again", run.id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A project run that can move again after a lane blocked (the others go on): running again.
+/// A run whose every lane waits for a person stays blocked (SPEC 23.6).
+pub(crate) fn settle(ctx: &Ctx<'_>, run: &mut Run) {
+    if run.lanes.len() < 2 || run.status != RunStatus::Blocked {
+        return;
+    }
+    let view = decide_view(ctx, run);
+    let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
+    match super::decide::lanes_next(run, &view, &expected) {
+        Next::Stall { .. } | Next::Finish => {}
+        _ => run.status = RunStatus::Running,
+    }
+}
+
+/// Every lane of the run has landed and been retired.
+pub(crate) fn is_retired(run: &Run) -> bool {
+    run.lanes.iter().all(|l| {
+        l.stage == Stage::Discarded || l.outcome("retire").is_some_and(|o| o["retired"] == true)
+    })
+}

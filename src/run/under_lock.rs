@@ -1,0 +1,378 @@
+//! The work a step does under the state lock: a decision that needs no side effect outside the
+//! state (or only a small file of the loop's own) is applied here; anything else is recorded
+//! `started` and handed to `outside_lock` as pending work.
+
+use super::decide::Next;
+use super::events::emit;
+use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, StepStatus};
+use crate::refusal::Refusal;
+use crate::run::ctx::*;
+use crate::run::outside_lock::Pending;
+use crate::run::records::*;
+use crate::run::reply::*;
+use crate::run::stage::brief::*;
+use crate::run::stage::receipt::*;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Apply a decision that needs no side effect outside the state (or only a small file of the
+/// loop's own), and turn the rest into work for phase 2.
+pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Refusal> {
+    let run_id = run.id.clone();
+    let report = |run: &Run, lane_id: &str, action: &'static str, next: String| {
+        let lane = run.lane(lane_id).expect("the lane exists");
+        Pending::Report(Box::new(StepReport::for_lane(run, lane, action, next)))
+    };
+    Ok(match next {
+        Next::Ended => Pending::Report(Box::new(ended_report(run))),
+        Next::Paused => {
+            let lane = &run.lanes[0];
+            Pending::Report(Box::new(StepReport::for_lane(
+                run,
+                lane,
+                "paused",
+                format!("run `{run_id}` is paused: `iced run resume {run_id}` lets it go on"),
+            )))
+        }
+        Next::Wait { lane, why } => {
+            report(run, lane, "waiting", format!("{why}; call again later"))
+        }
+        Next::RenderBrief { lane } => {
+            let worktree = run
+                .lane(lane)
+                .and_then(|l| l.worktree.clone())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| ctx.worktree_path(lane));
+            let l = run.lane(lane).expect("lane");
+            let text = render_brief(ctx, run, l, &worktree)?;
+            let path = ctx.brief_path(&run_id, lane, l.attempt);
+            ensure_dir(&ctx.lane_dir(&run_id, lane), ctx.step)?;
+            crate::store::write_atomic(&path, text.as_bytes(), 0o600)
+                .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+            crate::failpoint::hit("brief-after-write");
+            let sha = sha256_hex(text.as_bytes());
+            let l = run.lane_mut(lane).expect("lane");
+            let mut record = started("brief", l.attempt, Some(sha.clone()), None);
+            finish(
+                &mut record,
+                StepStatus::Done,
+                json!({"path": path, "sha256": sha}),
+            );
+            l.steps
+                .retain(|r| !(r.step == "brief" && r.attempt == record.attempt));
+            l.steps.push(record);
+            l.stage = if l.worktree.is_some() {
+                Stage::Implement
+            } else {
+                Stage::Worktree
+            };
+            emit(
+                &ctx.paths,
+                &run_id,
+                "step_done",
+                json!({"lane": lane, "step": "brief", "attempt": l.attempt, "outcome": {"sha256": sha}}),
+            );
+            report(
+                run,
+                lane,
+                "advanced",
+                "the brief is written; call again".into(),
+            )
+        }
+        Next::AddWorktree { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let record = started("worktree", l.attempt, Some(run_id.clone()), None);
+            l.steps.retain(|r| r.step != "worktree");
+            l.steps.push(record);
+            Pending::AddWorktree { lane: lane.clone() }
+        }
+        Next::LaunchImplementer { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let brief_sha = l
+                .outcome("brief")
+                .and_then(|o| o["sha256"].as_str())
+                .map(str::to_owned);
+            let nonce = new_nonce();
+            let record = started("implement", l.attempt, brief_sha, Some(nonce.clone()));
+            l.steps
+                .retain(|r| !(r.step == "implement" && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::LaunchImplementer {
+                lane: lane.clone(),
+                nonce,
+            }
+        }
+        Next::HandToHost { lane } => {
+            super::host::hand_implementer(ctx, &run_id, run.lane_mut(lane).expect("lane"));
+            Pending::Report(Box::new(start_agent_report(ctx, run, lane)))
+        }
+        Next::CheckReceipt { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            l.stage = Stage::Receipt;
+            let record = started("receipt", l.attempt, None, None);
+            l.steps
+                .retain(|r| !(r.step == "receipt" && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::CheckReceipt { lane: lane.clone() }
+        }
+        Next::LaunchDod {
+            lane,
+            prefix,
+            slots,
+        } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let mut keys = Vec::new();
+            for &(i, j) in slots {
+                let key = format!("{prefix}-{i}-{j}");
+                let nonce = new_nonce();
+                let record = started(&key, l.attempt, None, Some(nonce.clone()));
+                l.steps
+                    .retain(|r| !(r.step == key && r.attempt == record.attempt));
+                l.steps.push(record);
+                keys.push((key, i, j, nonce));
+            }
+            Pending::LaunchDod {
+                lane: lane.clone(),
+                keys,
+            }
+        }
+        Next::FinishReceipt { lane } => {
+            finish_receipt(ctx, run, lane)?;
+            let l = run.lane(lane).expect("lane");
+            let action = match l.stage {
+                Stage::Blocked => "blocked",
+                Stage::Handback => "handback",
+                _ => "advanced",
+            };
+            let next = match l.stage {
+                Stage::Deliver => "the receipt verified; call again to deliver".to_owned(),
+                Stage::Validate => {
+                    "the receipt verified; independent validators judge it next: call again"
+                        .to_owned()
+                }
+                Stage::Brief => format!(
+                    "the receipt did not verify; attempt {} starts: call again",
+                    l.attempt
+                ),
+                _ => l.reason.clone().unwrap_or_default(),
+            };
+            if run.lanes.iter().all(|l| l.stage.is_final()) {
+                let status = if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
+                    RunStatus::Handback
+                } else {
+                    RunStatus::Blocked
+                };
+                if status == RunStatus::Handback {
+                    end_run(ctx, run, status)?;
+                } else {
+                    run.status = status;
+                    emit(&ctx.paths, &run_id, "run_blocked", json!({"reason": next}));
+                }
+            }
+            report(run, lane, action, next)
+        }
+        Next::Retry {
+            lane,
+            reason,
+            crashed,
+        } => {
+            let l = run.lane_mut(lane).expect("lane");
+            new_attempt(ctx, &run_id, l, reason.clone(), *crashed)?;
+            report(
+                run,
+                lane,
+                "advanced",
+                format!(
+                    "attempt {} starts ({reason}); call again",
+                    run.lane(lane).expect("lane").attempt
+                ),
+            )
+        }
+        Next::Requeue { lane, key } => {
+            let old = run.lane_mut(lane).expect("lane").take_current(key);
+            archive(ctx, &run_id, lane, &old)?;
+            let until = run.next_eligible_at.clone().unwrap_or_default();
+            report(
+                run,
+                lane,
+                "advanced",
+                format!("`{key}` was rate limited; it runs again from {until}: call again"),
+            )
+        }
+        Next::RelaunchDod { lane, key } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let old = l.take_current(key);
+            l.crashes += 1;
+            archive(ctx, &run_id, lane, &old)?;
+            report(
+                run,
+                lane,
+                "advanced",
+                format!("`{key}` crashed; it runs again: call again"),
+            )
+        }
+        Next::Block { lane, reason } => {
+            let l = run.lane_mut(lane).expect("lane");
+            l.stage = Stage::Blocked;
+            l.reason = Some(reason.clone());
+            run.status = RunStatus::Blocked;
+            emit(
+                &ctx.paths,
+                &run_id,
+                "run_blocked",
+                json!({"lane": lane, "reason": reason}),
+            );
+            report(
+                run,
+                lane,
+                "blocked",
+                format!("{reason}; fix it, then `iced run resume {run_id}`"),
+            )
+        }
+        Next::Deliver { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let mut record = started("deliver", l.attempt, None, None);
+            // A delivery commit a dead call prepared is kept: the next call adopts exactly it.
+            record.outcome = l
+                .record("deliver")
+                .and_then(|r| r.outcome.clone())
+                .filter(|o| o.get("prepared").is_some());
+            l.steps
+                .retain(|r| !(r.step == "deliver" && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::Deliver { lane: lane.clone() }
+        }
+        Next::PrepareValidators { lane, keys } => {
+            let l = run.lane_mut(lane).expect("lane");
+            super::judging::mark_prepare(l, keys);
+            Pending::PrepareValidators {
+                lane: lane.clone(),
+                keys: keys.clone(),
+            }
+        }
+        Next::LaunchValidators { lane, keys } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let keys = super::judging::mark_launch(l, keys);
+            Pending::LaunchValidators {
+                lane: lane.clone(),
+                keys,
+            }
+        }
+        Next::HandValidator { lane, key } => {
+            Pending::Report(Box::new(super::judging::hand(ctx, run, lane, key)))
+        }
+        Next::CheckValidator { lane, key } => {
+            let (pid, pid_start) = me();
+            let l = run.lane_mut(lane).expect("lane");
+            let r = l.record_mut(key).expect("a finished validator");
+            r.pid = Some(pid);
+            r.pid_start = pid_start;
+            Pending::CheckValidator {
+                lane: lane.clone(),
+                key: key.clone(),
+            }
+        }
+        Next::RedoValidator { lane, key } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let said = super::judging::redo(ctx, &run_id, l, key)?;
+            report(run, lane, "advanced", format!("{said}; call again"))
+        }
+        Next::Judge { lane } => {
+            let validators = super::judging::pinned_validators(ctx, run.lane(lane).expect("lane"));
+            super::judging::judge(ctx, run, lane, &validators)?;
+            super::judging::run_blocked(ctx, run, lane);
+            let l = run.lane(lane).expect("lane");
+            let (action, next) = match l.stage {
+                Stage::Refute => (
+                    "advanced",
+                    "blocking findings go to a refuter first; call again".to_owned(),
+                ),
+                Stage::Deliver => (
+                    "advanced",
+                    "the validators pass it; call again to deliver".to_owned(),
+                ),
+                Stage::Blocked => ("blocked", l.reason.clone().unwrap_or_default()),
+                _ => (
+                    "advanced",
+                    format!("fix round: attempt {} starts; call again", l.attempt),
+                ),
+            };
+            report(run, lane, action, next)
+        }
+        Next::FinishRefute { lane } => {
+            super::judging::finish_refute(ctx, run, lane)?;
+            super::judging::run_blocked(ctx, run, lane);
+            let l = run.lane(lane).expect("lane");
+            let (action, next) = match l.stage {
+                Stage::Deliver => (
+                    "advanced",
+                    "every blocking finding was refuted; call again to deliver".to_owned(),
+                ),
+                Stage::Blocked => ("blocked", l.reason.clone().unwrap_or_default()),
+                _ => (
+                    "advanced",
+                    format!(
+                        "confirmed findings go to a fix round: attempt {} starts; call again",
+                        l.attempt
+                    ),
+                ),
+            };
+            report(run, lane, action, next)
+        }
+        Next::Finish => {
+            let landed = |l: &Lane| matches!(l.stage, Stage::Delivered | Stage::Discarded);
+            let status = if run.lanes.iter().all(landed)
+                && run.lanes.iter().any(|l| l.stage == Stage::Delivered)
+            {
+                RunStatus::Delivered
+            } else if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
+                RunStatus::Handback
+            } else if run.lanes.iter().all(|l| l.stage == Stage::Discarded) {
+                RunStatus::Abandoned
+            } else {
+                RunStatus::Blocked
+            };
+            if status == RunStatus::Blocked {
+                // Not an end: `iced run resume` starts the blocked lanes' next attempts.
+                run.status = status;
+                let lane = focus_lane(run).id.clone();
+                emit(&ctx.paths, &run_id, "run_blocked", json!({"lane": lane}));
+            } else {
+                end_run(ctx, run, status)?;
+            }
+            Pending::Report(Box::new(ended_report(run)))
+        }
+        Next::Stall { lane, reason } => {
+            run.status = RunStatus::Blocked;
+            emit(
+                &ctx.paths,
+                &run_id,
+                "run_blocked",
+                json!({"lane": lane, "reason": reason}),
+            );
+            Pending::Report(Box::new(ended_report(run)))
+        }
+        Next::Sync { lane, step } => {
+            let l = run.lane_mut(lane).expect("lane");
+            let record = started(step, l.attempt, None, None);
+            l.steps
+                .retain(|r| !(r.step == *step && r.attempt == record.attempt));
+            l.steps.push(record);
+            Pending::Sync {
+                lane: lane.clone(),
+                step: step.clone(),
+            }
+        }
+        Next::LandAgain { lane } => {
+            let l = run.lane_mut(lane).expect("lane");
+            l.land_round += 1;
+            let round = l.land_round;
+            report(
+                run,
+                lane,
+                "advanced",
+                format!("the target moved under the landing; round {round} brings it in again"),
+            )
+        }
+    })
+}
