@@ -70,11 +70,11 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
         .values()
         .filter(|r| r.status.is_ended() && only.is_none_or(|o| o == r.id))
     {
-        let target = super::landing::target(ctx, run).unwrap_or_default();
+        let target = super::stage::land::target(ctx, run).unwrap_or_default();
         // Landed means in the remote's target when a remote is set (SPEC 23.3), fetched now.
         let landed_in = match &ctx.settings.land.remote {
-            Some(remote) => super::land::fetch(&ctx.repo.root, remote, &target),
-            None => super::land::rev(&ctx.repo.root, &format!("refs/heads/{target}")),
+            Some(remote) => super::stage::land::git::fetch(&ctx.repo.root, remote, &target),
+            None => super::stage::land::git::rev(&ctx.repo.root, &format!("refs/heads/{target}")),
         }
         .unwrap_or_default();
         let mut all = true;
@@ -83,8 +83,8 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
             let worktree = lane.worktree.as_deref().map(PathBuf::from);
             let branch = lane.branch.clone().unwrap_or_default();
             let result = if run.status == RunStatus::Delivered {
-                let landed = super::landing::landed_by_loop(lane);
-                super::land::retire(
+                let landed = super::stage::land::landed_by_loop(lane);
+                super::stage::land::git::retire(
                     &ctx.repo.root,
                     worktree.as_deref(),
                     &branch,
@@ -94,14 +94,16 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
             } else {
                 // An abandoned or handed-back run's work never landed: its branch is kept for a
                 // person; only a clean worktree goes.
-                Ok(super::land::Retired::NotLanded)
+                Ok(super::stage::land::git::Retired::NotLanded)
             };
             let said = match result {
-                Ok(super::land::Retired::Removed) => "retired".to_owned(),
-                Ok(super::land::Retired::DirtyKept(p)) => {
+                Ok(super::stage::land::git::Retired::Removed) => "retired".to_owned(),
+                Ok(super::stage::land::git::Retired::DirtyKept(p)) => {
                     format!("kept: `{}` has uncommitted changes", p.display())
                 }
-                Ok(super::land::Retired::NotLanded) => format!("not landed in `{target}` yet"),
+                Ok(super::stage::land::git::Retired::NotLanded) => {
+                    format!("not landed in `{target}` yet")
+                }
                 Err(e) => e,
             };
             all &= said == "retired";

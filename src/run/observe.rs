@@ -62,7 +62,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                 Observation::Finished(outcome) if outcome.nonce == nonce && validator_process => {
                     // A validator's tree and answer are checked outside the lock, next step.
                     let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
-                    super::judging::observed_finished(record, summary);
+                    super::stage::validators::observed_finished(record, summary);
                     emit(
                         &ctx.paths,
                         &run_id,

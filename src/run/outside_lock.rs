@@ -95,58 +95,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             )
         }
         Pending::LaunchImplementer { lane, nonce } => {
-            let l = snapshot.lane(&lane).expect("lane");
-            let runner = ctx
-                .settings
-                .implementer
-                .as_ref()
-                .expect("the process driver has a runner");
-            let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
-            let receipt = ctx.receipt_path(&snapshot.id, &lane, l.attempt);
-            let brief = ctx.brief_path(&snapshot.id, &lane, l.attempt);
-            let model = ctx.settings.implementer_model.clone().unwrap_or_default();
-            let values: Vec<(&str, String)> = vec![
-                ("prompt_file", brief.display().to_string()),
-                ("output_file", receipt.display().to_string()),
-                ("worktree", worktree.display().to_string()),
-                ("role", "implementer".into()),
-                ("model", model.clone()),
-                ("run", snapshot.id.clone()),
-                ("lane", lane.clone()),
-                ("attempt", l.attempt.to_string()),
-            ];
-            let dir = ctx.activity_dir(&snapshot.id, &lane, "implement", l.attempt);
-            let spec = agent_spec(
-                ctx,
-                runner,
-                &values,
-                AgentStart {
-                    read_only: false,
-                    nonce: &nonce,
-                    model: ctx.settings.implementer_model.as_deref(),
-                    prompt: &brief,
-                    cwd: worktree,
-                    gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
-                    dir: &dir,
-                },
-            )?;
-            crate::failpoint::hit("launch-after-record");
-            // Before the launch: an agent may be counted alive that never started (its end is
-            // logged when the loop finds it crashed), never one that runs uncounted.
-            emit(
-                &ctx.paths,
-                &snapshot.id,
-                "agent_start",
-                json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
-            );
-            launch(ctx, &dir, &spec)?;
-            crate::failpoint::hit("launch-after-spawn");
-            Ok(StepReport::for_lane(
-                snapshot,
-                l,
-                "waiting",
-                "the implementer is running; call again later",
-            ))
+            crate::run::stage::implement::launch(ctx, snapshot, lane, nonce)
         }
         Pending::LaunchDod { lane, keys } => {
             let l = snapshot.lane(&lane).expect("lane");
@@ -200,7 +149,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
         }
         Pending::Sync { lane, step } => {
             let l = snapshot.lane(&lane).expect("lane");
-            let done = super::landing::perform(ctx, snapshot, l, &step);
+            let done = super::stage::land::perform(ctx, snapshot, l, &step);
             record_after(ctx, &snapshot.id, &lane, &step, |l, record| {
                 finish(record, done.status, done.outcome.clone());
                 if let Some(stage) = done.stage {
@@ -213,12 +162,14 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             })
         }
         Pending::PrepareValidators { lane, keys } => {
-            super::judging::prepare(ctx, snapshot, &lane, &keys)
+            super::stage::validators::prepare(ctx, snapshot, &lane, &keys)
         }
         Pending::LaunchValidators { lane, keys } => {
-            super::judging::launch_all(ctx, snapshot, &lane, &keys)
+            super::stage::validators::launch_all(ctx, snapshot, &lane, &keys)
         }
-        Pending::CheckValidator { lane, key } => super::judging::check(ctx, snapshot, &lane, &key),
-        Pending::Deliver { lane } => super::deliver::step(ctx, snapshot, &lane),
+        Pending::CheckValidator { lane, key } => {
+            super::stage::validators::check(ctx, snapshot, &lane, &key)
+        }
+        Pending::Deliver { lane } => super::stage::deliver::step(ctx, snapshot, &lane),
     }
 }

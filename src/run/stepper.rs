@@ -34,13 +34,18 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             .lanes
             .iter()
             .filter(|l| matches!(l.stage, Stage::Validate | Stage::Refute))
-            .map(|l| (l.id.clone(), super::judging::pinned_validators(ctx, l)))
+            .map(|l| {
+                (
+                    l.id.clone(),
+                    super::stage::validators::pinned_validators(ctx, l),
+                )
+            })
             .collect(),
         pace_lanes: run_pace(ctx, run).lanes as usize,
         pace_agents: run_pace(ctx, run).agents as usize,
         agents_alive: 0,
         paced_until: paced_until(run),
-        validator_driver: super::judging::validator_driver(ctx),
+        validator_driver: super::stage::validators::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
         land_mode: ctx.settings.land.mode.clone(),
         arm_auto: ctx.settings.land.arm == "auto",

@@ -244,7 +244,7 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         }
         Next::PrepareValidators { lane, keys } => {
             let l = run.lane_mut(lane).expect("lane");
-            super::judging::mark_prepare(l, keys);
+            super::stage::validators::mark_prepare(l, keys);
             Pending::PrepareValidators {
                 lane: lane.clone(),
                 keys: keys.clone(),
@@ -252,15 +252,15 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         }
         Next::LaunchValidators { lane, keys } => {
             let l = run.lane_mut(lane).expect("lane");
-            let keys = super::judging::mark_launch(l, keys);
+            let keys = super::stage::validators::mark_launch(l, keys);
             Pending::LaunchValidators {
                 lane: lane.clone(),
                 keys,
             }
         }
-        Next::HandValidator { lane, key } => {
-            Pending::Report(Box::new(super::judging::hand(ctx, run, lane, key)))
-        }
+        Next::HandValidator { lane, key } => Pending::Report(Box::new(
+            super::stage::validators::hand(ctx, run, lane, key),
+        )),
         Next::CheckValidator { lane, key } => {
             let (pid, pid_start) = me();
             let l = run.lane_mut(lane).expect("lane");
@@ -274,13 +274,14 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         }
         Next::RedoValidator { lane, key } => {
             let l = run.lane_mut(lane).expect("lane");
-            let said = super::judging::redo(ctx, &run_id, l, key)?;
+            let said = super::stage::validators::redo(ctx, &run_id, l, key)?;
             report(run, lane, "advanced", format!("{said}; call again"))
         }
         Next::Judge { lane } => {
-            let validators = super::judging::pinned_validators(ctx, run.lane(lane).expect("lane"));
-            super::judging::judge(ctx, run, lane, &validators)?;
-            super::judging::run_blocked(ctx, run, lane);
+            let validators =
+                super::stage::validators::pinned_validators(ctx, run.lane(lane).expect("lane"));
+            super::stage::judge::judge(ctx, run, lane, &validators)?;
+            super::stage::judge::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
                 Stage::Refute => (
@@ -300,8 +301,8 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
             report(run, lane, action, next)
         }
         Next::FinishRefute { lane } => {
-            super::judging::finish_refute(ctx, run, lane)?;
-            super::judging::run_blocked(ctx, run, lane);
+            super::stage::refute::finish_refute(ctx, run, lane)?;
+            super::stage::judge::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
                 Stage::Deliver => (

@@ -3,5 +3,11 @@
 
 pub mod admit;
 pub mod brief;
+pub mod deliver;
+pub mod implement;
+pub mod judge;
+pub mod land;
 pub mod receipt;
+pub mod refute;
+pub mod validators;
 pub mod worktree;

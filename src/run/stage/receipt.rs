@@ -206,7 +206,7 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
         crate::run::dispositions::apply_dispositions(lane, &dispositions);
         if independent {
             if lane.validators.is_empty() {
-                lane.validators = crate::run::judging::validators_for(ctx, lane);
+                lane.validators = crate::run::stage::validators::validators_for(ctx, lane);
             }
             lane.stage = Stage::Validate;
         } else {
@@ -242,7 +242,7 @@ pub(crate) fn submit_receipt_once(
     ctx.transact(|state| {
         let run = open_run(ctx, state, run_id, "hand in")?;
         let run_snapshot = run.clone();
-        if let Some(report) = crate::run::judging::host_answer(ctx, run, &given, said)? {
+        if let Some(report) = crate::run::stage::validators::host_answer(ctx, run, &given, said)? {
             return Ok(report);
         }
         // The lane this path belongs to: the one whose receipt goes there now, else one in

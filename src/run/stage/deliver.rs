@@ -9,11 +9,11 @@
 //! not delivered. The commit is recorded as prepared before the branch moves, so a call killed in
 //! between is finished by the next, which adopts exactly that commit and no other.
 
-use super::ctx::Ctx;
-use super::records::{finish, record_after};
-use super::reply::StepReport;
-use super::state::{Lane, Run, Stage, StepStatus};
 use crate::refusal::Refusal;
+use crate::run::ctx::Ctx;
+use crate::run::records::{finish, record_after};
+use crate::run::reply::StepReport;
+use crate::run::state::{Lane, Run, Stage, StepStatus};
 use crate::unit::frontmatter::{apply, Edit};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -86,7 +86,7 @@ fn commits_between(dir: &Path, from: &str, to: &str) -> Vec<String> {
 /// the close commit, move the branch to it, and record the outcome.
 pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, Refusal> {
     let lane = snapshot.lane(lane_id).expect("lane");
-    super::judging::remove_sandboxes(ctx, lane);
+    crate::run::stage::validators::remove_sandboxes(ctx, lane);
     let result = deliver(ctx, snapshot, lane);
     crate::failpoint::hit("deliver-after-commit");
     let out = record_after(ctx, &snapshot.id, lane_id, "deliver", |l, record| {
@@ -144,7 +144,7 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
 
 /// Record `commit` as the delivery this call is about to make, on the `deliver` record it owns.
 fn record_prepared(ctx: &Ctx<'_>, run: &str, lane: &str, commit: &str) -> Result<(), Undelivered> {
-    let (mine, _) = super::records::me();
+    let (mine, _) = crate::run::records::me();
     let recorded = ctx
         .transact_pub(|state| {
             let Some(record) = state
@@ -225,7 +225,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     // The guard again, on the range delivered (SPEC 24.2).
     let base = run.base_of(lane);
     let denied =
-        super::lane_guard::judge_range(ctx, &lane.unit, worktree, (base, &head), base, &[])?;
+        crate::run::lane_guard::judge_range(ctx, &lane.unit, worktree, (base, &head), base, &[])?;
     if !denied.is_empty() {
         return Err(Undelivered::Failed(
             denied
@@ -240,7 +240,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         .filter(|r| r.status == StepStatus::Done)
         .and_then(|r| r.outcome.clone())
         .ok_or("the lane has no verified receipt")?;
-    let report: Value = super::kept::load_from(Some(&receipt), "report")
+    let report: Value = crate::run::kept::load_from(Some(&receipt), "report")
         .ok_or("the implementer's report, as the loop kept it, is missing or was changed")?;
     let keys: Vec<String> = lane
         .steps
@@ -251,7 +251,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     let answers: BTreeMap<String, Value> = keys
         .iter()
         .filter_map(|k| {
-            super::kept::load_from::<Value>(
+            crate::run::kept::load_from::<Value>(
                 lane.record(k).and_then(|r| r.outcome.as_ref()),
                 "answer",
             )
@@ -626,7 +626,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
         );
     }
     // The validators of this round that answered, in order.
-    let answered: Vec<&super::state::StepRecord> = lane
+    let answered: Vec<&crate::run::state::StepRecord> = lane
         .steps
         .iter()
         .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))

@@ -1,11 +1,14 @@
-//! The landing steps of a lane, as the engine runs them outside the lock: each returns the
+//! The landing steps of a lane, run outside the lock: each returns the
 //! outcome to record, and where the lane goes next. Idempotent on replay: a step that finds its
 //! work already done (the target already moved, the pull request already open, the worktree
 //! already gone) records that.
 
-use super::ctx::Ctx;
-use super::land::{self, Integrated, Retired};
-use super::state::{Lane, Run, Stage, StepStatus};
+pub mod git;
+
+use self::git as land;
+use self::git::{Integrated, Retired};
+use crate::run::ctx::Ctx;
+use crate::run::state::{Lane, Run, Stage, StepStatus};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -225,7 +228,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                     .into_iter()
                     .filter(|p| !differs.contains(p)),
                 );
-                match super::lane_guard::judge_range(
+                match crate::run::lane_guard::judge_range(
                     ctx,
                     &lane.unit,
                     &worktree,
@@ -261,7 +264,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                         // What the person's resume took, on record and in the event log.
                         outcome["accepted"] = before.clone().into();
                         outcome["accepted_commits"] = json!(commits);
-                        super::events::emit(
+                        crate::run::events::emit(
                             &ctx.paths,
                             &run.id,
                             "land_accepted",
@@ -378,7 +381,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
             }
         }
         "pr" if step == "pr-open" => {
-            let body = super::record::pr_body(run, lane);
+            let body = crate::run::record::pr_body(run, lane);
             let body_file = ctx
                 .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
                 .join("body.md");
@@ -392,7 +395,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
             let values = placeholders(&branch, &target, &title, &body_file, "", "");
             // A call that died after opening left a pull request: find it rather than open a second.
             if let Some(find) = &settings.pr_find {
-                if let Ok(out) = land::forge(root, &super::launch::expand(find, &values)) {
+                if let Ok(out) = land::forge(root, &crate::run::launch::expand(find, &values)) {
                     if let Some((url, number)) = land::pr_from_output(&out) {
                         return ok(
                             json!({"url": url, "number": number, "found": true}),
@@ -402,7 +405,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                     }
                 }
             }
-            let out = land::forge(root, &super::launch::expand(&settings.pr_open, &values));
+            let out = land::forge(
+                root,
+                &crate::run::launch::expand(&settings.pr_open, &values),
+            );
             crate::failpoint::hit("pr-after-open");
             match out {
                 Ok(out) => match land::pr_from_output(&out) {
@@ -435,7 +441,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
                 .join("body.md");
             let values = placeholders(&branch, &target, &title, &body_file, &url, &number);
-            match land::forge(root, &super::launch::expand(&settings.pr_arm, &values)) {
+            match land::forge(root, &crate::run::launch::expand(&settings.pr_arm, &values)) {
                 Ok(_) => ok(
                     json!({"url": url, "armed": true}),
                     Some(Stage::Retire),

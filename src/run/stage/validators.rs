@@ -1,20 +1,72 @@
-//! The validate and refute stages, as steps of the loop: prepare each validator's sandbox and
-//! prompt, launch it (or hand it to the host), check its tree and its answer, judge the round,
-//! and have blocking findings refuted or confirmed before they bounce to a fix round.
-//!
-//! Every function here is called by the engine in its two phases: under the lock (record, decide)
-//! or outside it (git, files, launching), then `record_after` checks the work is still current.
+//! The validate stage (SPEC 22.1, 22.2, 24.3): which validators judge a lane, each one's sandbox
+//! (a checkout of the head the receipt recorded) and prompt, launched through the validator
+//! runner or handed to the host, then its tree and its answer checked. The refuter is started and
+//! checked the same way (`refute` is a validator step of its own).
 
-use super::ctx::Ctx;
-use super::events::emit;
-use super::launch::{gate_value, launch};
-use super::records::{archive, finish, me, new_attempt, new_nonce, record_after, started};
-use super::reply::StepReport;
-use super::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
-use super::validate::{self, Finding, Fingerprint};
 use crate::refusal::Refusal;
+use crate::run::ctx::Ctx;
+use crate::run::events::emit;
+use crate::run::launch::{gate_value, launch};
+use crate::run::records::{archive, finish, me, new_nonce, record_after, started};
+use crate::run::reply::StepReport;
+use crate::run::state::{Driver, Lane, Run, Stage, StepRecord, StepStatus};
+use crate::run::validate::{self, Finding, Fingerprint};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+
+pub(crate) fn name_of(key: &str) -> &str {
+    key.strip_prefix("validate-").unwrap_or(key)
+}
+
+pub(crate) fn role_of(key: &str) -> &'static str {
+    if key == "refute" {
+        "refuter"
+    } else {
+        "validator"
+    }
+}
+
+/// The sandbox a validator reads in: a detached checkout of the lane's head, beside the lane's
+/// worktree.
+pub(crate) fn sandbox(lane: &Lane, key: &str, attempt: u32) -> PathBuf {
+    let worktree = lane.worktree.clone().unwrap_or_default();
+    PathBuf::from(format!("{worktree}.validators")).join(format!("{}-{attempt}", name_of(key)))
+}
+
+pub(crate) fn output_path(
+    ctx: &Ctx<'_>,
+    run: &str,
+    lane: &str,
+    key: &str,
+    attempt: u32,
+) -> PathBuf {
+    ctx.activity_dir(run, lane, key, attempt)
+        .join("output.json")
+}
+
+pub(crate) fn prompt_path(
+    ctx: &Ctx<'_>,
+    run: &str,
+    lane: &str,
+    key: &str,
+    attempt: u32,
+) -> PathBuf {
+    ctx.activity_dir(run, lane, key, attempt).join("prompt.md")
+}
+
+pub(crate) fn remove_sandbox(root: &Path, path: &Path) {
+    if path.exists() {
+        let shown = path.display().to_string();
+        let _ = crate::git::run(root, &["worktree", "remove", "--force", &shown]);
+        let _ = std::fs::remove_dir_all(path);
+        crate::failpoint::hit("validator-after-remove");
+    }
+    let _ = crate::git::run(root, &["worktree", "prune"]);
+    // The `<lane>.validators` folder goes when its last sandbox does.
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
 
 /// The validators of a unit: its lenses (`verify.lenses`, `auto` picked by tier and risk) and the
 /// configured reviewers.
@@ -53,52 +105,6 @@ pub fn validator_driver(ctx: &Ctx<'_>) -> Driver {
         Driver::Host
     }
 }
-
-fn name_of(key: &str) -> &str {
-    key.strip_prefix("validate-").unwrap_or(key)
-}
-
-fn role_of(key: &str) -> &'static str {
-    if key == "refute" {
-        "refuter"
-    } else {
-        "validator"
-    }
-}
-
-/// The sandbox a validator reads in: a detached checkout of the lane's head, beside the lane's
-/// worktree.
-fn sandbox(lane: &Lane, key: &str, attempt: u32) -> PathBuf {
-    let worktree = lane.worktree.clone().unwrap_or_default();
-    PathBuf::from(format!("{worktree}.validators")).join(format!("{}-{attempt}", name_of(key)))
-}
-
-fn output_path(ctx: &Ctx<'_>, run: &str, lane: &str, key: &str, attempt: u32) -> PathBuf {
-    ctx.activity_dir(run, lane, key, attempt)
-        .join("output.json")
-}
-
-fn prompt_path(ctx: &Ctx<'_>, run: &str, lane: &str, key: &str, attempt: u32) -> PathBuf {
-    ctx.activity_dir(run, lane, key, attempt).join("prompt.md")
-}
-
-fn remove_sandbox(root: &Path, path: &Path) {
-    if path.exists() {
-        let shown = path.display().to_string();
-        let _ = crate::git::run(root, &["worktree", "remove", "--force", &shown]);
-        let _ = std::fs::remove_dir_all(path);
-        crate::failpoint::hit("validator-after-remove");
-    }
-    let _ = crate::git::run(root, &["worktree", "prune"]);
-    // The `<lane>.validators` folder goes when its last sandbox does.
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::remove_dir(parent);
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Under the lock
-// ------------------------------------------------------------------------------------------------
 
 /// Record `started` for each validator step to prepare (this call owns them).
 pub fn mark_prepare(lane: &mut Lane, keys: &[String]) {
@@ -187,7 +193,7 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<S
             .as_ref()
             .is_some_and(|o| o.get("mutation").is_some())
     });
-    let limited = old.iter().any(super::decide::rate_limited);
+    let limited = old.iter().any(crate::run::decide::rate_limited);
     if mutated {
         lane.mutations += 1;
     } else if !limited {
@@ -202,190 +208,6 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<S
         format!("`{key}` crashed; it runs again")
     })
 }
-
-/// Every validator of the round answered (or could not): merge what they said, mint the findings,
-/// and go on to refutation, a fix round, a person, or delivery.
-pub fn judge(
-    ctx: &Ctx<'_>,
-    run: &mut Run,
-    lane_id: &str,
-    validators: &[String],
-) -> Result<(), Refusal> {
-    let run_id = run.id.clone();
-    let max_attempts = ctx.settings.max_attempts;
-    let lane = run.lane_mut(lane_id).expect("lane");
-    let attempt = lane.attempt;
-    let keys: Vec<String> = validators.iter().map(|v| format!("validate-{v}")).collect();
-    let text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
-        .map_err(|e| e.refusal(ctx.step))?;
-    let unit = crate::unit::parse_unit(&text);
-    let answers = super::answer::answers(lane, &keys);
-    let merged = validate::merge(&unit, &answers);
-    // The verdict is about the head the receipt recorded, which every sandbox checked out.
-    let judged = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
-    let head = judged["head"].as_str().map(str::to_owned);
-    let mut minted = Vec::new();
-    let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
-        let n = lane.findings.len() + 1;
-        let finding = Finding {
-            id: format!("{}-F{n}", lane.id),
-            by,
-            head: head.clone(),
-            round: attempt,
-            status: if matches!(evidence.severity.as_str(), "S1-stop-the-line" | "S2-major") {
-                "open".into()
-            } else {
-                "noted".into()
-            },
-            evidence,
-            refutation: None,
-            disposition: None,
-        };
-        minted.push(finding.id.clone());
-        lane.findings.push(finding);
-    };
-    for (name, answer) in &answers {
-        for f in answer.iter().flat_map(|a| a.findings.iter()) {
-            mint(lane, name.clone(), f.clone());
-        }
-    }
-    for (by, evidence) in validate::contract_findings(&unit, &merged, &answers) {
-        mint(lane, by, evidence);
-    }
-    let manual = validate::manual_expectations(&unit);
-    let undecided: Vec<String> = merged
-        .expectations
-        .iter()
-        .filter(|(id, r)| r.as_str() == "unknown" && !manual.contains(id))
-        .map(|(id, _)| id.clone())
-        .collect();
-    let mut record = started("judge", attempt, None, None);
-    record.pid = None;
-    record.pid_start = None;
-    let needs_human = merged.needs_human || !manual.is_empty();
-    finish(
-        &mut record,
-        StepStatus::Done,
-        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human, "head": judged["head"], "tree": judged["tree"]}),
-    );
-    lane.steps
-        .retain(|r| !(r.step == "judge" && r.attempt == attempt));
-    lane.steps.push(record);
-    emit(
-        &ctx.paths,
-        &run_id,
-        "step_done",
-        json!({"lane": lane_id, "step": "judge", "attempt": attempt, "outcome": {"minted": minted, "undecided": undecided, "needs_human": needs_human}}),
-    );
-    let to_refute = lane
-        .findings
-        .iter()
-        .any(|f| f.round == attempt && f.status == "open");
-    if to_refute && ctx.settings.refute {
-        lane.stage = Stage::Refute;
-        return Ok(());
-    }
-    resolve(ctx, &run_id, lane, max_attempts)
-}
-
-/// After judging (and refuting): a fix round for open blocking findings, a person for what no
-/// validator could decide, or delivery.
-pub fn resolve(
-    ctx: &Ctx<'_>,
-    run_id: &str,
-    lane: &mut Lane,
-    max_attempts: u32,
-) -> Result<(), Refusal> {
-    let open: Vec<&Finding> = lane
-        .findings
-        .iter()
-        .filter(|f| f.status == "open")
-        .collect();
-    if !open.is_empty() {
-        let listed = open
-            .iter()
-            .map(|f| {
-                format!(
-                    "- {} ({}): {}",
-                    f.id, f.evidence.severity, f.evidence.summary
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if lane.attempt >= max_attempts {
-            lane.stage = Stage::Blocked;
-            lane.reason = Some(format!(
-                "open findings after {} attempts:\n{listed}",
-                lane.attempt
-            ));
-            return Ok(());
-        }
-        return new_attempt(ctx, run_id, lane, format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"), false);
-    }
-    let undecided: Vec<String> = lane
-        .outcome("judge")
-        .and_then(|o| o["undecided"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    if !undecided.is_empty() {
-        lane.stage = Stage::Blocked;
-        lane.reason = Some(format!(
-            "needs a person: no validator could judge {}",
-            undecided.join(", ")
-        ));
-        return Ok(());
-    }
-    lane.stage = Stage::Deliver;
-    Ok(())
-}
-
-/// The refuter answered: refuted findings close; confirmed (or unanswered) ones stay open.
-pub fn finish_refute(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Refusal> {
-    let run_id = run.id.clone();
-    let max_attempts = ctx.settings.max_attempts;
-    let lane = run.lane_mut(lane_id).expect("lane");
-    let attempt = lane.attempt;
-    let answer = super::kept::load_from::<validate::RefuteAnswer>(
-        lane.record("refute").and_then(|r| r.outcome.as_ref()),
-        "answer",
-    );
-    for f in lane
-        .findings
-        .iter_mut()
-        .filter(|f| f.round == attempt && f.status == "open")
-    {
-        let said = answer
-            .as_ref()
-            .and_then(|a| a.findings.iter().find(|r| r.finding_id == f.id));
-        match said {
-            Some(r) if r.decision == "refuted" => {
-                f.status = "refuted".into();
-                f.refutation = Some(serde_json::to_value(r).expect("serialises"));
-            }
-            Some(r) => {
-                f.refutation = Some(serde_json::to_value(r).expect("serialises"));
-                if let Some(s) = &r.failure_scenario {
-                    f.evidence.failure_scenario = s.clone();
-                }
-            }
-            // Not refuted is not refuted: a finding the refuter left alone still bounces.
-            None => {}
-        }
-    }
-    emit(
-        &ctx.paths,
-        &run_id,
-        "step_done",
-        json!({"lane": lane_id, "step": "refute", "attempt": attempt, "outcome": {"findings": lane.findings.iter().filter(|f| f.round == attempt).map(validate::finding_json).collect::<Vec<_>>()}}),
-    );
-    resolve(ctx, &run_id, lane, max_attempts)
-}
-
-// ------------------------------------------------------------------------------------------------
-// Outside the lock
-// ------------------------------------------------------------------------------------------------
 
 /// Make each validator's sandbox, fingerprint it, write its prompt; then record each prepared.
 pub fn prepare(
@@ -441,9 +263,9 @@ pub fn prepare(
     .map(str::to_owned)
     .collect();
     let kept_report: Value =
-        super::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
+        crate::run::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
     let report = json!({"summary": kept_report["summary"], "evidence": kept_report["evidence"]});
-    let rules = super::stage::brief::ancestor_rules(ctx.repo, &unit_text);
+    let rules = crate::run::stage::brief::ancestor_rules(ctx.repo, &unit_text);
     let rejected: Vec<Finding> = lane
         .findings
         .iter()
@@ -459,7 +281,7 @@ pub fn prepare(
     let mut prepared: Vec<(String, Value)> = Vec::new();
     for key in keys {
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
-        super::state::ensure_dir(&dir, ctx.step)?;
+        crate::run::state::ensure_dir(&dir, ctx.step)?;
         let path = sandbox(lane, key, attempt);
         let shown = path.display().to_string();
         // A fresh sandbox, whatever is at its path. The `git worktree add` of a call that died
@@ -555,7 +377,7 @@ pub fn prepare(
 }
 
 /// The lane moved after its receipt: fail the validator steps this call prepares, naming how.
-fn record_moved(
+pub(crate) fn record_moved(
     ctx: &Ctx<'_>,
     snapshot: &Run,
     lane_id: &str,
@@ -615,11 +437,11 @@ pub fn launch_all(
             ("lane", lane_id.to_owned()),
             ("attempt", lane.attempt.to_string()),
         ];
-        let mut spec = super::launch::agent_spec(
+        let mut spec = crate::run::launch::agent_spec(
             ctx,
             runner,
             &values,
-            super::launch::AgentStart {
+            crate::run::launch::AgentStart {
                 read_only: true,
                 nonce,
                 model: ctx.settings.validator_model.as_deref(),
@@ -701,7 +523,7 @@ pub fn check(
                 format!("validator-{}", name_of(key))
             };
             let transcript = ctx.transcript_path(&snapshot.id, lane_id, &role, attempt);
-            super::launch::read_harness(
+            crate::run::launch::read_harness(
                 &dir,
                 r,
                 (exit_code, timed_out),
@@ -712,11 +534,11 @@ pub fn check(
         });
     // The answer is checked strictly and a copy kept in a file of the loop's own; the state names
     // the copy, never the answer (SPEC 24.5).
-    let parsed: Result<super::kept::Kept, String> =
-        super::answer::read_answer(ctx, lane, key, &output)
+    let parsed: Result<crate::run::kept::Kept, String> =
+        crate::run::answer::read_answer(ctx, lane, key, &output)
             .map_err(|p| format!("{}: {}", p.code, p.message))
             .and_then(|answer| {
-                super::kept::keep(&dir.join("answer.json"), &answer).map_err(|e| e.to_string())
+                crate::run::kept::keep(&dir.join("answer.json"), &answer).map_err(|e| e.to_string())
             });
     // The sandbox goes only once its check is recorded: a call that dies before would leave the
     // next one a missing sandbox, which it could not tell from a validator that removed it.
@@ -809,7 +631,7 @@ pub fn remove_sandboxes(ctx: &Ctx<'_>, lane: &Lane) {
     let _ = std::fs::remove_dir(&dir);
 }
 
-fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {
+pub(crate) fn write_json(path: &Path, value: &Value, step: &str) -> Result<(), Refusal> {
     let mut text = serde_json::to_vec_pretty(value).expect("serialises");
     text.push(b'\n');
     crate::store::write_atomic(path, &text, 0o600).map_err(|e| crate::repo::store_refusal(step, e))
@@ -822,7 +644,7 @@ pub fn host_answer(
     ctx: &Ctx<'_>,
     run: &mut Run,
     given: &Path,
-    said: &super::host::HostAgent,
+    said: &crate::run::host::HostAgent,
 ) -> Result<Option<StepReport>, Refusal> {
     let run_id = run.id.clone();
     // The lane whose validator writes to `given` (a project run has several in validation).
@@ -851,7 +673,7 @@ pub fn host_answer(
     };
     let lane = &mut run.lanes[index];
     let attempt = lane.attempt;
-    if let Err(p) = super::answer::read_answer(ctx, lane, &key, &path) {
+    if let Err(p) = crate::run::answer::read_answer(ctx, lane, &key, &path) {
         if p.code != "answer-unparsable" {
             let remedy = match p.code {
                 "answer-too-large" => "shorten the answer (at most 256 KiB) and hand it in again",
@@ -871,7 +693,7 @@ pub fn host_answer(
         // Under `finished`, which the check keeps: what the host said its agent used.
         o.insert(
             "finished".into(),
-            json!({"host": true, super::host::SAID: said}),
+            json!({"host": true, crate::run::host::SAID: said}),
         );
     }
     record.pid = None;
@@ -898,19 +720,4 @@ pub fn observed_finished(record: &mut StepRecord, outcome: Value) {
     record.outcome = Some(o);
     record.pid = None;
     record.pid_start = None;
-}
-
-/// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).
-pub fn run_blocked(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) {
-    let Some(lane) = run.lane(lane_id).filter(|l| l.stage == Stage::Blocked) else {
-        return;
-    };
-    let reason = lane.reason.clone();
-    run.status = RunStatus::Blocked;
-    emit(
-        &ctx.paths,
-        &run.id,
-        "run_blocked",
-        json!({"lane": lane_id, "reason": reason}),
-    );
 }

@@ -1,0 +1,74 @@
+//! The implement step under the process driver (SPEC 20.4, 20.8): the implementer of an attempt,
+//! started through the implementer runner in the lane's worktree with the attempt's brief, as an
+//! activity; logged alive before it starts. (Under the host driver the agent is handed to the host:
+//! `run::host`.)
+
+use crate::refusal::Refusal;
+use crate::run::ctx::Ctx;
+use crate::run::events::emit;
+use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
+use crate::run::reply::StepReport;
+use crate::run::state::Run;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Start the implementer of `lane`'s attempt, whose `implement` record holds `nonce`.
+pub(crate) fn launch(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane: String,
+    nonce: String,
+) -> Result<StepReport, Refusal> {
+    let l = snapshot.lane(&lane).expect("lane");
+    let runner = ctx
+        .settings
+        .implementer
+        .as_ref()
+        .expect("the process driver has a runner");
+    let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
+    let receipt = ctx.receipt_path(&snapshot.id, &lane, l.attempt);
+    let brief = ctx.brief_path(&snapshot.id, &lane, l.attempt);
+    let model = ctx.settings.implementer_model.clone().unwrap_or_default();
+    let values: Vec<(&str, String)> = vec![
+        ("prompt_file", brief.display().to_string()),
+        ("output_file", receipt.display().to_string()),
+        ("worktree", worktree.display().to_string()),
+        ("role", "implementer".into()),
+        ("model", model.clone()),
+        ("run", snapshot.id.clone()),
+        ("lane", lane.clone()),
+        ("attempt", l.attempt.to_string()),
+    ];
+    let dir = ctx.activity_dir(&snapshot.id, &lane, "implement", l.attempt);
+    let spec = agent_spec(
+        ctx,
+        runner,
+        &values,
+        AgentStart {
+            read_only: false,
+            nonce: &nonce,
+            model: ctx.settings.implementer_model.as_deref(),
+            prompt: &brief,
+            cwd: worktree,
+            gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
+            dir: &dir,
+        },
+    )?;
+    crate::failpoint::hit("launch-after-record");
+    // Before the launch: an agent may be counted alive that never started (its end is
+    // logged when the loop finds it crashed), never one that runs uncounted.
+    emit(
+        &ctx.paths,
+        &snapshot.id,
+        "agent_start",
+        json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
+    );
+    start(ctx, &dir, &spec)?;
+    crate::failpoint::hit("launch-after-spawn");
+    Ok(StepReport::for_lane(
+        snapshot,
+        l,
+        "waiting",
+        "the implementer is running; call again later",
+    ))
+}

@@ -1,0 +1,164 @@
+//! The judge step (SPEC 22.4): every validator of the round answered (or could not); their answers
+//! merged, findings minted by the loop, and the lane sent on to refutation, a fix round, a person,
+//! or delivery.
+
+use crate::refusal::Refusal;
+use crate::run::ctx::Ctx;
+use crate::run::events::emit;
+use crate::run::records::{finish, new_attempt, started};
+use crate::run::state::{Lane, Run, RunStatus, Stage, StepStatus};
+use crate::run::validate::{self, Finding};
+use serde_json::{json, Value};
+
+/// Every validator of the round answered (or could not): merge what they said, mint the findings,
+/// and go on to refutation, a fix round, a person, or delivery.
+pub fn judge(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    lane_id: &str,
+    validators: &[String],
+) -> Result<(), Refusal> {
+    let run_id = run.id.clone();
+    let max_attempts = ctx.settings.max_attempts;
+    let lane = run.lane_mut(lane_id).expect("lane");
+    let attempt = lane.attempt;
+    let keys: Vec<String> = validators.iter().map(|v| format!("validate-{v}")).collect();
+    let text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
+        .map_err(|e| e.refusal(ctx.step))?;
+    let unit = crate::unit::parse_unit(&text);
+    let answers = crate::run::answer::answers(lane, &keys);
+    let merged = validate::merge(&unit, &answers);
+    // The verdict is about the head the receipt recorded, which every sandbox checked out.
+    let judged = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let head = judged["head"].as_str().map(str::to_owned);
+    let mut minted = Vec::new();
+    let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
+        let n = lane.findings.len() + 1;
+        let finding = Finding {
+            id: format!("{}-F{n}", lane.id),
+            by,
+            head: head.clone(),
+            round: attempt,
+            status: if matches!(evidence.severity.as_str(), "S1-stop-the-line" | "S2-major") {
+                "open".into()
+            } else {
+                "noted".into()
+            },
+            evidence,
+            refutation: None,
+            disposition: None,
+        };
+        minted.push(finding.id.clone());
+        lane.findings.push(finding);
+    };
+    for (name, answer) in &answers {
+        for f in answer.iter().flat_map(|a| a.findings.iter()) {
+            mint(lane, name.clone(), f.clone());
+        }
+    }
+    for (by, evidence) in validate::contract_findings(&unit, &merged, &answers) {
+        mint(lane, by, evidence);
+    }
+    let manual = validate::manual_expectations(&unit);
+    let undecided: Vec<String> = merged
+        .expectations
+        .iter()
+        .filter(|(id, r)| r.as_str() == "unknown" && !manual.contains(id))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let mut record = started("judge", attempt, None, None);
+    record.pid = None;
+    record.pid_start = None;
+    let needs_human = merged.needs_human || !manual.is_empty();
+    finish(
+        &mut record,
+        StepStatus::Done,
+        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human, "head": judged["head"], "tree": judged["tree"]}),
+    );
+    lane.steps
+        .retain(|r| !(r.step == "judge" && r.attempt == attempt));
+    lane.steps.push(record);
+    emit(
+        &ctx.paths,
+        &run_id,
+        "step_done",
+        json!({"lane": lane_id, "step": "judge", "attempt": attempt, "outcome": {"minted": minted, "undecided": undecided, "needs_human": needs_human}}),
+    );
+    let to_refute = lane
+        .findings
+        .iter()
+        .any(|f| f.round == attempt && f.status == "open");
+    if to_refute && ctx.settings.refute {
+        lane.stage = Stage::Refute;
+        return Ok(());
+    }
+    resolve(ctx, &run_id, lane, max_attempts)
+}
+
+/// After judging (and refuting): a fix round for open blocking findings, a person for what no
+/// validator could decide, or delivery.
+pub fn resolve(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &mut Lane,
+    max_attempts: u32,
+) -> Result<(), Refusal> {
+    let open: Vec<&Finding> = lane
+        .findings
+        .iter()
+        .filter(|f| f.status == "open")
+        .collect();
+    if !open.is_empty() {
+        let listed = open
+            .iter()
+            .map(|f| {
+                format!(
+                    "- {} ({}): {}",
+                    f.id, f.evidence.severity, f.evidence.summary
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if lane.attempt >= max_attempts {
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(format!(
+                "open findings after {} attempts:\n{listed}",
+                lane.attempt
+            ));
+            return Ok(());
+        }
+        return new_attempt(ctx, run_id, lane, format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"), false);
+    }
+    let undecided: Vec<String> = lane
+        .outcome("judge")
+        .and_then(|o| o["undecided"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    if !undecided.is_empty() {
+        lane.stage = Stage::Blocked;
+        lane.reason = Some(format!(
+            "needs a person: no validator could judge {}",
+            undecided.join(", ")
+        ));
+        return Ok(());
+    }
+    lane.stage = Stage::Deliver;
+    Ok(())
+}
+
+/// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).
+pub fn run_blocked(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) {
+    let Some(lane) = run.lane(lane_id).filter(|l| l.stage == Stage::Blocked) else {
+        return;
+    };
+    let reason = lane.reason.clone();
+    run.status = RunStatus::Blocked;
+    emit(
+        &ctx.paths,
+        &run.id,
+        "run_blocked",
+        json!({"lane": lane_id, "reason": reason}),
+    );
+}
