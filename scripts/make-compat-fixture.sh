@@ -14,7 +14,7 @@
 # point (as the host, or with `fixtures/fake-agent` under the process driver) and saves, under
 # fixtures/compat/<name>/:
 #
-#   repo.bundle    `git bundle --all` of the repository: main and the lane branch
+#   repo.bundle    `git bundle --branches` of the repository: main and the lane branch
 #   run/           `.iced/run/` as the loop left it: state.json, events.jsonl, and the run folder
 #                  (briefs, reports, kept copies, validator prompts and answers, activity files,
 #                  history.jsonl). Not `lock` (empty when free) nor `.gitignore` (`*`, which would
@@ -212,7 +212,7 @@ save() {
   [ -z "$(git_in "$root" status --porcelain)" ] || { echo "$name: the person's checkout is not clean" >&2; exit 1; }
   rm -rf "$dest"
   mkdir -p "$dest/claims"
-  git_in "$root" bundle create -q "$dest/repo.bundle" --all
+  git_in "$root" bundle create -q "$dest/repo.bundle" --branches
   (cd "$root/.iced" && tar -cf - --exclude=run/.gitignore --exclude=run/lock run) | tar -xf - -C "$dest"
   cp "$root/.git/iced/claims/"*.json "$dest/claims/"
   [ -f "$dir/agent.txt" ] && cp "$dir/agent.txt" "$dest/agent.txt"
