@@ -5,6 +5,7 @@ mod env;
 mod authoring;
 mod bad_input;
 mod claims;
+mod compat;
 mod crash;
 mod examples;
 mod guard;
