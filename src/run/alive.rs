@@ -2,9 +2,9 @@
 //! under the process driver and of validators run by a runner, and the agents handed to a host.
 
 use super::ctx::Ctx;
-use super::keys::is_validator_step;
 use super::state::{Driver, Run, StepStatus};
 use crate::activity::{self, Observation};
+use crate::run::keys::StepKey;
 
 /// The agents of `run` alive now (SPEC 20.9): its launches recorded and not yet ended, of the
 /// implementer under the process driver and of validators run by a runner, and the agents handed
@@ -16,8 +16,8 @@ pub(crate) fn agents_alive(ctx: &Ctx<'_>, run: &Run, check: bool) -> usize {
         for r in lane.steps.iter().filter(|r| {
             r.status == StepStatus::Started && r.nonce.is_some() && r.attempt == lane.attempt
         }) {
-            let agent = (r.step == "implement" && run.driver == Driver::Process)
-                || (is_validator_step(&r.step)
+            let agent = (r.step == StepKey::Implement && run.driver == Driver::Process)
+                || (r.step.is_validator()
                     && ctx.settings.validator.is_some()
                     && r.outcome
                         .as_ref()

@@ -3,26 +3,23 @@
 //! the findings asked about, and read back from the copy the loop kept. Never trusted otherwise.
 
 use super::ctx::Ctx;
+use super::keys::StepKey;
 use super::state::Lane;
 use super::validate::{self, Answer};
 use crate::store::StoreError;
 use serde_json::Value;
 use std::path::Path;
 
-fn name_of(key: &str) -> &str {
-    key.strip_prefix("validate-").unwrap_or(key)
-}
-
 /// Each validator's answer, read back from the copy the loop kept (SPEC 24.5); a copy that is
 /// missing or changed is no answer.
-pub fn answers(lane: &Lane, keys: &[String]) -> Vec<(String, Option<Answer>)> {
+pub fn answers(lane: &Lane, keys: &[StepKey]) -> Vec<(String, Option<Answer>)> {
     keys.iter()
         .map(|key| {
             let answer = super::kept::load_from::<Answer>(
                 lane.record(key).and_then(|r| r.outcome.as_ref()),
                 "answer",
             );
-            (name_of(key).to_owned(), answer)
+            (key.validator_name().unwrap_or("").to_owned(), answer)
         })
         .collect()
 }
@@ -40,7 +37,7 @@ pub fn known_ids(ctx: &Ctx<'_>, unit_text: &str) -> validate::KnownIds {
 pub fn read_answer(
     ctx: &Ctx<'_>,
     lane: &Lane,
-    key: &str,
+    key: &StepKey,
     path: &Path,
 ) -> Result<Value, validate::AnswerProblem> {
     let problem = |code: &'static str, message: String| validate::AnswerProblem { code, message };
@@ -63,7 +60,7 @@ pub fn read_answer(
         Err(e) => return Err(problem("answer-invalid", e.to_string())),
     };
     let text = String::from_utf8_lossy(&bytes);
-    if key == "refute" {
+    if *key == StepKey::Refute {
         let asked: Vec<String> = lane
             .findings
             .iter()

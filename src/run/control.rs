@@ -8,6 +8,7 @@ use super::state::{Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
 use crate::activity::{self};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use crate::run::records::*;
 use crate::run::reply::*;
 use crate::run::stage::receipt::*;
@@ -203,14 +204,14 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
             // a new round that takes whatever the person did on its branch.
             let run_id = run.id.clone();
             for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked) {
-                if lane.is_done("deliver") {
-                    if lane.is_done("pr-arm") {
+                if lane.is_done(&StepKey::Deliver) {
+                    if lane.is_done(&StepKey::PrArm) {
                         return Err(ctx.refuse(
                             "pr-armed",
                             format!(
                                 "lane `{}` has an armed pull request ({}); the loop never pushes to a pull request after arming it",
                                 lane.id,
-                                lane.outcome("pr-open").and_then(|o| o["url"].as_str()).unwrap_or("?")
+                                lane.outcome(&StepKey::PrOpen).and_then(|o| o["url"].as_str()).unwrap_or("?")
                             ),
                             "change it on the forge yourself, or close it and abandon this run (`iced run abandon`), then build again",
                         ));
@@ -221,7 +222,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                         .steps
                         .iter()
                         .filter(|r| r.attempt == attempt && r.status == StepStatus::Failed)
-                        .filter(|r| matches!(r.step.as_str(), "push-branch" | "pr-open" | "pr-arm" | "retire"))
+                        .filter(|r| matches!(r.step, StepKey::PushBranch | StepKey::PrOpen | StepKey::PrArm | StepKey::Retire))
                         .cloned()
                         .collect();
                     lane.steps.retain(|r| !failed.contains(r));
@@ -232,7 +233,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                     lane.crashes = 0;
                     // A person resumed this round: what they did on the lane branch is theirs to
                     // land (SPEC 23.3, 24.3); the landing records what it takes.
-                    let mut record = started(&format!("resume-{}", lane.land_round), lane.attempt, None, None);
+                    let mut record = started(StepKey::Resume(lane.land_round), lane.attempt, None, None);
                     record.pid = None;
                     record.pid_start = None;
                     finish(&mut record, StepStatus::Done, json!({"by": "person"}));
@@ -251,7 +252,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                 )?;
                 lane.crashes = 0;
                 if !had_worktree {
-                    lane.steps.retain(|r| r.step != "worktree");
+                    lane.steps.retain(|r| r.step != StepKey::Worktree);
                 }
             }
             run.status = RunStatus::Running;

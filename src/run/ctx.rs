@@ -3,6 +3,7 @@
 //! run's files lives. Nothing here reads the state or decides.
 
 use super::claims::Claims;
+use super::keys::StepKey;
 use super::lock::transact;
 use super::settings::Settings;
 use super::state::{Driver, RunPaths, State};
@@ -109,7 +110,13 @@ impl<'a> Ctx<'a> {
         self.lane_dir(run, lane).join(format!("brief-{attempt}.md"))
     }
 
-    pub(super) fn activity_dir(&self, run: &str, lane: &str, step: &str, attempt: u32) -> PathBuf {
+    pub(crate) fn activity_dir(
+        &self,
+        run: &str,
+        lane: &str,
+        step: &StepKey,
+        attempt: u32,
+    ) -> PathBuf {
         self.lane_dir(run, lane)
             .join("activities")
             .join(format!("{step}-{attempt}"))

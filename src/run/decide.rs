@@ -2,6 +2,7 @@
 //! here; everything non-deterministic was recorded into the state before `decide` is asked. That is
 //! what makes replay safe: the same state always gives the same decision.
 
+use super::keys::{DodRun, StepKey};
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepStatus};
 
 /// The settings `decide` needs, as plain data.
@@ -58,19 +59,19 @@ pub enum Next {
     },
     LaunchDod {
         lane: String,
-        /// `dod` for a receipt, `retest-<round>` after the target came into the lane.
-        prefix: String,
+        /// The receipt's run, or a landing round's after the target came into the lane.
+        run: DodRun,
         slots: Vec<(usize, usize)>,
     },
     /// An agent step rate limited: archive its record (no crash, no attempt) so it runs again
     /// once the run is eligible.
     Requeue {
         lane: String,
-        key: String,
+        key: StepKey,
     },
     RelaunchDod {
         lane: String,
-        key: String,
+        key: StepKey,
     },
     FinishReceipt {
         lane: String,
@@ -98,29 +99,29 @@ pub enum Next {
     /// Make the sandbox worktree and the prompt of these validator steps (`validate-<name>`, `refute`).
     PrepareValidators {
         lane: String,
-        keys: Vec<String>,
+        keys: Vec<StepKey>,
     },
     LaunchValidators {
         lane: String,
-        keys: Vec<String>,
+        keys: Vec<StepKey>,
     },
     HandValidator {
         lane: String,
-        key: String,
+        key: StepKey,
     },
     CheckValidator {
         lane: String,
-        key: String,
+        key: StepKey,
     },
     RedoValidator {
         lane: String,
-        key: String,
+        key: StepKey,
     },
     /// A landing step done outside the lock with git or the forge (`integrate-<r>`,
     /// `landcommit-<r>`, `land-<r>`, `push-branch`, `pr-open`, `pr-arm`, `retire`).
     Sync {
         lane: String,
-        step: String,
+        step: StepKey,
     },
     /// The target moved under the landing: a new round integrates it again.
     LandAgain {
@@ -137,7 +138,7 @@ pub enum Next {
 
 /// Whether a finished definition-of-done record passed, as its outcome says. `passed` is decided
 /// by the loop when it records the outcome; here only its exit code is compared.
-fn dod_passed(lane: &Lane, key: &str, expected: &[i32]) -> Option<bool> {
+fn dod_passed(lane: &Lane, key: &StepKey, expected: &[i32]) -> Option<bool> {
     let record = lane.record(key)?;
     match record.status {
         StepStatus::Done => {
@@ -195,12 +196,7 @@ pub fn holder(run: &Run) -> Option<&Lane> {
 
 /// Whether a lane's landing has begun (a step of it is on record): a hold no longer stops it.
 pub fn landing_begun(lane: &Lane) -> bool {
-    lane.steps.iter().any(|r| {
-        ["integrate-", "landcommit-", "land-"]
-            .iter()
-            .any(|p| r.step.starts_with(p))
-            || r.step == "push-branch"
-    })
+    lane.steps.iter().any(|r| r.step.is_landing())
 }
 
 /// The next move of the run's lanes, whatever the run's status says: the first lane, in order,
@@ -254,7 +250,7 @@ pub fn lanes_next(
             }
             if !lane.depends.is_empty() {
                 // It starts from the target as its dependencies left it.
-                if let Some(next) = sync_step(lane, "base") {
+                if let Some(next) = sync_step(lane, StepKey::Base) {
                     return next;
                 }
             }
@@ -269,9 +265,12 @@ pub fn lanes_next(
                 continue;
             }
         }
-        if lane.stage == Stage::Brief && !lane.depends.is_empty() && lane.record("base").is_none() {
+        if lane.stage == Stage::Brief
+            && !lane.depends.is_empty()
+            && lane.record(&StepKey::Base).is_none()
+        {
             // A lane resumed after its base step was archived: take the base again.
-            if let Some(next) = sync_step(lane, "base") {
+            if let Some(next) = sync_step(lane, StepKey::Base) {
                 return next;
             }
         }
@@ -279,7 +278,7 @@ pub fn lanes_next(
         let waits = match &next {
             Next::Wait { .. } => true,
             // Handed to the host already: asked again only when nothing else can act.
-            Next::HandToHost { .. } => lane.record("implement").is_some(),
+            Next::HandToHost { .. } => lane.record(&StepKey::Implement).is_some(),
             Next::HandValidator { key, .. } => lane.record(key).is_some_and(|r| {
                 r.outcome
                     .as_ref()
@@ -326,7 +325,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
     let crash_budget_left = lane.crashes < view.max_crash_retries;
     match lane.stage {
         Stage::Brief => Next::RenderBrief { lane: id },
-        Stage::Worktree => match lane.steps.iter().find(|r| r.step == "worktree") {
+        Stage::Worktree => match lane.steps.iter().find(|r| r.step == StepKey::Worktree) {
             Some(r) if in_hand(r) => Next::Wait {
                 lane: id,
                 why: "another call is making the worktree".into(),
@@ -337,10 +336,12 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             },
             _ => Next::AddWorktree { lane: id },
         },
-        Stage::Implement => match (view.driver, lane.record("implement")) {
+        Stage::Implement => match (view.driver, lane.record(&StepKey::Implement)) {
             // Handed to the host already: asked again, the same answer (SPEC 20.2), whatever the
             // pace says now.
-            (Driver::Host, Some(_)) if !lane.is_done("implement") => Next::HandToHost { lane: id },
+            (Driver::Host, Some(_)) if !lane.is_done(&StepKey::Implement) => {
+                Next::HandToHost { lane: id }
+            }
             // A new implementer, by either driver, keeps the pace (SPEC 20.9, 20.10, 24.8).
             (_, None) if launch_waits(view).is_some() => Next::Wait {
                 lane: id,
@@ -349,7 +350,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             (Driver::Host, None) => Next::HandToHost { lane: id },
             (_, Some(r)) if r.status == StepStatus::Failed && rate_limited(r) => Next::Requeue {
                 lane: id,
-                key: "implement".into(),
+                key: StepKey::Implement,
             },
             (Driver::Process, None) => Next::LaunchImplementer { lane: id },
             (_, Some(r)) if r.status == StepStatus::Started => Next::Wait {
@@ -377,18 +378,18 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
         },
         Stage::Receipt => receipt(lane, view, expected, crash_budget_left),
         Stage::Validate => {
-            let keys: Vec<String> = view
+            let keys: Vec<StepKey> = view
                 .validators
                 .get(&lane.id)
                 .into_iter()
                 .flatten()
-                .map(|v| format!("validate-{v}"))
+                .map(|v| StepKey::Validate(v.clone()))
                 .collect();
             validators(lane, view, &keys, crash_budget_left).unwrap_or(Next::Judge { lane: id })
         }
-        Stage::Refute => validators(lane, view, &["refute".to_owned()], crash_budget_left)
+        Stage::Refute => validators(lane, view, &[StepKey::Refute], crash_budget_left)
             .unwrap_or(Next::FinishRefute { lane: id }),
-        Stage::Deliver => match lane.record("deliver") {
+        Stage::Deliver => match lane.record(&StepKey::Deliver) {
             Some(r) if in_hand(r) => Next::Wait {
                 lane: id,
                 why: "another call is delivering".into(),
@@ -406,7 +407,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             _ => Next::Deliver { lane: id },
         },
         Stage::Land => land(lane, view, expected, crash_budget_left),
-        Stage::Retire => sync_step(lane, "retire").unwrap_or(Next::Wait {
+        Stage::Retire => sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
             why: "the lane has landed".into(),
         }),
@@ -418,7 +419,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
 fn validators(
     lane: &Lane,
     view: &DecideView,
-    keys: &[String],
+    keys: &[StepKey],
     crash_budget_left: bool,
 ) -> Option<Next> {
     let id = lane.id.clone();
@@ -601,12 +602,12 @@ fn ceiling(view: &DecideView) -> String {
 }
 
 /// A synchronous landing step: what it needs next, or None when it is done.
-fn sync_step(lane: &Lane, step: &str) -> Option<Next> {
+fn sync_step(lane: &Lane, step: StepKey) -> Option<Next> {
     let id = lane.id.clone();
-    match lane.record(step) {
+    match lane.record(&step) {
         None => Some(Next::Sync {
             lane: id,
-            step: step.to_owned(),
+            step: step.clone(),
         }),
         Some(r) if in_hand(r) => Some(Next::Wait {
             lane: id,
@@ -614,7 +615,7 @@ fn sync_step(lane: &Lane, step: &str) -> Option<Next> {
         }),
         Some(r) if r.status == StepStatus::Started => Some(Next::Sync {
             lane: id,
-            step: step.to_owned(),
+            step: step.clone(),
         }),
         Some(r) if r.status == StepStatus::Failed => {
             let o = r.outcome.clone().unwrap_or_default();
@@ -626,7 +627,7 @@ fn sync_step(lane: &Lane, step: &str) -> Option<Next> {
                 } else {
                     Some(Next::Sync {
                         lane: id,
-                        step: step.to_owned(),
+                        step: step.clone(),
                     })
                 }
             } else {
@@ -653,9 +654,9 @@ fn land(
 ) -> Next {
     let id = lane.id.clone();
     if view.land_mode == "pr" {
-        let mut steps = vec!["push-branch", "pr-open"];
+        let mut steps = vec![StepKey::PushBranch, StepKey::PrOpen];
         if view.arm_auto {
-            steps.push("pr-arm");
+            steps.push(StepKey::PrArm);
         }
         for step in steps {
             if let Some(next) = sync_step(lane, step) {
@@ -668,8 +669,8 @@ fn land(
         };
     }
     let round = lane.land_round.max(1);
-    let integrate = format!("integrate-{round}");
-    if let Some(next) = sync_step(lane, &integrate) {
+    let integrate = StepKey::Integrate(round);
+    if let Some(next) = sync_step(lane, integrate.clone()) {
         return next;
     }
     let merged = lane
@@ -678,19 +679,19 @@ fn land(
         .is_some_and(|o| o.get("merged").is_some_and(|v| v == true));
     if merged {
         // The target's changes came into the lane: untested code never lands.
-        let prefix = format!("retest-{round}");
-        if let Some(next) = dod(lane, view, expected, crash_budget_left, &prefix) {
+        let retest = DodRun::Retest(round);
+        if let Some(next) = dod(lane, view, expected, crash_budget_left, retest) {
             return next;
         }
-        if !dod_all_passed(lane, view, expected, &prefix) {
+        if !dod_all_passed(lane, view, expected, retest) {
             return Next::Block {
                 lane: id,
                 reason: "with the target's changes merged in, the definition of done fails; the lane's branch holds the merge".into(),
             };
         }
     }
-    for step in [format!("landcommit-{round}"), format!("land-{round}")] {
-        if let Some(next) = sync_step(lane, &step) {
+    for step in [StepKey::LandCommit(round), StepKey::Land(round)] {
+        if let Some(next) = sync_step(lane, step) {
             return next;
         }
     }
@@ -706,14 +707,14 @@ fn in_hand(record: &super::state::StepRecord) -> bool {
     record.status == StepStatus::Started && record.pid.is_some()
 }
 
-/// The definition-of-done commands of a lane under `prefix` (`<prefix>-<i>-<j>`): what to launch,
+/// The definition-of-done commands of a lane in run `which` (its keys, `which.key(i, j)`): what to launch,
 /// wait for, or relaunch; None when every one that should run has finished.
 fn dod(
     lane: &Lane,
     view: &DecideView,
     expected: &dyn Fn(usize, usize) -> Vec<i32>,
     crash_budget_left: bool,
-    prefix: &str,
+    which: DodRun,
 ) -> Option<Next> {
     let id = lane.id.clone();
     let mut launch = Vec::new();
@@ -724,7 +725,7 @@ fn dod(
             break;
         }
         for j in 0..len {
-            let key = format!("{prefix}-{i}-{j}");
+            let key = which.key(i, j);
             match lane.record(&key) {
                 None => {
                     launch.push((i, j));
@@ -756,7 +757,7 @@ fn dod(
     if !launch.is_empty() {
         Some(Next::LaunchDod {
             lane: id,
-            prefix: prefix.to_owned(),
+            run: which,
             slots: launch,
         })
     } else if running {
@@ -769,16 +770,15 @@ fn dod(
     }
 }
 
-/// Did every definition-of-done command under `prefix` pass (a sequence that stopped early fails)?
+/// Did every definition-of-done command of run `which` pass (a sequence that stopped early fails)?
 pub fn dod_all_passed(
     lane: &Lane,
     view: &DecideView,
     expected: &dyn Fn(usize, usize) -> Vec<i32>,
-    prefix: &str,
+    which: DodRun,
 ) -> bool {
     view.dod_shape.iter().enumerate().all(|(i, &len)| {
-        (0..len)
-            .all(|j| dod_passed(lane, &format!("{prefix}-{i}-{j}"), &expected(i, j)) == Some(true))
+        (0..len).all(|j| dod_passed(lane, &which.key(i, j), &expected(i, j)) == Some(true))
     })
 }
 
@@ -789,7 +789,7 @@ fn receipt(
     crash_budget_left: bool,
 ) -> Next {
     let id = lane.id.clone();
-    let Some(record) = lane.record("receipt") else {
+    let Some(record) = lane.record(&StepKey::Receipt) else {
         return Next::CheckReceipt { lane: id };
     };
     let Some(checks) = record.outcome.as_ref() else {
@@ -805,7 +805,8 @@ fn receipt(
     if checks.get("handback").is_some_and(|h| !h.is_null()) {
         return Next::FinishReceipt { lane: id };
     }
-    dod(lane, view, expected, crash_budget_left, "dod").unwrap_or(Next::FinishReceipt { lane: id })
+    dod(lane, view, expected, crash_budget_left, DodRun::Receipt)
+        .unwrap_or(Next::FinishReceipt { lane: id })
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ fn view(driver: Driver) -> DecideView {
 
 fn record(step: &str, outcome: Value) -> StepRecord {
     StepRecord {
-        step: step.into(),
+        step: step.parse().expect("a step key"),
         attempt: 1,
         status: StepStatus::Started,
         started_at: "2026-09-30T11:00:00Z".into(),
@@ -165,7 +165,7 @@ fn host_validators_are_handed_out_within_the_pace() {
         .insert("a".into(), vec!["expectations".into(), "failures".into()]);
     let hand = |key: &str| Next::HandValidator {
         lane: "a".into(),
-        key: key.into(),
+        key: key.parse().expect("a step key"),
     };
 
     // Room: the first not yet handed out.

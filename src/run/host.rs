@@ -9,6 +9,7 @@ use super::ctx::Ctx;
 use super::events::emit;
 use super::state::{Lane, Run, StepRecord, StepStatus};
 use super::step_record::{finish, started};
+use crate::run::keys::StepKey;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -93,13 +94,12 @@ pub fn alive(run: &Run) -> usize {
 /// Whether a step record (as the state or the history holds it, in JSON) is of an agent handed
 /// to the host: an implementer of a host-driven run, or a validator or refuter marked handed
 /// (whose answer, once in, says `host` under `finished`).
-pub fn was_handed(step: &str, record: &Value, host_run: bool) -> bool {
-    if step == "implement" {
+pub fn was_handed(step: &StepKey, record: &Value, host_run: bool) -> bool {
+    if *step == StepKey::Implement {
         return host_run;
     }
     let o = &record["outcome"];
-    super::keys::is_validator_step(step)
-        && (o["handed"] == true || !o["finished"]["host"].is_null())
+    step.is_validator() && (o["handed"] == true || !o["finished"]["host"].is_null())
 }
 
 /// What the host said its agent used, from a step record's outcome (JSON), if it said anything.
@@ -112,19 +112,11 @@ pub fn said(outcome: &Value) -> HostAgent {
     HostAgent::deserialize(at).unwrap_or_default()
 }
 
-fn role(step: &str) -> &'static str {
-    match step {
-        "implement" => "implementer",
-        "refute" => "refuter",
-        _ => "validator",
-    }
-}
-
 /// `agent_start`/`agent_end` fields of a host agent: where, who, and a validator's lens.
 fn fields(lane: &str, record: &StepRecord) -> Value {
-    let mut f = json!({"lane": lane, "attempt": record.attempt, "role": role(&record.step), "step": record.step, "driver": "host"});
-    if let Some(lens) = record.step.strip_prefix("validate-") {
-        f["lens"] = lens.into();
+    let mut f = json!({"lane": lane, "attempt": record.attempt, "role": record.step.role(), "step": record.step, "driver": "host"});
+    if let StepKey::Validate(lens) = &record.step {
+        f["lens"] = lens.as_str().into();
     }
     f
 }
@@ -133,15 +125,15 @@ fn fields(lane: &str, record: &StepRecord) -> Value {
 /// process (the host's agent is not ours to watch), and logged `step_start` and `agent_start`,
 /// once. Asked again for the same attempt, it changes nothing (SPEC 20.2).
 pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
-    if lane.record("implement").is_some() {
+    if lane.record(&StepKey::Implement).is_some() {
         return;
     }
     let brief_sha = lane
-        .outcome("brief")
+        .outcome(&StepKey::Brief)
         .and_then(|o| o["sha256"].as_str())
         .map(str::to_owned);
     let mut record = started(
-        "implement",
+        StepKey::Implement,
         lane.attempt,
         brief_sha,
         Some(super::step_record::new_nonce()),
@@ -224,7 +216,7 @@ mod tests {
 
     fn record(step: &str, status: StepStatus, outcome: Value) -> StepRecord {
         StepRecord {
-            step: step.into(),
+            step: step.parse().expect("a step key"),
             attempt: 1,
             status,
             started_at: "2026-09-30T11:00:00Z".into(),

@@ -8,6 +8,7 @@ use super::state::{ensure_dir, RunPaths, State, StepStatus};
 use crate::activity::{self, ActivitySpec, Observation};
 use crate::refusal::{io_error, Refusal};
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,7 +117,13 @@ pub(crate) fn base_env() -> BTreeMap<String, String> {
         .collect()
 }
 
-pub(crate) fn gate_value(ctx: &Ctx<'_>, run: &str, lane: &str, step: &str, attempt: u32) -> Value {
+pub(crate) fn gate_value(
+    ctx: &Ctx<'_>,
+    run: &str,
+    lane: &str,
+    step: &StepKey,
+    attempt: u32,
+) -> Value {
     json!({"root": ctx.repo.root, "run": run, "lane": lane, "step": step, "attempt": attempt})
 }
 
@@ -267,7 +274,11 @@ impl activity::Gate for RunGate {
         let root = gate["root"].as_str().ok_or("the gate names no root")?;
         let run_id = gate["run"].as_str().ok_or("the gate names no run")?;
         let lane_id = gate["lane"].as_str().ok_or("the gate names no lane")?;
-        let step = gate["step"].as_str().ok_or("the gate names no step")?;
+        let step: StepKey = gate["step"]
+            .as_str()
+            .ok_or("the gate names no step")?
+            .parse()
+            .map_err(|e: crate::run::keys::UnknownKey| e.to_string())?;
         let attempt = gate["attempt"]
             .as_u64()
             .ok_or("the gate names no attempt")? as u32;
@@ -287,7 +298,7 @@ impl activity::Gate for RunGate {
         if lane.attempt != attempt || lane.stage.is_final() {
             return Ok(false);
         }
-        let Some(record) = lane.record_mut(step) else {
+        let Some(record) = lane.record_mut(&step) else {
             return Ok(false);
         };
         if record.status != StepStatus::Started || record.nonce.as_deref() != Some(nonce) {

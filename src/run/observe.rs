@@ -7,7 +7,7 @@ use super::state::{Driver, Run, StepStatus};
 use crate::activity::{self, Observation};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
-use crate::run::keys::{is_dod_key, role_of_step};
+use crate::run::keys::StepKey;
 use crate::run::launch::*;
 use crate::run::records::*;
 use serde_json::json;
@@ -27,15 +27,15 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             .iter_mut()
             .filter(|r| r.status == StepStatus::Started)
         {
-            let validator_process = super::keys::is_validator_step(&record.step)
+            let validator_process = record.step.is_validator()
                 && ctx.settings.validator.is_some()
                 && record.nonce.is_some()
                 && record
                     .outcome
                     .as_ref()
                     .is_none_or(|o| o.get("finished").is_none());
-            let is_activity = record.step == "implement" && run.driver == Driver::Process
-                || is_dod_key(&record.step)
+            let is_activity = record.step == StepKey::Implement && run.driver == Driver::Process
+                || record.step.is_dod()
                 || validator_process;
             if !is_activity {
                 // A synchronous step whose call died: clear its owner, so `decide` redoes it.
@@ -67,11 +67,11 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         &ctx.paths,
                         &run_id,
                         "agent_end",
-                        json!({"lane": lane_id, "attempt": attempt, "role": if record.step == "refute" { "refuter" } else { "validator" }, "step": record.step, "outcome": {"exit_code": outcome.exit_code, "timed_out": outcome.timed_out}}),
+                        json!({"lane": lane_id, "attempt": attempt, "role": if record.step == StepKey::Refute { "refuter" } else { "validator" }, "step": record.step, "outcome": {"exit_code": outcome.exit_code, "timed_out": outcome.timed_out}}),
                     );
                 }
                 Observation::Finished(outcome) if outcome.nonce == nonce => {
-                    let harness = (record.step == "implement")
+                    let harness = (record.step == StepKey::Implement)
                         .then_some(ctx.settings.implementer.as_ref())
                         .flatten()
                         .filter(|r| r.kind.is_harness())
@@ -122,7 +122,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     }
                     finish(record, StepStatus::Done, summary);
                     let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
-                    if record.step == "implement" {
+                    if record.step == StepKey::Implement {
                         emit(
                             &ctx.paths,
                             &run_id,
@@ -152,12 +152,12 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     // in the worktree while the next attempt starts.
                     activity::kill_orphans(&dir);
                     finish(record, StepStatus::Failed, json!({"crashed": true}));
-                    if record.step == "implement" || validator_process {
+                    if record.step == StepKey::Implement || validator_process {
                         emit(
                             &ctx.paths,
                             &run_id,
                             "agent_end",
-                            json!({"lane": lane_id, "attempt": attempt, "role": role_of_step(&record.step), "step": record.step, "outcome": "crashed"}),
+                            json!({"lane": lane_id, "attempt": attempt, "role": record.step.role(), "step": record.step, "outcome": "crashed"}),
                         );
                     }
                     emit(
@@ -176,7 +176,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
         for record in lane
             .steps
             .iter_mut()
-            .filter(|r| super::keys::is_validator_step(&r.step) && r.status != StepStatus::Started)
+            .filter(|r| r.step.is_validator() && r.status != StepStatus::Started)
         {
             let Some(o) = record.outcome.as_mut() else {
                 continue;

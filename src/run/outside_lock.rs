@@ -6,6 +6,7 @@ use super::state::{Run, Stage, StepStatus};
 use crate::activity::ActivitySpec;
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use crate::run::launch::*;
 use crate::run::records::*;
 use crate::run::reply::*;
@@ -31,26 +32,26 @@ pub(crate) enum Pending {
     },
     LaunchDod {
         lane: String,
-        keys: Vec<(String, usize, usize, String)>,
+        keys: Vec<(StepKey, usize, usize, String)>,
     },
     Deliver {
         lane: String,
     },
     Sync {
         lane: String,
-        step: String,
+        step: StepKey,
     },
     PrepareValidators {
         lane: String,
-        keys: Vec<String>,
+        keys: Vec<StepKey>,
     },
     LaunchValidators {
         lane: String,
-        keys: Vec<(String, String)>,
+        keys: Vec<(StepKey, String)>,
     },
     CheckValidator {
         lane: String,
-        key: String,
+        key: StepKey,
     },
 }
 
@@ -73,7 +74,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 ctx,
                 &snapshot.id,
                 &lane,
-                "worktree",
+                &StepKey::Worktree,
                 |l, record| match &result {
                     Ok(()) => {
                         finish(
@@ -138,7 +139,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
         Pending::CheckReceipt { lane } => {
             let l = snapshot.lane(&lane).expect("lane");
             let checks = receipt_checks(ctx, snapshot, l);
-            record_after(ctx, &snapshot.id, &lane, "receipt", |_, record| {
+            record_after(ctx, &snapshot.id, &lane, &StepKey::Receipt, |_, record| {
                 record.outcome = Some(checks.clone());
                 crate::failpoint::hit("receipt-after-record");
                 Ok((

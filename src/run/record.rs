@@ -4,6 +4,7 @@
 
 use super::ctx::Ctx;
 use super::state::{Lane, Run, RunPaths, StepStatus};
+use crate::run::keys::StepKey;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -49,15 +50,19 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
     let host_run = run.driver == super::state::Driver::Host;
     for (lane, r) in records {
         let step = r["step"].as_str().unwrap_or("");
-        if super::host::was_handed(step, &r, host_run) {
+        let Ok(key) = step.parse::<super::keys::StepKey>() else {
+            continue;
+        };
+        if super::host::was_handed(&key, &r, host_run) {
             // Answered, or ended unanswered with its attempt, lane or run; not while alive.
             if r["status"] != "started" {
                 out.push(host_agent(&lane, step, &r));
             }
             continue;
         }
-        let implementer = step == "implement" && run.driver == super::state::Driver::Process;
-        let validator = super::keys::is_validator_step(step) && s.validator.is_some();
+        let implementer =
+            key == super::keys::StepKey::Implement && run.driver == super::state::Driver::Process;
+        let validator = key.is_validator() && s.validator.is_some();
         if !(implementer || validator) || r["nonce"].is_null() || r["status"] == "started" {
             continue;
         }
@@ -243,13 +248,16 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
         lane.unit, run.id, lane.attempt
     );
     // The implementer's report as the loop kept it (SPEC 24.5).
-    let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let receipt = lane
+        .outcome(&StepKey::Receipt)
+        .cloned()
+        .unwrap_or(Value::Null);
     let report: Value = super::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
     if let Some(summary) = report["summary"].as_str() {
         let _ = writeln!(b, "{summary}\n");
     }
     let merged = lane
-        .outcome("judge")
+        .outcome(&StepKey::Judge)
         .map(|j| j["merged"].clone())
         .unwrap_or(Value::Null);
     let _ = writeln!(b, "## Expectations\n");
@@ -403,11 +411,11 @@ pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
 /// One sentence: what this lane needs next and where it is awaited.
 pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
     use super::state::Stage::*;
-    let started: Vec<&str> = lane
+    let started: Vec<String> = lane
         .steps
         .iter()
         .filter(|r| r.attempt == lane.attempt && r.status == StepStatus::Started)
-        .map(|r| r.step.as_str())
+        .map(|r| r.step.to_string())
         .collect();
     let holder = super::decide::holder(run).filter(|h| h.id != lane.id && run.lanes.len() > 1);
     if !super::decide::started(lane) {
@@ -434,21 +442,21 @@ pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
         ),
         Handback => format!("Handed back: the contract needs a person.{release}"),
         Discarded => "Discarded; its branch is kept.".into(),
-        Implement if lane.record("implement").is_some() => format!(
+        Implement if lane.record(&StepKey::Implement).is_some() => format!(
             "Awaiting the implementer's report at `{}`.",
             ctx.receipt_path(&run.id, &lane.id, lane.attempt).display()
         ),
         Implement => "Next: start the implementer.".into(),
         Validate | Refute if !started.is_empty() => format!("Awaiting {}.", started.join(", ")),
         // Delivered on its branch (`land.mode: none`): landing it is a person's move.
-        Delivered if lane.outcome("retire").is_none() => format!(
+        Delivered if lane.outcome(&StepKey::Retire).is_none() => format!(
             "Delivered on `{}`: merge it, then `iced run retire`.",
             lane.branch.as_deref().unwrap_or("")
         ),
         Delivered => "Done.".into(),
-        Retire if lane.outcome("pr-open").is_some() => format!(
+        Retire if lane.outcome(&StepKey::PrOpen).is_some() => format!(
             "Awaiting pull request {} to land.",
-            lane.outcome("pr-open")
+            lane.outcome(&StepKey::PrOpen)
                 .map_or("", |o| o["url"].as_str().unwrap_or(""))
         ),
         _ if !started.is_empty() => format!("In progress: {}.", started.join(", ")),

@@ -7,6 +7,7 @@ use super::events::emit;
 use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use crate::run::reply::*;
 pub(crate) use crate::run::step_record::{finish, me, new_nonce, owner_alive, started};
 use serde_json::json;
@@ -20,10 +21,9 @@ pub(crate) fn new_attempt(
     crashed: bool,
 ) -> Result<(), Refusal> {
     let attempt = lane.attempt;
-    let (mut old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane
-        .steps
-        .drain(..)
-        .partition(|r| r.attempt == attempt && r.step != "worktree" && r.step != "base");
+    let (mut old, keep): (Vec<StepRecord>, Vec<StepRecord>) = lane.steps.drain(..).partition(|r| {
+        r.attempt == attempt && r.step != StepKey::Worktree && r.step != StepKey::Base
+    });
     lane.steps = keep;
     super::host::end_with_attempt(ctx, run_id, &lane.id, &mut old);
     archive(ctx, run_id, &lane.id, &old)?;
@@ -96,7 +96,7 @@ pub(crate) fn record_after(
     ctx: &Ctx<'_>,
     run_id: &str,
     lane_id: &str,
-    step: &str,
+    step: &StepKey,
     f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(&'static str, String), Refusal>,
 ) -> Result<StepReport, Refusal> {
     let (mine, _) = me();
@@ -111,7 +111,7 @@ pub(crate) fn record_after(
         let lane = run.lane_mut(lane_id).expect("lane");
         let attempt = lane.attempt;
         let Some(index) = lane.steps.iter().position(|r| {
-            r.step == step
+            r.step == *step
                 && r.attempt == attempt
                 && r.status == StepStatus::Started
                 && r.pid == Some(mine)

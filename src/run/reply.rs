@@ -5,6 +5,7 @@
 use super::state::{Lane, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Exit;
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use serde::Serialize;
 
 /// What one call did, and what the caller does next. `implement step --json` prints this.
@@ -108,14 +109,14 @@ pub(crate) fn ended_report(run: &Run) -> StepReport {
                 .steps
                 .iter()
                 .rev()
-                .find(|r| r.step.starts_with("land-") && r.status == StepStatus::Done)
+                .find(|r| matches!(r.step, StepKey::Land(_)) && r.status == StepStatus::Done)
                 .and_then(|r| r.outcome.clone());
             let pr = lane
-                .outcome("pr-open")
+                .outcome(&StepKey::PrOpen)
                 .and_then(|o| o["url"].as_str().map(str::to_owned));
             // A worktree with uncommitted changes is kept (SPEC 23.3): the run stays in the
             // state until `iced run retire` finds it clean.
-            let retired = match lane.outcome("retire") {
+            let retired = match lane.outcome(&StepKey::Retire) {
                 Some(o) if o["retired"] == true => "; the lane is retired".to_owned(),
                 Some(o) => format!(
                     "; the worktree `{}` has uncommitted changes and is kept: clean it, then `iced run retire`",
@@ -202,7 +203,9 @@ pub(crate) fn project_report(run: &Run) -> StepReport {
 
 pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> StepReport {
     let lane = run.lane(lane_id).expect("lane");
-    let key = lane.record("implement").and_then(|r| r.nonce.clone());
+    let key = lane
+        .record(&StepKey::Implement)
+        .and_then(|r| r.nonce.clone());
     let receipt = ctx.receipt_path(&run.id, lane_id, lane.attempt);
     let mut report = StepReport::for_lane(
         run,

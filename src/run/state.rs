@@ -3,6 +3,7 @@
 //! are refused); writes are atomic and 0600. Older attempts' records live in the run's
 //! `history.jsonl`, so this file's size does not grow with a run's history.
 
+pub use super::keys::StepKey;
 use crate::refusal::Refusal;
 use crate::store::{self, StoreError};
 use serde::{Deserialize, Serialize};
@@ -191,7 +192,7 @@ pub enum StepStatus {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StepRecord {
-    pub step: String,
+    pub step: super::keys::StepKey,
     pub attempt: u32,
     pub status: StepStatus,
     pub started_at: String,
@@ -206,36 +207,36 @@ pub struct StepRecord {
 }
 
 impl Lane {
-    pub fn record(&self, step: &str) -> Option<&StepRecord> {
+    pub fn record(&self, step: &StepKey) -> Option<&StepRecord> {
         self.steps
             .iter()
-            .find(|r| r.step == step && r.attempt == self.attempt)
+            .find(|r| r.step == *step && r.attempt == self.attempt)
     }
 
     /// Take the records of `step` in the current attempt out of the lane (to archive them, so the
     /// step runs again).
-    pub fn take_current(&mut self, step: &str) -> Vec<StepRecord> {
+    pub fn take_current(&mut self, step: &StepKey) -> Vec<StepRecord> {
         let attempt = self.attempt;
         let (taken, kept) = std::mem::take(&mut self.steps)
             .into_iter()
-            .partition(|r| r.step == step && r.attempt == attempt);
+            .partition(|r| r.step == *step && r.attempt == attempt);
         self.steps = kept;
         taken
     }
 
-    pub fn record_mut(&mut self, step: &str) -> Option<&mut StepRecord> {
+    pub fn record_mut(&mut self, step: &StepKey) -> Option<&mut StepRecord> {
         let attempt = self.attempt;
         self.steps
             .iter_mut()
-            .find(|r| r.step == step && r.attempt == attempt)
+            .find(|r| r.step == *step && r.attempt == attempt)
     }
 
-    pub fn is_done(&self, step: &str) -> bool {
+    pub fn is_done(&self, step: &StepKey) -> bool {
         self.record(step)
             .is_some_and(|r| r.status == StepStatus::Done)
     }
 
-    pub fn outcome(&self, step: &str) -> Option<&Value> {
+    pub fn outcome(&self, step: &StepKey) -> Option<&Value> {
         self.record(step)
             .filter(|r| r.status == StepStatus::Done)
             .and_then(|r| r.outcome.as_ref())
@@ -246,7 +247,7 @@ impl Run {
     /// The commit a lane starts from: the target as its dependencies left it (step `base`, SPEC
     /// 23.6), else the run's base.
     pub fn base_of<'a>(&'a self, lane: &'a Lane) -> &'a str {
-        lane.outcome("base")
+        lane.outcome(&StepKey::Base)
             .and_then(|o| o["commit"].as_str())
             .unwrap_or(&self.base.commit)
     }

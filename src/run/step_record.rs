@@ -2,7 +2,7 @@
 //! owner is noticed), its nonce, its outcome. The lowest layer of the loop's bookkeeping: it imports
 //! nothing of the loop but the state's types.
 
-use super::state::{StepRecord, StepStatus};
+use super::state::{StepKey, StepRecord, StepStatus};
 use crate::activity;
 use serde_json::Value;
 
@@ -24,14 +24,14 @@ pub(crate) fn owner_alive(record: &StepRecord) -> bool {
 }
 
 pub(crate) fn started(
-    step: &str,
+    step: StepKey,
     attempt: u32,
     inputs: Option<String>,
     nonce: Option<String>,
 ) -> StepRecord {
     let (pid, pid_start) = me();
     StepRecord {
-        step: step.to_owned(),
+        step,
         attempt,
         status: StepStatus::Started,
         started_at: crate::clock::now_iso(),

@@ -12,6 +12,7 @@ use super::state::{Run, RunStatus, Stage, State, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::alive::agents_alive;
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use crate::run::observe::*;
 use crate::run::outside_lock::{self, Pending};
 use crate::run::reply::*;
@@ -112,12 +113,13 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         Ok((applied, snapshot))
     })?;
     let started_step = match &next {
-        Pending::AddWorktree { lane } => Some((lane, "worktree")),
-        Pending::LaunchImplementer { lane, .. } => Some((lane, "implement")),
-        Pending::CheckReceipt { lane } => Some((lane, "receipt")),
-        Pending::Deliver { lane } => Some((lane, "deliver")),
-        Pending::PrepareValidators { lane, .. } => Some((lane, "validate")),
-        Pending::Sync { lane, step } => Some((lane, step.as_str())),
+        Pending::AddWorktree { lane } => Some((lane, StepKey::Worktree.to_string())),
+        Pending::LaunchImplementer { lane, .. } => Some((lane, StepKey::Implement.to_string())),
+        Pending::CheckReceipt { lane } => Some((lane, StepKey::Receipt.to_string())),
+        Pending::Deliver { lane } => Some((lane, StepKey::Deliver.to_string())),
+        // The stage, not one validator's step: preparing covers several.
+        Pending::PrepareValidators { lane, .. } => Some((lane, "validate".to_owned())),
+        Pending::Sync { lane, step } => Some((lane, step.to_string())),
         Pending::Report(_)
         | Pending::LaunchDod { .. }
         | Pending::LaunchValidators { .. }
@@ -218,7 +220,7 @@ pub(crate) fn check_inputs(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
             continue;
         }
         let Some(record) = lane
-            .record("brief")
+            .record(&StepKey::Brief)
             .filter(|r| r.status == StepStatus::Done)
         else {
             continue;
@@ -261,6 +263,8 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &mut Run) {
 /// Every lane of the run has landed and been retired.
 pub(crate) fn is_retired(run: &Run) -> bool {
     run.lanes.iter().all(|l| {
-        l.stage == Stage::Discarded || l.outcome("retire").is_some_and(|o| o["retired"] == true)
+        l.stage == Stage::Discarded
+            || l.outcome(&StepKey::Retire)
+                .is_some_and(|o| o["retired"] == true)
     })
 }

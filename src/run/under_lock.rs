@@ -7,6 +7,7 @@ use super::events::emit;
 use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
+use crate::run::keys::StepKey;
 use crate::run::outside_lock::Pending;
 use crate::run::records::*;
 use crate::run::reply::*;
@@ -52,14 +53,14 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
             crate::failpoint::hit("brief-after-write");
             let sha = sha256_hex(text.as_bytes());
             let l = run.lane_mut(lane).expect("lane");
-            let mut record = started("brief", l.attempt, Some(sha.clone()), None);
+            let mut record = started(StepKey::Brief, l.attempt, Some(sha.clone()), None);
             finish(
                 &mut record,
                 StepStatus::Done,
                 json!({"path": path, "sha256": sha}),
             );
             l.steps
-                .retain(|r| !(r.step == "brief" && r.attempt == record.attempt));
+                .retain(|r| !(r.step == StepKey::Brief && r.attempt == record.attempt));
             l.steps.push(record);
             l.stage = if l.worktree.is_some() {
                 Stage::Implement
@@ -81,21 +82,26 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         }
         Next::AddWorktree { lane } => {
             let l = run.lane_mut(lane).expect("lane");
-            let record = started("worktree", l.attempt, Some(run_id.clone()), None);
-            l.steps.retain(|r| r.step != "worktree");
+            let record = started(StepKey::Worktree, l.attempt, Some(run_id.clone()), None);
+            l.steps.retain(|r| r.step != StepKey::Worktree);
             l.steps.push(record);
             Pending::AddWorktree { lane: lane.clone() }
         }
         Next::LaunchImplementer { lane } => {
             let l = run.lane_mut(lane).expect("lane");
             let brief_sha = l
-                .outcome("brief")
+                .outcome(&StepKey::Brief)
                 .and_then(|o| o["sha256"].as_str())
                 .map(str::to_owned);
             let nonce = new_nonce();
-            let record = started("implement", l.attempt, brief_sha, Some(nonce.clone()));
+            let record = started(
+                StepKey::Implement,
+                l.attempt,
+                brief_sha,
+                Some(nonce.clone()),
+            );
             l.steps
-                .retain(|r| !(r.step == "implement" && r.attempt == record.attempt));
+                .retain(|r| !(r.step == StepKey::Implement && r.attempt == record.attempt));
             l.steps.push(record);
             Pending::LaunchImplementer {
                 lane: lane.clone(),
@@ -109,23 +115,23 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         Next::CheckReceipt { lane } => {
             let l = run.lane_mut(lane).expect("lane");
             l.stage = Stage::Receipt;
-            let record = started("receipt", l.attempt, None, None);
+            let record = started(StepKey::Receipt, l.attempt, None, None);
             l.steps
-                .retain(|r| !(r.step == "receipt" && r.attempt == record.attempt));
+                .retain(|r| !(r.step == StepKey::Receipt && r.attempt == record.attempt));
             l.steps.push(record);
             Pending::CheckReceipt { lane: lane.clone() }
         }
         Next::LaunchDod {
             lane,
-            prefix,
+            run: which,
             slots,
         } => {
             let l = run.lane_mut(lane).expect("lane");
             let mut keys = Vec::new();
             for &(i, j) in slots {
-                let key = format!("{prefix}-{i}-{j}");
+                let key = which.key(i, j);
                 let nonce = new_nonce();
-                let record = started(&key, l.attempt, None, Some(nonce.clone()));
+                let record = started(key.clone(), l.attempt, None, Some(nonce.clone()));
                 l.steps
                     .retain(|r| !(r.step == key && r.attempt == record.attempt));
                 l.steps.push(record);
@@ -231,14 +237,14 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         }
         Next::Deliver { lane } => {
             let l = run.lane_mut(lane).expect("lane");
-            let mut record = started("deliver", l.attempt, None, None);
+            let mut record = started(StepKey::Deliver, l.attempt, None, None);
             // A delivery commit a dead call prepared is kept: the next call adopts exactly it.
             record.outcome = l
-                .record("deliver")
+                .record(&StepKey::Deliver)
                 .and_then(|r| r.outcome.clone())
                 .filter(|o| o.get("prepared").is_some());
             l.steps
-                .retain(|r| !(r.step == "deliver" && r.attempt == record.attempt));
+                .retain(|r| !(r.step == StepKey::Deliver && r.attempt == record.attempt));
             l.steps.push(record);
             Pending::Deliver { lane: lane.clone() }
         }
@@ -355,7 +361,7 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         }
         Next::Sync { lane, step } => {
             let l = run.lane_mut(lane).expect("lane");
-            let record = started(step, l.attempt, None, None);
+            let record = started(step.clone(), l.attempt, None, None);
             l.steps
                 .retain(|r| !(r.step == *step && r.attempt == record.attempt));
             l.steps.push(record);

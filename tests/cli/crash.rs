@@ -411,7 +411,7 @@ impl Case {
             return;
         };
         let lane = &run.lanes[0];
-        if lane.stage.as_str() == "retire" && lane.outcome("pr-arm").is_some() {
+        if lane.stage.as_str() == "retire" && lane.outcome(&crate::env::key("pr-arm")).is_some() {
             let branch = format!("iced/{}/{}", self.id, self.id);
             self.env.git(&[
                 "push",

@@ -489,3 +489,9 @@ pub fn kept(reference: &Value) -> Value {
     );
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
+
+/// The step key a state file writes as `text` (`deliver`, `land-1`).
+pub fn key(text: &str) -> iced::run::state::StepKey {
+    text.parse()
+        .unwrap_or_else(|e| panic!("not a step key: {e}"))
+}

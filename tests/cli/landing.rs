@@ -460,17 +460,17 @@ fn an_uncommitted_change_the_landing_would_overwrite_blocks_the_lane() {
         "{out:#?}"
     );
     // Nothing of the lane is lost: its branch, its worktree, its delivery.
-    let delivery = lane.outcome("deliver").unwrap()["commit"]
+    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
         .as_str()
         .unwrap()
         .to_owned();
     assert_eq!(rev(&env, &lane_branch(&id)), delivery);
     assert!(worktree_of(&env, &id).is_dir());
     assert_eq!(
-        lane.record("land-1").map(|r| r.status),
+        lane.record(&crate::env::key("land-1")).map(|r| r.status),
         Some(StepStatus::Failed)
     );
-    assert!(lane.outcome("retire").is_none());
+    assert!(lane.outcome(&crate::env::key("retire")).is_none());
 }
 
 // ---- a target that moved ------------------------------------------------------------------------
@@ -584,12 +584,14 @@ fn a_conflict_with_the_target_blocks_the_lane_naming_the_file() {
         .output()
         .unwrap();
     assert!(!merge_head.status.success(), "no merge is in progress");
-    let delivery = lane.outcome("deliver").unwrap()["commit"].as_str().unwrap();
+    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
+        .as_str()
+        .unwrap();
     assert_eq!(git_at(&worktree, &["rev-parse", "HEAD"]).trim(), delivery);
     assert_eq!(rev(&env, "main"), person, "main did not move");
     assert_eq!(env.read("README.md"), "the person's readme\n");
     assert_eq!(dod_runs(&env, 0), 1, "nothing was tested again");
-    assert!(lane.record("landcommit-1").is_none());
+    assert!(lane.record(&crate::env::key("landcommit-1")).is_none());
 }
 
 /// The remote's `main` moves between bringing it into the lane and pushing the landing: the push
@@ -815,7 +817,7 @@ fn a_pull_request_is_pushed_opened_armed_and_never_pushed_again() {
     );
     let s = state(&env);
     let lane = &s.runs[&run].lanes[0];
-    let delivery = lane.outcome("deliver").unwrap()["commit"]
+    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -869,11 +871,14 @@ fn a_pull_request_is_pushed_opened_armed_and_never_pushed_again() {
     ] {
         assert!(body.contains(&needle), "the body lacks `{needle}`:\n{body}");
     }
-    let opened = lane.outcome("pr-open").expect("pr-open is recorded");
+    let opened = lane
+        .outcome(&crate::env::key("pr-open"))
+        .expect("pr-open is recorded");
     assert_eq!(opened["url"], PR_URL);
     assert_eq!(opened["number"], 7);
     assert_eq!(
-        lane.outcome("pr-arm").expect("pr-arm is recorded")["armed"],
+        lane.outcome(&crate::env::key("pr-arm"))
+            .expect("pr-arm is recorded")["armed"],
         true
     );
     assert_eq!(lane.stage, Stage::Retire);
@@ -943,15 +948,21 @@ fn with_arm_human_the_pull_request_is_opened_and_never_armed() {
     let s = state(&env);
     let lane = &s.runs[&run].lanes[0];
     assert_eq!(lane.stage, Stage::Retire);
-    assert!(lane.record("pr-arm").is_none(), "no pr-arm step");
-    assert_eq!(lane.outcome("pr-open").unwrap()["url"], PR_URL);
+    assert!(
+        lane.record(&crate::env::key("pr-arm")).is_none(),
+        "no pr-arm step"
+    );
+    assert_eq!(
+        lane.outcome(&crate::env::key("pr-open")).unwrap()["url"],
+        PR_URL
+    );
     let body = std::fs::read_to_string(forge.join("body.md")).unwrap();
     for needle in [format!("`{id}`"), "- E1: ".to_owned(), "- E2: ".to_owned()] {
         assert!(body.contains(&needle), "the body lacks `{needle}`:\n{body}");
     }
 
     // A person merges it on the forge; the next step retires the lane.
-    let delivery = lane.outcome("deliver").unwrap()["commit"]
+    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -1005,7 +1016,7 @@ fn with_mode_none_the_branch_is_reported_and_run_retire_retires_it_once_merged()
     assert!(s.runs[&run].lanes[0]
         .steps
         .iter()
-        .all(|r| !r.step.starts_with("land")));
+        .all(|r| !r.step.to_string().starts_with("land")));
 
     // Not merged yet: nothing is retired.
     let kept = env.iced_json(&["run", "retire"]).ok().json();
@@ -1252,7 +1263,7 @@ Drive it with `iced implement step` (repeat while it says `advanced` or `waiting
 /// A step record of attempt 1.
 fn rec(step: &str, status: StepStatus, outcome: Option<Value>) -> StepRecord {
     StepRecord {
-        step: step.to_owned(),
+        step: crate::env::key(step),
         attempt: 1,
         status,
         started_at: NOW.to_owned(),
@@ -1843,7 +1854,7 @@ fn resuming_after_arming_is_refused() {
     let mut s = state(&env);
     {
         let r = s.runs.get_mut(&run).unwrap();
-        assert!(r.lanes[0].is_done("pr-arm"), "armed");
+        assert!(r.lanes[0].is_done(&crate::env::key("pr-arm")), "armed");
         r.lanes[0].stage = Stage::Blocked;
         r.lanes[0].reason = Some("a failure after arming".into());
         r.status = RunStatus::Blocked;

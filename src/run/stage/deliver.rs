@@ -11,6 +11,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
+use crate::run::keys::StepKey;
 use crate::run::records::{finish, record_after};
 use crate::run::reply::StepReport;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
@@ -62,9 +63,9 @@ pub fn judged_head(lane: &Lane) -> Option<(String, String)> {
             o.get("tree")?.as_str()?.to_owned(),
         ))
     };
-    lane.outcome("judge")
+    lane.outcome(&StepKey::Judge)
         .and_then(pick)
-        .or_else(|| lane.outcome("receipt").and_then(pick))
+        .or_else(|| lane.outcome(&StepKey::Receipt).and_then(pick))
 }
 
 /// The commits on `to` that `from` does not have (`from..to`), as `<sha> <subject>`, oldest first.
@@ -89,55 +90,61 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
     crate::run::stage::validators::remove_sandboxes(ctx, lane);
     let result = deliver(ctx, snapshot, lane);
     crate::failpoint::hit("deliver-after-commit");
-    let out = record_after(ctx, &snapshot.id, lane_id, "deliver", |l, record| {
-        match &result {
-            Ok(commit) => {
-                finish(record, StepStatus::Done, json!({"commit": commit}));
-                if ctx.settings.land.mode == "none" {
-                    l.stage = Stage::Delivered;
-                    Ok((
-                        "advanced",
-                        "delivered on the lane branch; call again to finish".to_owned(),
-                    ))
-                } else {
-                    l.stage = Stage::Land;
-                    l.land_round = 1;
-                    Ok((
-                        "advanced",
-                        format!(
-                            "the close is committed; it lands by `{}` next",
-                            ctx.settings.land.mode
-                        ),
-                    ))
+    let out = record_after(
+        ctx,
+        &snapshot.id,
+        lane_id,
+        &StepKey::Deliver,
+        |l, record| {
+            match &result {
+                Ok(commit) => {
+                    finish(record, StepStatus::Done, json!({"commit": commit}));
+                    if ctx.settings.land.mode == "none" {
+                        l.stage = Stage::Delivered;
+                        Ok((
+                            "advanced",
+                            "delivered on the lane branch; call again to finish".to_owned(),
+                        ))
+                    } else {
+                        l.stage = Stage::Land;
+                        l.land_round = 1;
+                        Ok((
+                            "advanced",
+                            format!(
+                                "the close is committed; it lands by `{}` next",
+                                ctx.settings.land.mode
+                            ),
+                        ))
+                    }
                 }
-            }
-            Err(Undelivered::Moved {
-                judged,
-                head,
-                commits,
-            }) => {
-                // Nothing unjudged is delivered: `decide` starts a new attempt, or blocks.
-                finish(
-                    record,
-                    StepStatus::Failed,
-                    json!({"moved": {"judged": judged, "head": head, "commits": commits}}),
-                );
-                Ok((
+                Err(Undelivered::Moved {
+                    judged,
+                    head,
+                    commits,
+                }) => {
+                    // Nothing unjudged is delivered: `decide` starts a new attempt, or blocks.
+                    finish(
+                        record,
+                        StepStatus::Failed,
+                        json!({"moved": {"judged": judged, "head": head, "commits": commits}}),
+                    );
+                    Ok((
                     "advanced",
                     format!(
                         "the lane moved after it was judged ({} commit(s) added); nothing is delivered",
                         commits.len()
                     ),
                 ))
+                }
+                Err(Undelivered::Failed(e)) => {
+                    finish(record, StepStatus::Failed, json!({"error": e}));
+                    l.stage = Stage::Blocked;
+                    l.reason = Some(format!("deliver: {e}"));
+                    Ok(("blocked", format!("delivering failed: {e}")))
+                }
             }
-            Err(Undelivered::Failed(e)) => {
-                finish(record, StepStatus::Failed, json!({"error": e}));
-                l.stage = Stage::Blocked;
-                l.reason = Some(format!("deliver: {e}"));
-                Ok(("blocked", format!("delivering failed: {e}")))
-            }
-        }
-    })?;
+        },
+    )?;
     crate::failpoint::hit("deliver-after-record");
     Ok(out)
 }
@@ -151,7 +158,7 @@ fn record_prepared(ctx: &Ctx<'_>, run: &str, lane: &str, commit: &str) -> Result
                 .runs
                 .get_mut(run)
                 .and_then(|r| r.lane_mut(lane))
-                .and_then(|l| l.record_mut("deliver"))
+                .and_then(|l| l.record_mut(&StepKey::Deliver))
                 .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
             else {
                 return Ok(false);
@@ -199,7 +206,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     // A delivery this step prepared (a call that died before recording it): adopted if the
     // branch is there, made again from the judged head if it is not.
     let prepared = lane
-        .record("deliver")
+        .record(&StepKey::Deliver)
         .and_then(|r| r.outcome.as_ref())
         .and_then(|o| o["prepared"].as_str())
         .map(str::to_owned);
@@ -236,19 +243,19 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         ));
     }
     let receipt = lane
-        .record("receipt")
+        .record(&StepKey::Receipt)
         .filter(|r| r.status == StepStatus::Done)
         .and_then(|r| r.outcome.clone())
         .ok_or("the lane has no verified receipt")?;
     let report: Value = crate::run::kept::load_from(Some(&receipt), "report")
         .ok_or("the implementer's report, as the loop kept it, is missing or was changed")?;
-    let keys: Vec<String> = lane
+    let keys: Vec<StepKey> = lane
         .steps
         .iter()
-        .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
+        .filter(|r| r.attempt == lane.attempt && matches!(r.step, StepKey::Validate(_)))
         .map(|r| r.step.clone())
         .collect();
-    let answers: BTreeMap<String, Value> = keys
+    let answers: BTreeMap<StepKey, Value> = keys
         .iter()
         .filter_map(|k| {
             crate::run::kept::load_from::<Value>(
@@ -365,7 +372,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     }
     // The close's tree: the judged head's, with these files, built in an index of our own.
     let index: PathBuf = ctx
-        .activity_dir(&run.id, &lane.id, "deliver", lane.attempt)
+        .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)
         .join("index");
     if let Some(dir) = index.parent() {
         crate::store::create_dir_all(dir).map_err(|e| e.to_string())?;
@@ -446,7 +453,7 @@ pub struct Close<'a> {
     /// The implementer's report as the loop kept it (SPEC 24.5).
     pub report: &'a Value,
     /// Each validator's answer of this round as the loop kept it, by step key.
-    pub answers: &'a std::collections::BTreeMap<String, Value>,
+    pub answers: &'a std::collections::BTreeMap<StepKey, Value>,
     /// The judged head (SPEC 24.3) and its tree.
     pub head: &'a str,
     pub tree: &'a str,
@@ -470,7 +477,7 @@ pub struct Closed {
 /// snapshot).
 pub fn documents(c: &Close<'_>) -> Closed {
     let lane = c.lane;
-    let judge = lane.outcome("judge").cloned();
+    let judge = lane.outcome(&StepKey::Judge).cloned();
     let validated = judge.is_some();
     let merged = judge
         .as_ref()
@@ -515,11 +522,11 @@ pub fn documents(c: &Close<'_>) -> Closed {
     let validators: Vec<Value> = lane
         .steps
         .iter()
-        .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
+        .filter(|r| r.attempt == lane.attempt && matches!(r.step, StepKey::Validate(_)))
         .map(|r| {
             let o = r.outcome.clone().unwrap_or(Value::Null);
             let answer = c.answers.get(&r.step).cloned().unwrap_or(Value::Null);
-            json!({"name": r.step.trim_start_matches("validate-"), "answered": !answer.is_null(), "verdict": answer["verdict"], "problem": o["problem"], "notes": answer["notes"]})
+            json!({"name": r.step.validator_name().unwrap_or(""), "answered": !answer.is_null(), "verdict": answer["verdict"], "problem": o["problem"], "notes": answer["notes"]})
         })
         .collect();
     let verdict = json!({
@@ -629,7 +636,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
     let answered: Vec<&crate::run::state::StepRecord> = lane
         .steps
         .iter()
-        .filter(|r| r.attempt == lane.attempt && r.step.starts_with("validate-"))
+        .filter(|r| r.attempt == lane.attempt && matches!(r.step, StepKey::Validate(_)))
         .filter(|r| c.answers.contains_key(&r.step))
         .collect();
     let _ = writeln!(md, "\n## Expectations\n");
@@ -676,7 +683,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
                         md,
                         "- Judged {} by `{}`{}{said}",
                         j["result"].as_str().unwrap_or(""),
-                        r.step.trim_start_matches("validate-"),
+                        r.step.validator_name().unwrap_or(""),
                         if said.is_empty() { "" } else { ": " }
                     );
                 }

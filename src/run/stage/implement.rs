@@ -6,6 +6,7 @@
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
+use crate::run::keys::StepKey;
 use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
 use crate::run::reply::StepReport;
 use crate::run::state::Run;
@@ -39,7 +40,7 @@ pub(crate) fn launch(
         ("lane", lane.clone()),
         ("attempt", l.attempt.to_string()),
     ];
-    let dir = ctx.activity_dir(&snapshot.id, &lane, "implement", l.attempt);
+    let dir = ctx.activity_dir(&snapshot.id, &lane, &StepKey::Implement, l.attempt);
     let spec = agent_spec(
         ctx,
         runner,
@@ -50,7 +51,7 @@ pub(crate) fn launch(
             model: ctx.settings.implementer_model.as_deref(),
             prompt: &brief,
             cwd: worktree,
-            gate: gate_value(ctx, &snapshot.id, &lane, "implement", l.attempt),
+            gate: gate_value(ctx, &snapshot.id, &lane, &StepKey::Implement, l.attempt),
             dir: &dir,
         },
     )?;

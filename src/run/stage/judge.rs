@@ -5,6 +5,7 @@
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
+use crate::run::keys::StepKey;
 use crate::run::records::{finish, new_attempt, started};
 use crate::run::state::{Lane, Run, RunStatus, Stage, StepStatus};
 use crate::run::validate::{self, Finding};
@@ -22,14 +23,20 @@ pub fn judge(
     let max_attempts = ctx.settings.max_attempts;
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
-    let keys: Vec<String> = validators.iter().map(|v| format!("validate-{v}")).collect();
+    let keys: Vec<StepKey> = validators
+        .iter()
+        .map(|v| StepKey::Validate(v.clone()))
+        .collect();
     let text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
         .map_err(|e| e.refusal(ctx.step))?;
     let unit = crate::unit::parse_unit(&text);
     let answers = crate::run::answer::answers(lane, &keys);
     let merged = validate::merge(&unit, &answers);
     // The verdict is about the head the receipt recorded, which every sandbox checked out.
-    let judged = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let judged = lane
+        .outcome(&StepKey::Receipt)
+        .cloned()
+        .unwrap_or(Value::Null);
     let head = judged["head"].as_str().map(str::to_owned);
     let mut minted = Vec::new();
     let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
@@ -66,7 +73,7 @@ pub fn judge(
         .filter(|(id, r)| r.as_str() == "unknown" && !manual.contains(id))
         .map(|(id, _)| id.clone())
         .collect();
-    let mut record = started("judge", attempt, None, None);
+    let mut record = started(StepKey::Judge, attempt, None, None);
     record.pid = None;
     record.pid_start = None;
     let needs_human = merged.needs_human || !manual.is_empty();
@@ -76,7 +83,7 @@ pub fn judge(
         json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human, "head": judged["head"], "tree": judged["tree"]}),
     );
     lane.steps
-        .retain(|r| !(r.step == "judge" && r.attempt == attempt));
+        .retain(|r| !(r.step == StepKey::Judge && r.attempt == attempt));
     lane.steps.push(record);
     emit(
         &ctx.paths,
@@ -130,7 +137,7 @@ pub fn resolve(
         return new_attempt(ctx, run_id, lane, format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"), false);
     }
     let undecided: Vec<String> = lane
-        .outcome("judge")
+        .outcome(&StepKey::Judge)
         .and_then(|o| o["undecided"].as_array().cloned())
         .unwrap_or_default()
         .iter()

@@ -6,6 +6,7 @@
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
 use crate::run::events::emit;
+use crate::run::keys::StepKey;
 use crate::run::records::open_run;
 use crate::run::records::*;
 use crate::run::reply::*;
@@ -129,7 +130,7 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
     let checks = lane
-        .record("receipt")
+        .record(&StepKey::Receipt)
         .and_then(|r| r.outcome.clone())
         .unwrap_or(Value::Null);
     let mut missing: Vec<String> = checks["missing"]
@@ -141,7 +142,7 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
     let mut commands = Vec::new();
     for (i, sequence) in ctx.settings.dod.iter().enumerate() {
         for (j, command) in sequence.iter().enumerate() {
-            let key = format!("dod-{i}-{j}");
+            let key = StepKey::Dod { seq: i, cmd: j };
             match lane.record(&key) {
                 Some(r) if r.status == StepStatus::Done => {
                     let o = r.outcome.clone().unwrap_or(Value::Null);
@@ -175,7 +176,7 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
     let handback = checks["handback"].as_str().map(str::to_owned);
     let verified = missing.is_empty() && handback.is_none();
     let record = lane
-        .record_mut("receipt")
+        .record_mut(&StepKey::Receipt)
         .expect("the receipt record exists");
     finish(
         record,
@@ -198,7 +199,8 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
     } else if verified {
         // The dispositions of a fix round are now facts of the branch: record them on the findings.
         let dispositions = crate::run::kept::load_from::<report::Report>(
-            lane.record("receipt").and_then(|r| r.outcome.as_ref()),
+            lane.record(&StepKey::Receipt)
+                .and_then(|r| r.outcome.as_ref()),
             "report",
         )
         .map(|r| serde_json::to_value(r.dispositions).expect("serialises"))
@@ -278,7 +280,7 @@ pub(crate) fn submit_receipt_once(
                 ctx.refuse("receipt-path", format!("`{}` is not where this attempt's report goes", path.display()), format!("the report goes to `{}` (`iced implement step` names it)", expected.display()))
             });
         }
-        let record = lane.record("implement").cloned();
+        let record = lane.record(&StepKey::Implement).cloned();
         match record {
             Some(r) if r.status == StepStatus::Started => {}
             _ => return Err(ctx.refuse("receipt-superseded", "this attempt is not waiting for a receipt", "`iced implement step` says what the run needs now")),
@@ -289,7 +291,7 @@ pub(crate) fn submit_receipt_once(
             let remedy = p.remedy();
             return Err(ctx.refuse(p.code, p.message, remedy));
         }
-        let record = lane.record_mut("implement").expect("checked above");
+        let record = lane.record_mut(&StepKey::Implement).expect("checked above");
         finish(record, StepStatus::Done, json!({"receipt_path": expected, crate::run::host::SAID: said}));
         lane.stage = Stage::Receipt;
         emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "step": "implement", "driver": "host"}));

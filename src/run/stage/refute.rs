@@ -4,6 +4,7 @@
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
+use crate::run::keys::StepKey;
 use crate::run::stage::judge::*;
 use crate::run::state::Run;
 use crate::run::validate::{self};
@@ -16,7 +17,8 @@ pub fn finish_refute(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), 
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
     let answer = crate::run::kept::load_from::<validate::RefuteAnswer>(
-        lane.record("refute").and_then(|r| r.outcome.as_ref()),
+        lane.record(&StepKey::Refute)
+            .and_then(|r| r.outcome.as_ref()),
         "answer",
     );
     for f in lane

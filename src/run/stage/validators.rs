@@ -6,6 +6,7 @@
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
+use crate::run::keys::StepKey;
 use crate::run::launch::{gate_value, launch};
 use crate::run::records::{archive, finish, me, new_nonce, record_after, started};
 use crate::run::reply::StepReport;
@@ -14,21 +15,17 @@ use crate::run::validate::{self, Finding, Fingerprint};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-pub(crate) fn name_of(key: &str) -> &str {
-    key.strip_prefix("validate-").unwrap_or(key)
+pub(crate) fn name_of(key: &StepKey) -> &str {
+    key.validator_name().unwrap_or("")
 }
 
-pub(crate) fn role_of(key: &str) -> &'static str {
-    if key == "refute" {
-        "refuter"
-    } else {
-        "validator"
-    }
+pub(crate) fn role_of(key: &StepKey) -> &'static str {
+    key.role()
 }
 
 /// The sandbox a validator reads in: a detached checkout of the lane's head, beside the lane's
 /// worktree.
-pub(crate) fn sandbox(lane: &Lane, key: &str, attempt: u32) -> PathBuf {
+pub(crate) fn sandbox(lane: &Lane, key: &StepKey, attempt: u32) -> PathBuf {
     let worktree = lane.worktree.clone().unwrap_or_default();
     PathBuf::from(format!("{worktree}.validators")).join(format!("{}-{attempt}", name_of(key)))
 }
@@ -37,7 +34,7 @@ pub(crate) fn output_path(
     ctx: &Ctx<'_>,
     run: &str,
     lane: &str,
-    key: &str,
+    key: &StepKey,
     attempt: u32,
 ) -> PathBuf {
     ctx.activity_dir(run, lane, key, attempt)
@@ -48,7 +45,7 @@ pub(crate) fn prompt_path(
     ctx: &Ctx<'_>,
     run: &str,
     lane: &str,
-    key: &str,
+    key: &StepKey,
     attempt: u32,
 ) -> PathBuf {
     ctx.activity_dir(run, lane, key, attempt).join("prompt.md")
@@ -107,18 +104,18 @@ pub fn validator_driver(ctx: &Ctx<'_>) -> Driver {
 }
 
 /// Record `started` for each validator step to prepare (this call owns them).
-pub fn mark_prepare(lane: &mut Lane, keys: &[String]) {
+pub fn mark_prepare(lane: &mut Lane, keys: &[StepKey]) {
     let attempt = lane.attempt;
     for key in keys {
         lane.steps
             .retain(|r| !(r.step == *key && r.attempt == attempt));
-        lane.steps.push(started(key, attempt, None, None));
+        lane.steps.push(started(key.clone(), attempt, None, None));
     }
 }
 
 /// Give each process-driven validator step its launch nonce, owned by this call until the
 /// supervisor registers.
-pub fn mark_launch(lane: &mut Lane, keys: &[String]) -> Vec<(String, String)> {
+pub fn mark_launch(lane: &mut Lane, keys: &[StepKey]) -> Vec<(StepKey, String)> {
     let (pid, pid_start) = me();
     let mut out = Vec::new();
     for key in keys {
@@ -134,7 +131,7 @@ pub fn mark_launch(lane: &mut Lane, keys: &[String]) -> Vec<(String, String)> {
 }
 
 /// Hand one validator to the host: mark it handed and say what to start.
-pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &str) -> StepReport {
+pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepReport {
     let run_id = run.id.clone();
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
@@ -186,7 +183,12 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &str) -> StepRepor
 }
 
 /// Throw away a validator step that crashed or changed its tree; it is prepared again from scratch.
-pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &str) -> Result<String, Refusal> {
+pub fn redo(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &mut Lane,
+    key: &StepKey,
+) -> Result<String, Refusal> {
     let old = lane.take_current(key);
     let mutated = old.iter().any(|r| {
         r.outcome
@@ -214,7 +216,7 @@ pub fn prepare(
     ctx: &Ctx<'_>,
     snapshot: &Run,
     lane_id: &str,
-    keys: &[String],
+    keys: &[StepKey],
 ) -> Result<StepReport, Refusal> {
     let lane = snapshot.lane(lane_id).expect("lane");
     let attempt = lane.attempt;
@@ -223,7 +225,10 @@ pub fn prepare(
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
         .map_err(|e| e.refusal(ctx.step))?;
-    let receipt = lane.outcome("receipt").cloned().unwrap_or(Value::Null);
+    let receipt = lane
+        .outcome(&StepKey::Receipt)
+        .cloned()
+        .unwrap_or(Value::Null);
     let current = crate::git::run(
         &worktree,
         &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
@@ -278,7 +283,7 @@ pub fn prepare(
         .filter(|f| f.round == attempt && f.status == "open")
         .cloned()
         .collect();
-    let mut prepared: Vec<(String, Value)> = Vec::new();
+    let mut prepared: Vec<(StepKey, Value)> = Vec::new();
     for key in keys {
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
         crate::run::state::ensure_dir(&dir, ctx.step)?;
@@ -381,7 +386,7 @@ pub(crate) fn record_moved(
     ctx: &Ctx<'_>,
     snapshot: &Run,
     lane_id: &str,
-    keys: &[String],
+    keys: &[StepKey],
     moved: Value,
 ) -> Result<StepReport, Refusal> {
     let (mine, _) = me();
@@ -417,7 +422,7 @@ pub fn launch_all(
     ctx: &Ctx<'_>,
     snapshot: &Run,
     lane_id: &str,
-    keys: &[(String, String)],
+    keys: &[(StepKey, String)],
 ) -> Result<StepReport, Refusal> {
     let lane = snapshot.lane(lane_id).expect("lane");
     let runner = ctx.settings.validator.as_ref().expect("a validator runner");
@@ -475,7 +480,7 @@ pub fn check(
     ctx: &Ctx<'_>,
     snapshot: &Run,
     lane_id: &str,
-    key: &str,
+    key: &StepKey,
 ) -> Result<StepReport, Refusal> {
     let lane = snapshot.lane(lane_id).expect("lane");
     let attempt = lane.attempt;
@@ -517,7 +522,7 @@ pub fn check(
                 .and_then(|c| i32::try_from(c).ok());
             let timed_out = finished["timed_out"].as_bool().unwrap_or(false);
             // `validator-<lens>` (or `refuter`): a stage has several.
-            let role = if key == "refute" {
+            let role = if *key == StepKey::Refute {
                 "refuter".to_owned()
             } else {
                 format!("validator-{}", name_of(key))
@@ -659,7 +664,7 @@ pub fn host_answer(
             .iter()
             .filter(|r| r.attempt == attempt && r.status == StepStatus::Started)
         {
-            if !(r.step.starts_with("validate-") || r.step == "refute") {
+            if !r.step.is_validator() {
                 continue;
             }
             let expected = output_path(ctx, &run_id, &lane.id, &r.step, attempt);

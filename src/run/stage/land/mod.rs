@@ -8,6 +8,7 @@ pub mod git;
 use self::git as land;
 use self::git::{Integrated, Retired};
 use crate::run::ctx::Ctx;
+use crate::run::keys::StepKey;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -91,13 +92,16 @@ fn target_commit(ctx: &Ctx<'_>, target: &str) -> Result<String, String> {
 /// target it made itself, and each head a person accepted by resuming a blocked landing.
 fn accounted_heads(lane: &Lane) -> Vec<String> {
     let mut heads = Vec::new();
-    if let Some(d) = lane.outcome("deliver").and_then(|o| o["commit"].as_str()) {
+    if let Some(d) = lane
+        .outcome(&StepKey::Deliver)
+        .and_then(|o| o["commit"].as_str())
+    {
         heads.push(d.to_owned());
     }
     for r in lane.steps.iter().filter(|r| {
         r.attempt == lane.attempt
             && r.status == StepStatus::Done
-            && (r.step.starts_with("integrate-") || r.step == "push-branch")
+            && matches!(r.step, StepKey::Integrate(_) | StepKey::PushBranch)
     }) {
         let o = r.outcome.clone().unwrap_or_default();
         for key in ["head", "accepted", "commit"] {
@@ -134,7 +138,7 @@ fn check_head(
     )
     .map(|l| l.lines().map(str::to_owned).collect())
     .unwrap_or_default();
-    if lane.outcome(&format!("resume-{round}")).is_some() {
+    if lane.outcome(&StepKey::Resume(round)).is_some() {
         return Ok(Some(commits));
     }
     Err(format!(
@@ -146,7 +150,7 @@ fn check_head(
     ))
 }
 
-pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
+pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
     let Some(target) = target(ctx, run) else {
         return failed(
             "the run started on a detached HEAD and `land.target` names no branch to land into",
@@ -157,14 +161,13 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
     let root = &ctx.repo.root;
     let settings = &ctx.settings.land;
     let delivered = lane
-        .outcome("deliver")
+        .outcome(&StepKey::Deliver)
         .and_then(|o| o["commit"].as_str())
         .unwrap_or_default()
         .to_owned();
-    let (kind, _round) = step.rsplit_once('-').map_or((step, ""), |(k, r)| (k, r));
-    match kind {
+    match step {
         // A project's lane with dependencies starts from the target as they left it (SPEC 23.6).
-        "base" => match target_commit(ctx, &target) {
+        StepKey::Base => match target_commit(ctx, &target) {
             Ok(commit) => ok(
                 json!({"commit": commit, "target": target}),
                 None,
@@ -175,7 +178,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
             ),
             Err(e) => failed(format!("the target `{target}` could not be read: {e}")),
         },
-        "integrate" => {
+        StepKey::Integrate(_) => {
             let round = lane.land_round.max(1);
             let before = match land::rev(&worktree, &format!("refs/heads/{branch}")) {
                 Ok(h) => h,
@@ -284,10 +287,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Err(e) => failed(format!("merging `{target}` into the lane failed: {e}")),
             }
         }
-        "landcommit" => {
+        StepKey::LandCommit(_) => {
             let round = lane.land_round.max(1);
             let integrated = lane
-                .outcome(&format!("integrate-{round}"))
+                .outcome(&StepKey::Integrate(round))
                 .cloned()
                 .unwrap_or(Value::Null);
             let target_head = integrated["target_commit"]
@@ -324,10 +327,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Err(e) => failed(e),
             }
         }
-        "land" => {
+        StepKey::Land(_) => {
             let round = lane.land_round.max(1);
             let made = lane
-                .outcome(&format!("landcommit-{round}"))
+                .outcome(&StepKey::LandCommit(round))
                 .cloned()
                 .unwrap_or(Value::Null);
             let commit = made["landed"].as_str().unwrap_or_default().to_owned();
@@ -367,7 +370,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Err(e) => failed(e),
             }
         }
-        "push" => {
+        StepKey::PushBranch => {
             // push-branch: the lane branch goes to the remote for its pull request.
             let remote = settings.remote.clone().unwrap_or_default();
             let head = land::rev(&worktree, &format!("refs/heads/{branch}")).unwrap_or_default();
@@ -380,10 +383,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Err(e) => failed(e),
             }
         }
-        "pr" if step == "pr-open" => {
+        StepKey::PrOpen => {
             let body = crate::run::record::pr_body(run, lane);
             let body_file = ctx
-                .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
+                .activity_dir(&run.id, &lane.id, &StepKey::PrOpen, lane.attempt)
                 .join("body.md");
             if let Some(dir) = body_file.parent() {
                 let _ = std::fs::create_dir_all(dir);
@@ -428,9 +431,12 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Err(e) => failed(format!("opening the pull request failed: {e}")),
             }
         }
-        "pr" => {
+        StepKey::PrArm => {
             // pr-arm: from here on, the loop never pushes to this pull request.
-            let opened = lane.outcome("pr-open").cloned().unwrap_or(Value::Null);
+            let opened = lane
+                .outcome(&StepKey::PrOpen)
+                .cloned()
+                .unwrap_or(Value::Null);
             let url = opened["url"].as_str().unwrap_or_default().to_owned();
             let number = opened["number"]
                 .as_u64()
@@ -438,7 +444,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 .unwrap_or_default();
             let title = format!("{}: {}", lane.unit, unit_title(ctx, lane));
             let body_file = ctx
-                .activity_dir(&run.id, &lane.id, "pr-open", lane.attempt)
+                .activity_dir(&run.id, &lane.id, &StepKey::PrOpen, lane.attempt)
                 .join("body.md");
             let values = placeholders(&branch, &target, &title, &body_file, &url, &number);
             match land::forge(root, &crate::run::launch::expand(&settings.pr_arm, &values)) {
@@ -450,7 +456,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                 Err(e) => failed(format!("arming the pull request failed: {e}")),
             }
         }
-        "retire" => {
+        StepKey::Retire => {
             let landed_in = match &settings.remote {
                 Some(remote) if settings.mode != "none" => match land::fetch(root, remote, &target)
                 {
@@ -498,7 +504,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
                     d
                 }
                 Ok(Retired::NotLanded) => again(
-                    match lane.outcome("pr-open").and_then(|o| o["url"].as_str()) {
+                    match lane
+                        .outcome(&StepKey::PrOpen)
+                        .and_then(|o| o["url"].as_str())
+                    {
                         Some(url) => {
                             format!("the pull request {url} has not landed in `{target}` yet")
                         }
@@ -516,10 +525,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &str) -> Done {
 /// The commit the loop moved the target to, and the lane head it was made from (`merge` mode).
 pub fn landed_by_loop(lane: &Lane) -> Option<(String, String)> {
     let round = lane.land_round.max(1);
-    let commit = lane.outcome(&format!("land-{round}"))?["commit"]
+    let commit = lane.outcome(&StepKey::Land(round))?["commit"]
         .as_str()?
         .to_owned();
-    let head = lane.outcome(&format!("landcommit-{round}"))?["head"]
+    let head = lane.outcome(&StepKey::LandCommit(round))?["head"]
         .as_str()?
         .to_owned();
     Some((commit, head))
