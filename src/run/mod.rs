@@ -8,6 +8,7 @@ pub mod claims;
 pub mod decide;
 pub mod deliver;
 pub mod dispositions;
+pub mod drive;
 pub mod engine;
 pub mod events;
 pub mod host;
@@ -23,5 +24,6 @@ pub mod report;
 pub mod settings;
 pub mod state;
 pub mod validate;
+pub mod view;
 
 pub use engine::{Ctx, StepReport};
