@@ -1,6 +1,7 @@
 //! The command line: arguments in, one rendered result out. Verbs call the core (`record`, `init`,
-//! `unit`) and get back a value or a refusal; this module alone decides how either looks, as text
-//! for a person or as JSON for a program.
+//! `unit`; for runs `run::view`, `run::drive` and `run::control`) and get back a value or a refusal;
+//! this module alone decides how either looks, as text for a person or as JSON for a program. It
+//! never reads the loop's files or decides a loop question itself.
 
 mod commands;
 mod render;
@@ -114,7 +115,7 @@ pub enum Command {
     /// The loop's step interface for a driving host, cron or a supervisor (machinery).
     Implement {
         #[command(subcommand)]
-        command: commands::build::ImplementCommand,
+        command: commands::implement::ImplementCommand,
     },
     /// Trust what this checkout's config would run (runners, roles, verify.commands, land.pr, hooks): records their sha256 for this root in your own config directory and prints each program and argv; refuses an invalid config.
     #[command(verbatim_doc_comment)]
@@ -122,7 +123,7 @@ pub enum Command {
     /// Inspect and steer runs: list, show, pause, resume, abandon.
     Run {
         #[command(subcommand)]
-        command: commands::build::RunCommand,
+        command: commands::run::RunCommand,
     },
     /// Judge one proposed tool call, read as JSON on standard input, with the guard (SPEC 24.1): prints the decision, rule and reason; exits 0 for allow or notify, 4 for ask, 3 for deny; writes nothing.
     #[command(verbatim_doc_comment)]

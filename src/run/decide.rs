@@ -701,7 +701,7 @@ fn land(
     }
 }
 
-/// A synchronous step some call has started and is still doing. The engine clears the owner of a
+/// A synchronous step some call has started and is still doing. The stepper (observing) clears the owner of a
 /// record whose process died (while observing, before `decide`), so such a record is redone.
 fn in_hand(record: &super::state::StepRecord) -> bool {
     record.status == StepStatus::Started && record.pid.is_some()

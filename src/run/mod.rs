@@ -9,6 +9,7 @@ pub mod control;
 pub mod ctx;
 pub mod decide;
 pub mod dispositions;
+pub mod drive;
 pub mod events;
 pub mod host;
 pub mod kept;
@@ -30,6 +31,7 @@ pub mod step_record;
 pub mod stepper;
 pub mod under_lock;
 pub mod validate;
+pub mod view;
 
 pub use ctx::Ctx;
 pub use reply::StepReport;

@@ -1,10 +1,12 @@
-//! The run record (`.iced/run/<run>/record.json`), the body of a pull request, and the handover
-//! block: three ways of telling a run from what the loop recorded, for a machine, a reviewer and a
-//! fresh driver.
+//! The run record (`.iced/run/<run>/record.json`) with its agents and their cost, and the body of a
+//! pull request: two ways of telling a run from what the loop recorded, for a machine and a
+//! reviewer. What a person reads of a run (`run show`, the handover) is asked of `run::view` and
+//! worded by the command line.
 
 use super::ctx::Ctx;
-use super::state::{Lane, Run, RunPaths, StepStatus};
-use crate::run::keys::StepKey;
+use super::keys::StepKey;
+use super::state::{Lane, Run, RunPaths};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -115,86 +117,30 @@ fn host_agent(lane: &str, step: &str, r: &Value) -> Value {
     })
 }
 
-/// The run's cost: the sum of what was reported, and how many agents reported none (so an
-/// unknown is never read as free).
-pub fn cost(agents: &[Value]) -> Value {
+/// What a run's agents cost: the sum of what was reported, and how many agents reported none (so
+/// an unknown is never read as free). Serialised as the record's and `run show`'s `cost`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cost {
+    /// Dollars, summed over the agents that reported a cost, rounded to a millionth.
+    pub usd: f64,
+    /// Every agent counted, whether it reported a cost or not.
+    pub agents: usize,
+    /// Those of `agents` that reported none.
+    pub unknown: usize,
+}
+
+/// The run's cost, from [`agents`].
+pub fn cost(agents: &[Value]) -> Cost {
     let known: Vec<f64> = agents
         .iter()
         .filter_map(|a| a["cost_usd"].as_f64())
         .collect();
-    let unknown = agents.len() - known.len();
-    let usd = (known.iter().sum::<f64>() * 1e6).round() / 1e6;
-    json!({"usd": usd, "agents": agents.len(), "unknown": unknown})
-}
-
-/// `$0.0032 over 2 agents, and 1 more that reported none`; `unknown (...)` when none reported.
-pub fn cost_line(cost: &Value) -> String {
-    let agents = cost["agents"].as_u64().unwrap_or(0);
-    let unknown = cost["unknown"].as_u64().unwrap_or(0);
-    if agents == 0 {
-        return "no agent ran".into();
+    Cost {
+        usd: (known.iter().sum::<f64>() * 1e6).round() / 1e6,
+        agents: agents.len(),
+        unknown: agents.len() - known.len(),
     }
-    let n = |k: u64| format!("{k} agent{}", if k == 1 { "" } else { "s" });
-    if unknown == agents {
-        return format!("unknown ({} that reported none)", n(agents));
-    }
-    let usd = cost["usd"].as_f64().unwrap_or(0.0);
-    if unknown == 0 {
-        format!("${usd} over {}", n(agents))
-    } else {
-        format!(
-            "${usd} over {}, and {} more that reported none",
-            n(agents - unknown),
-            n(unknown)
-        )
-    }
-}
-
-/// One line per agent, for a person: where, who, what it cost.
-pub fn agent_lines(agents: &[Value]) -> String {
-    let mut b = String::new();
-    for a in agents {
-        if a["runner"] == "host" {
-            let _ = writeln!(
-                b,
-                "  agent {} {} attempt {}: runner host, model {}, session {}, cost unknown, {}",
-                a["lane"].as_str().unwrap_or(""),
-                a["step"].as_str().unwrap_or(""),
-                a["attempt"],
-                a["model"].as_str().unwrap_or("unknown"),
-                a["session"].as_str().unwrap_or("unknown"),
-                match (a["status"].as_str(), a["ended"].as_str()) {
-                    (Some("done"), _) => "answered".to_owned(),
-                    (_, Some(why)) => format!("ended unanswered: {why}"),
-                    // Answered, and the answer thrown away (its tree changed).
-                    _ => "failed".to_owned(),
-                },
-            );
-            continue;
-        }
-        let cost = a["cost_usd"]
-            .as_f64()
-            .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c}"));
-        let _ = writeln!(
-            b,
-            "  agent {} {} attempt {}: runner {}, model {}, {} turns, {cost}, {} ms, exit {}",
-            a["lane"].as_str().unwrap_or(""),
-            a["step"].as_str().unwrap_or(""),
-            a["attempt"],
-            a["runner"].as_str().unwrap_or("?"),
-            a["model"].as_str().unwrap_or("not reported"),
-            a["turns"]
-                .as_u64()
-                .map_or("?".to_owned(), |t| t.to_string()),
-            a["duration_ms"]
-                .as_u64()
-                .map_or("?".to_owned(), |d| d.to_string()),
-            a["exit_code"]
-                .as_i64()
-                .map_or("none".to_owned(), |c| c.to_string()),
-        );
-    }
-    b
 }
 
 /// The history of a run's earlier attempts (`history.jsonl`), each record with its lane.
@@ -308,158 +254,4 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
         "\nThe unit's close (status, evidence.md, verify.json) is part of this change."
     );
     b
-}
-
-/// A short block a fresh driver reads once to continue: settings in force, each live lane's next
-/// move, what is awaited and where, and the hazards. From the state alone.
-pub fn handover(ctx: &Ctx<'_>, runs: &[&Run]) -> String {
-    let s = &ctx.settings;
-    let mut b = String::new();
-    let role = |r: &Option<super::settings::Runner>, m: &Option<String>| match r {
-        Some(r) => format!(
-            "runner `{}`{}",
-            r.name,
-            m.as_ref()
-                .map(|m| format!(", model {m}"))
-                .unwrap_or_default()
-        ),
-        None => "the host starts it".to_owned(),
-    };
-    let _ = writeln!(b, "# Handover\n");
-    let _ = writeln!(
-        b,
-        "In force: implementer {}; {}; up to {} attempts; landing `{}`; pace: {} lane{} and {} agent{} at once{}.\n",
-        role(&s.implementer, &s.implementer_model),
-        if s.independent {
-            format!(
-                "validators {} ({}{})",
-                role(&s.validator, &s.validator_model),
-                s.lenses
-                    .as_ref()
-                    .map_or("auto lenses".to_owned(), |l| l.join(", ")),
-                if s.reviewers.is_empty() {
-                    String::new()
-                } else {
-                    format!(" + {}", s.reviewers.join(", "))
-                }
-            )
-        } else {
-            "no independent validators (the loop's own checks only)".to_owned()
-        },
-        s.max_attempts,
-        s.land.mode,
-        s.pace.lanes,
-        if s.pace.lanes == 1 { "" } else { "s" },
-        s.pace.agents,
-        if s.pace.agents == 1 { "" } else { "s" },
-        s.pace.ruling.as_ref().map_or(String::new(), |r| format!(
-            " (ruling of {}: {})",
-            r["from"].as_str().unwrap_or("?"),
-            r["why"].as_str().unwrap_or("no reason given")
-        ))
-    );
-    if runs.is_empty() {
-        let _ = writeln!(b, "No live run. Start one with `iced build <id>`.");
-        return b;
-    }
-    for run in runs {
-        let _ = writeln!(
-            b,
-            "## {} ({}, {} driver)\n",
-            run.id,
-            run.status.as_str(),
-            match run.driver {
-                super::state::Driver::Host => "host",
-                super::state::Driver::Process => "process",
-            }
-        );
-        for lane in &run.lanes {
-            let _ = writeln!(
-                b,
-                "- {}: {} (attempt {}). {}",
-                lane.id,
-                lane.stage.as_str(),
-                lane.attempt,
-                next_move(ctx, run, lane)
-            );
-            let open: Vec<&str> = lane
-                .findings
-                .iter()
-                .filter(|f| f.status == "open")
-                .map(|f| f.id.as_str())
-                .collect();
-            if !open.is_empty() {
-                let _ = writeln!(b, "  Open findings: {}.", open.join(", "));
-            }
-            if let Some(reason) = lane
-                .reason
-                .as_ref()
-                .filter(|_| lane.stage == super::state::Stage::Blocked)
-            {
-                let _ = writeln!(b, "  Blocked: {}", reason.lines().next().unwrap_or(""));
-            }
-        }
-        b.push('\n');
-    }
-    let _ = writeln!(
-        b,
-        "Drive it with `iced implement step` (repeat while it says `advanced` or `waiting`)."
-    );
-    b
-}
-
-/// One sentence: what this lane needs next and where it is awaited.
-pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
-    use super::state::Stage::*;
-    let started: Vec<String> = lane
-        .steps
-        .iter()
-        .filter(|r| r.attempt == lane.attempt && r.status == StepStatus::Started)
-        .map(|r| r.step.to_string())
-        .collect();
-    let holder = super::decide::holder(run).filter(|h| h.id != lane.id && run.lanes.len() > 1);
-    if !super::decide::started(lane) {
-        return match (lane.depends.is_empty(), holder) {
-            (_, Some(h)) => format!("Queued; nothing starts while `{}` holds the run.", h.id),
-            (true, None) => "Queued for a free lane.".into(),
-            (false, None) => format!("Queued after {}.", lane.depends.join(", ")),
-        };
-    }
-    if let Some(h) = holder.filter(|_| lane.stage == Land && !super::decide::landing_begun(lane)) {
-        return format!("Validated; waits to land while `{}` holds the run.", h.id);
-    }
-    let release = if run.lanes.len() > 1 && !lane.released {
-        format!(
-            " It holds the other lanes: `iced run release {} {}` or `iced run discard {} {}`.",
-            run.id, lane.id, run.id, lane.id
-        )
-    } else {
-        String::new()
-    };
-    match lane.stage {
-        Blocked => format!(
-            "Needs a person (`iced run resume` after fixing what the reason names).{release}"
-        ),
-        Handback => format!("Handed back: the contract needs a person.{release}"),
-        Discarded => "Discarded; its branch is kept.".into(),
-        Implement if lane.record(&StepKey::Implement).is_some() => format!(
-            "Awaiting the implementer's report at `{}`.",
-            ctx.receipt_path(&run.id, &lane.id, lane.attempt).display()
-        ),
-        Implement => "Next: start the implementer.".into(),
-        Validate | Refute if !started.is_empty() => format!("Awaiting {}.", started.join(", ")),
-        // Delivered on its branch (`land.mode: none`): landing it is a person's move.
-        Delivered if lane.outcome(&StepKey::Retire).is_none() => format!(
-            "Delivered on `{}`: merge it, then `iced run retire`.",
-            lane.branch.as_deref().unwrap_or("")
-        ),
-        Delivered => "Done.".into(),
-        Retire if lane.outcome(&StepKey::PrOpen).is_some() => format!(
-            "Awaiting pull request {} to land.",
-            lane.outcome(&StepKey::PrOpen)
-                .map_or("", |o| o["url"].as_str().unwrap_or(""))
-        ),
-        _ if !started.is_empty() => format!("In progress: {}.", started.join(", ")),
-        stage => format!("Next: {}.", stage.as_str()),
-    }
 }

@@ -1,16 +1,20 @@
-//! One module per verb (or per family of small verbs): its arguments and the function that runs it.
+//! One module per verb (or per family of small verbs, each verb its own function): its arguments
+//! and the function that runs it. `run/` holds one file per `run` verb.
 
 pub mod approve;
 pub mod build;
 pub mod demo;
 pub mod guard;
+pub mod implement;
 pub mod init;
 pub mod lifecycle;
 pub mod lint;
 pub mod list;
 pub mod new;
+pub mod run;
 pub mod stats;
 pub mod status;
+pub mod supervise;
 pub mod trust;
 
 use super::{Command, Output};
@@ -38,11 +42,11 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Trust => trust::run(),
         Command::Guard => guard::guard(),
         Command::Hook { command } => guard::hook(command),
-        Command::Build(args) => build::build(args, json),
+        Command::Build(args) => build::run(args, json),
         Command::Demo(args) => demo::run(args),
-        Command::Implement { command } => build::implement(command),
-        Command::Run { command } => build::run_verb(command),
-        Command::Supervise { dir } => Ok(crate::cli::Output::exit_only(build::supervise(dir))),
+        Command::Implement { command } => implement::run(command),
+        Command::Run { command } => run::run(command),
+        Command::Supervise { dir } => supervise::run(dir),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Landing, at the git level: bring the target into the lane, make the landed commit by the
 //! repository's strategy, move the target (through the person's checkout when it is checked out
 //! there, so their files follow), push, run the forge's commands, and retire a landed lane.
-//! Every function is idempotent or says what it found: the engine records each outcome.
+//! Every function is idempotent or says what it found: the stepper records each outcome.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,10 @@
 //! How results and refusals look. Text goes through `for_terminal`: anything a unit file or a
-//! report said is printed without its escape sequences.
+//! report said is printed without its escape sequences. The words of the loop's values live in the
+//! submodules: a step report (`step`), a run and its agents (`run`), the handover (`handover`).
+
+pub mod handover;
+pub mod run;
+pub mod step;
 
 use super::Output;
 use crate::refusal::Refusal;

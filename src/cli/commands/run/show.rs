@@ -1,0 +1,149 @@
+//! `iced run show <run>`: one run with its lanes, step records, findings and agents; from its
+//! record once it has left the state.
+
+use super::STEP;
+use crate::cli::commands::repo;
+use crate::cli::render::run::{agent_lines, cost_line, driver, next_move, step_status};
+use crate::cli::Output;
+use crate::refusal::Refusal;
+use crate::run::view::{self, LiveRun, RecordedRun, Shown, WorkWent};
+use crate::run::Ctx;
+use std::fmt::Write;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The run id (or a unique part of it).
+    pub run: String,
+}
+
+pub fn run(args: Args) -> Result<Output, Refusal> {
+    let repo = repo(STEP)?;
+    let ctx = Ctx::new(&repo, STEP)?;
+    Ok(match view::show(&ctx, &args.run)? {
+        Shown::Live(live) => live_output(*live),
+        Shown::Recorded(recorded) => recorded_output(*recorded),
+    })
+}
+
+/// A run in the state: every lane with its next move, step records (each outcome cut to 160
+/// characters) and findings, then the agents and their cost.
+fn live_output(live: LiveRun) -> Output {
+    let run = &live.run;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} {}: {} (driver {}, updated {})",
+        run.id,
+        run.status.as_str(),
+        run.unit,
+        driver(run.driver),
+        run.updated_at
+    );
+    for (lane, next) in run.lanes.iter().zip(&live.next) {
+        let _ = writeln!(
+            text,
+            "lane {} stage {} attempt {} branch {}",
+            lane.id,
+            lane.stage.as_str(),
+            lane.attempt,
+            lane.branch.as_deref().unwrap_or("")
+        );
+        if let Some(reason) = &lane.reason {
+            let _ = writeln!(text, "  reason: {reason}");
+        }
+        let _ = writeln!(text, "  next: {}", next_move(next));
+        for r in &lane.steps {
+            let _ = writeln!(
+                text,
+                "  ({}, {}, {}) {:?} {}",
+                lane.id,
+                r.step,
+                r.attempt,
+                r.status,
+                r.outcome
+                    .as_ref()
+                    .map(|o| o.to_string())
+                    .unwrap_or_default()
+                    .chars()
+                    .take(160)
+                    .collect::<String>()
+            );
+        }
+        if !lane.findings.is_empty() {
+            text.push_str("  findings:\n");
+        }
+        for f in &lane.findings {
+            let _ = writeln!(
+                text,
+                "    {} {} {} (round {}, by {}): {}",
+                f.id, f.evidence.severity, f.status, f.round, f.by, f.evidence.summary
+            );
+        }
+    }
+    let _ = write!(
+        text,
+        "cost: {}\n{}",
+        cost_line(&live.cost),
+        agent_lines(&live.agent_views())
+    );
+    let mut json = serde_json::to_value(run).expect("serialises");
+    json["agents"] = live.agents.into();
+    json["cost"] = serde_json::to_value(live.cost).expect("serialises");
+    Output::new(json, text)
+}
+
+/// A run that has left the state, from its record: where each lane's work went, its step records
+/// and findings, then the agents and their cost when the record has them.
+fn recorded_output(recorded: RecordedRun) -> Output {
+    let run = &recorded.run;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} ({}, from its record: it has left the state)",
+        run.id,
+        run.status.as_str()
+    );
+    for (lane, went) in run.lanes.iter().zip(&recorded.went) {
+        let _ = writeln!(
+            text,
+            "lane {} stage {} attempt {}",
+            lane.id,
+            lane.stage.as_str(),
+            lane.attempt
+        );
+        match went {
+            Some(WorkWent::PullRequest(url)) => {
+                let _ = writeln!(text, "  pull request: {url}");
+            }
+            Some(WorkWent::Landed(commit)) => {
+                let _ = writeln!(text, "  landed: {commit}");
+            }
+            None => {}
+        }
+        for r in &lane.steps {
+            let _ = writeln!(
+                text,
+                "  ({}, {}) {}",
+                r.step,
+                r.attempt,
+                step_status(r.status)
+            );
+        }
+        for f in &lane.findings {
+            let _ = writeln!(
+                text,
+                "  finding {} {} {}",
+                f.id, f.evidence.severity, f.status
+            );
+        }
+    }
+    if let Some(agents) = &recorded.agents {
+        let _ = write!(
+            text,
+            "cost: {}\n{}",
+            cost_line(&recorded.cost),
+            agent_lines(agents)
+        );
+    }
+    Output::new(recorded.record, text)
+}

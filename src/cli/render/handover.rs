@@ -1,0 +1,104 @@
+//! The handover (`iced run handover`) in words: a short block a fresh driver reads once.
+
+use super::run::{driver, next_move};
+use crate::run::view::{Handover, InForce, Role};
+use std::fmt::Write;
+
+/// `runner `<name>`, model <m>`, or `the host starts it`.
+fn role(r: &Role) -> String {
+    match r {
+        Role::Runner { name, model } => format!(
+            "runner `{name}`{}",
+            model
+                .as_ref()
+                .map(|m| format!(", model {m}"))
+                .unwrap_or_default()
+        ),
+        Role::Host => "the host starts it".to_owned(),
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `In force: implementer ...; validators ...; up to N attempts; landing `mode`; pace: ...`.
+fn in_force(s: &InForce) -> String {
+    format!(
+        "In force: implementer {}; {}; up to {} attempts; landing `{}`; pace: {} lane{} and {} agent{} at once{}.",
+        role(&s.implementer),
+        match &s.validators {
+            Some(v) => format!(
+                "validators {} ({}{})",
+                role(&v.role),
+                v.lenses
+                    .as_ref()
+                    .map_or("auto lenses".to_owned(), |l| l.join(", ")),
+                if v.reviewers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" + {}", v.reviewers.join(", "))
+                }
+            ),
+            None => "no independent validators (the loop's own checks only)".to_owned(),
+        },
+        s.max_attempts,
+        s.land_mode,
+        s.pace_lanes,
+        plural(s.pace_lanes),
+        s.pace_agents,
+        plural(s.pace_agents),
+        s.ruling.as_ref().map_or(String::new(), |r| format!(
+            " (ruling of {}: {})",
+            r.from.as_deref().unwrap_or("?"),
+            r.why.as_deref().unwrap_or("no reason given")
+        ))
+    )
+}
+
+/// The whole block: settings in force, each lane's next move and hazards, how to drive on.
+pub fn text(h: &Handover) -> String {
+    let mut b = String::new();
+    let _ = writeln!(b, "# Handover\n");
+    let _ = writeln!(b, "{}\n", in_force(&h.in_force));
+    if h.runs.is_empty() {
+        let _ = writeln!(b, "No live run. Start one with `iced build <id>`.");
+        return b;
+    }
+    for run in &h.runs {
+        let s = &run.summary;
+        let _ = writeln!(
+            b,
+            "## {} ({}, {} driver)\n",
+            s.id,
+            s.status.as_str(),
+            driver(s.driver)
+        );
+        for lane in &run.lanes {
+            let _ = writeln!(
+                b,
+                "- {}: {} (attempt {}). {}",
+                lane.id,
+                lane.stage.as_str(),
+                lane.attempt,
+                next_move(&lane.next)
+            );
+            if !lane.open_findings.is_empty() {
+                let _ = writeln!(b, "  Open findings: {}.", lane.open_findings.join(", "));
+            }
+            if let Some(reason) = &lane.blocked {
+                let _ = writeln!(b, "  Blocked: {reason}");
+            }
+        }
+        b.push('\n');
+    }
+    let _ = writeln!(
+        b,
+        "Drive it with `iced implement step` (repeat while it says `advanced` or `waiting`)."
+    );
+    b
+}

@@ -1,0 +1,51 @@
+//! A step report (`implement step`, `implement receipt`, the end of `build`) as text and JSON.
+
+use crate::cli::Output;
+use crate::run::reply::exit_for;
+use crate::run::StepReport;
+
+/// `<run> <lane>: <action> (stage <stage>, attempt <n>)`, the paths a host needs, then `next:`.
+pub fn text(r: &StepReport) -> String {
+    let mut out = match (&r.run, &r.lane) {
+        (Some(run), Some(lane)) => format!(
+            "{run} {lane}: {} (stage {}, attempt {})",
+            r.action,
+            r.stage.as_deref().unwrap_or("?"),
+            r.attempt.unwrap_or(0)
+        ),
+        _ => r.action.to_owned(),
+    };
+    for (label, value) in [
+        ("brief", &r.brief),
+        ("worktree", &r.worktree),
+        ("receipt_path", &r.receipt_path),
+        ("receipt_key", &r.receipt_key),
+    ] {
+        if let Some(v) = value {
+            out.push_str(&format!("\n  {label}: {v}"));
+        }
+    }
+    out.push_str(&format!("\nnext: {}", r.next));
+    out
+}
+
+/// The report as the verb's output: the report itself in JSON, its exit code.
+pub fn output(report: &StepReport) -> Output {
+    let mut out = Output::new(
+        serde_json::to_value(report).expect("serialises"),
+        text(report),
+    );
+    out.exit = exit_for(report);
+    out
+}
+
+/// One line of `build`'s progress on stderr: `  <lane> <stage> attempt <n>: <action>`.
+pub fn progress_line(report: &StepReport) -> String {
+    format!(
+        "  {} {:<9} attempt {}: {}",
+        report.lane.as_deref().unwrap_or(""),
+        report.stage.as_deref().unwrap_or(""),
+        report.attempt.unwrap_or(0),
+        report.action
+    )
+}

@@ -1,0 +1,176 @@
+//! Driving a run for the command line: what `iced build`, `iced implement` and `iced run resume`
+//! do around the stepper. Starting or resuming a run, stepping it until only someone else can move
+//! it, the run a host's call is about, and how a run ended.
+//!
+//! Every step is the stepper's (`stepper::step`); this module only strings steps together and says
+//! when to stop. It prints nothing: whoever drives is handed each report to tell.
+
+use super::control;
+use super::host::HostAgent;
+use super::pace::Flags;
+use super::stage::admit;
+use super::state::{Run, RunStatus, State};
+use super::stepper;
+use super::{Ctx, StepReport};
+use crate::refusal::Refusal;
+use std::path::Path;
+use std::time::Duration;
+
+/// A run `iced build` drives: the one it admitted, or the one it resumed.
+pub struct Admitted {
+    pub run: String,
+    pub resumed: bool,
+}
+
+/// Admit `unit` (or find the run already building it) under the pace of `flags`. A person typing
+/// `build` again on a blocked or paused run means: go on, on the pace it recorded unless `repace`
+/// (SPEC 20.11); a blocked lane gets a fresh attempt, as `run resume` gives it.
+pub fn start(
+    ctx: &mut Ctx<'_>,
+    unit: &str,
+    session: Option<&str>,
+    flags: &Flags,
+    repace: bool,
+) -> Result<Admitted, Refusal> {
+    // Before admit writes anything or a step starts anything (SPEC 24.10).
+    crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.step)?;
+    ctx.set_pace_flags(flags)?;
+    let (run, resumed) = admit::admit(ctx, unit, session)?;
+    if resumed {
+        control::check_pace(ctx, &run, repace)?;
+        let state = State::load(&ctx.paths, ctx.step)?;
+        if state
+            .runs
+            .get(&run)
+            .is_some_and(|r| matches!(r.status, RunStatus::Blocked | RunStatus::Paused))
+        {
+            control::set_paused(ctx, &run, false)?;
+        }
+    }
+    Ok(Admitted { run, resumed })
+}
+
+/// How long a driver waits before stepping a run that is waiting on an activity.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Step `run` until nothing more happens without someone else (or, with `no_wait`, until it waits
+/// on something), handing each report to `told` as it comes. Returns the last report.
+pub fn to_end(
+    ctx: &Ctx<'_>,
+    run: &str,
+    no_wait: bool,
+    mut told: impl FnMut(&StepReport),
+) -> Result<StepReport, Refusal> {
+    loop {
+        let report = stepper::step(ctx, run)?;
+        told(&report);
+        let waiting = report.action == "waiting";
+        if report.is_final()
+            || awaits_someone_else(&ctx.settings.land.mode, &report)
+            || (no_wait && waiting)
+        {
+            return Ok(report);
+        }
+        if waiting {
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// A pull request waiting for the forge is not something a driver polls for: cron or a host
+/// stepping the run later retires the lane once it has landed. Nor is a landed lane whose landing
+/// is not (or no longer) in the target: only a person changes that.
+fn awaits_someone_else(land_mode: &str, report: &StepReport) -> bool {
+    let stage = report.stage.as_deref();
+    report.action == "waiting"
+        && (land_mode == "pr" && matches!(stage, Some("land" | "retire"))
+            || stage == Some("retire"))
+}
+
+/// How `run` stands now: its status in the state, else (landed and retired, it has left the
+/// state) the status its record gives; `None` when neither has it.
+pub fn status(ctx: &Ctx<'_>, run: &str) -> Result<Option<RunStatus>, Refusal> {
+    let state = State::load(&ctx.paths, ctx.step)?;
+    Ok(state.runs.get(run).map(|r| r.status).or_else(|| {
+        super::record::read(&ctx.paths, run)
+            .and_then(|r| serde_json::from_value::<RunStatus>(r["run"]["status"].clone()).ok())
+    }))
+}
+
+/// `implement step`: one step of the live run (or the one named); none without a live run.
+pub fn step_live(ctx: &Ctx<'_>, run: Option<&str>) -> Result<StepReport, Refusal> {
+    match control::pick_run(ctx, run)? {
+        None => Ok(StepReport::nothing()),
+        Some(run) => {
+            // Before the step starts anything (SPEC 24.10).
+            crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.step)?;
+            stepper::step(ctx, &run)
+        }
+    }
+}
+
+/// `implement receipt`: hand in the implementer's report at `path` for the live run (or the one
+/// named).
+pub fn receipt(
+    ctx: &Ctx<'_>,
+    run: Option<&str>,
+    path: &Path,
+    said: &HostAgent,
+) -> Result<StepReport, Refusal> {
+    let run = control::pick_run(ctx, run)?.ok_or_else(|| {
+        Refusal::new(
+            ctx.step,
+            "no-live-run",
+            "no live run is waiting for a receipt",
+            "start one with `iced build <id>`",
+        )
+    })?;
+    control::submit_receipt(ctx, &run, path, said)
+}
+
+/// `run resume`: on the pace in force now when `repace`, else on the one the run recorded, which
+/// must still hold (SPEC 20.11).
+pub fn resume(ctx: &mut Ctx<'_>, run: &str, flags: &Flags, repace: bool) -> Result<Run, Refusal> {
+    ctx.set_pace_flags(flags)?;
+    control::check_pace(ctx, run, repace)?;
+    control::set_paused(ctx, run, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(action: &'static str, stage: &str) -> StepReport {
+        StepReport {
+            action,
+            stage: Some(stage.to_owned()),
+            ..StepReport::nothing()
+        }
+    }
+
+    /// `iced build` stops waiting where only a forge or a person moves the lane on, and nowhere
+    /// else: every stage a lane waits in, under each landing mode.
+    #[test]
+    fn a_driver_stops_waiting_only_for_a_forge_or_a_person() {
+        let stages = [
+            "implement",
+            "validate",
+            "refute",
+            "deliver",
+            "land",
+            "retire",
+        ];
+        for mode in ["none", "merge", "pr"] {
+            for stage in stages {
+                let expected = stage == "retire" || mode == "pr" && stage == "land";
+                assert_eq!(
+                    awaits_someone_else(mode, &report("waiting", stage)),
+                    expected,
+                    "{mode} {stage}"
+                );
+                // A step that did something is never a wait.
+                assert!(!awaits_someone_else(mode, &report("advanced", stage)));
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The handover (`iced run handover`): what a fresh driver reads once to continue, as data. The
+//! settings in force, each live lane's next move, what is awaited and where, and the hazards, from
+//! the state alone.
+
+use super::super::settings::Runner;
+use super::super::state::{Stage, State};
+use super::{named, next_move, NextMove, RunSummary};
+use crate::refusal::Refusal;
+use crate::run::Ctx;
+
+pub struct Handover {
+    pub in_force: InForce,
+    /// The runs handed over: the one named, else every run that has not ended.
+    pub runs: Vec<HandoverRun>,
+}
+
+/// The settings a driver continues under.
+pub struct InForce {
+    pub implementer: Role,
+    /// `None` without independent validators (the loop's own checks only).
+    pub validators: Option<Validators>,
+    pub max_attempts: u32,
+    /// `land.mode`.
+    pub land_mode: String,
+    pub pace_lanes: u64,
+    pub pace_agents: u64,
+    /// The dated ruling the pace comes from, when one is in force.
+    pub ruling: Option<Ruling>,
+}
+
+/// Who plays a role: a configured runner, or an agent the host starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Role {
+    Runner { name: String, model: Option<String> },
+    Host,
+}
+
+pub struct Validators {
+    pub role: Role,
+    /// `None` is `auto` (picked per unit).
+    pub lenses: Option<Vec<String>>,
+    pub reviewers: Vec<String>,
+}
+
+/// A pace ruling as the settings carry it: who ruled and why, each when given.
+pub struct Ruling {
+    pub from: Option<String>,
+    pub why: Option<String>,
+}
+
+pub struct HandoverRun {
+    pub summary: RunSummary,
+    pub lanes: Vec<HandoverLane>,
+}
+
+pub struct HandoverLane {
+    pub id: String,
+    pub stage: Stage,
+    pub attempt: u32,
+    pub next: NextMove,
+    /// The ids of its open findings.
+    pub open_findings: Vec<String>,
+    /// The first line of the reason a blocked lane gives.
+    pub blocked: Option<String>,
+}
+
+fn role(runner: &Option<Runner>, model: &Option<String>) -> Role {
+    match runner {
+        Some(r) => Role::Runner {
+            name: r.name.clone(),
+            model: model.clone(),
+        },
+        None => Role::Host,
+    }
+}
+
+/// The handover of the run `name` names, or of every live run.
+pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> {
+    let state = State::load(&ctx.paths, ctx.step)?;
+    let chosen: Vec<_> = match name {
+        Some(n) => {
+            let id = named(ctx, n)?;
+            state.runs.get(&id).into_iter().collect()
+        }
+        None => state
+            .runs
+            .values()
+            .filter(|r| !r.status.is_ended())
+            .collect(),
+    };
+    let s = &ctx.settings;
+    let in_force = InForce {
+        implementer: role(&s.implementer, &s.implementer_model),
+        validators: s.independent.then(|| Validators {
+            role: role(&s.validator, &s.validator_model),
+            lenses: s.lenses.clone(),
+            reviewers: s.reviewers.clone(),
+        }),
+        max_attempts: s.max_attempts,
+        land_mode: s.land.mode.clone(),
+        pace_lanes: s.pace.lanes,
+        pace_agents: s.pace.agents,
+        ruling: s.pace.ruling.as_ref().map(|r| Ruling {
+            from: r["from"].as_str().map(str::to_owned),
+            why: r["why"].as_str().map(str::to_owned),
+        }),
+    };
+    let runs = chosen
+        .into_iter()
+        .map(|run| HandoverRun {
+            summary: RunSummary::of(run),
+            lanes: run
+                .lanes
+                .iter()
+                .map(|lane| HandoverLane {
+                    id: lane.id.clone(),
+                    stage: lane.stage,
+                    attempt: lane.attempt,
+                    next: next_move(ctx, run, lane),
+                    open_findings: lane
+                        .findings
+                        .iter()
+                        .filter(|f| f.status == "open")
+                        .map(|f| f.id.clone())
+                        .collect(),
+                    blocked: lane
+                        .reason
+                        .as_ref()
+                        .filter(|_| lane.stage == Stage::Blocked)
+                        .map(|r| r.lines().next().unwrap_or_default().to_owned()),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Handover { in_force, runs })
+}
