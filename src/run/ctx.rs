@@ -27,6 +27,11 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The exit codes definition-of-done command `cmd` of sequence `seq` may end with.
+    pub fn expected(&self, seq: usize, cmd: usize) -> Vec<i32> {
+        self.settings.dod[seq][cmd].expected_exit_codes.clone()
+    }
+
     pub fn new(repo: &'a Repo, step: &'static str) -> Result<Ctx<'a>, Refusal> {
         let config = repo.config(step)?;
         let settings = Settings::from_config(&config, step)?;

@@ -31,6 +31,8 @@ pub struct DecideView {
     pub land_mode: String,
     /// `land.arm` is auto: a pull request is armed once open.
     pub arm_auto: bool,
+    /// `verify.refute`: blocking findings go to a refuter before a fix round.
+    pub refute: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -134,6 +136,144 @@ pub enum Next {
     FinishRefute {
         lane: String,
     },
+}
+
+/// Where a lane goes once a step's result is in: `decide` chooses, the stages and the stepper
+/// apply it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaneMove {
+    To(Stage),
+    /// A new attempt starts; its brief names the reason.
+    Retry {
+        reason: String,
+    },
+    Block {
+        reason: String,
+    },
+    Handback {
+        reason: String,
+    },
+}
+
+/// What a receipt found, all its checks and commands in.
+#[derive(Debug, Clone, Copy)]
+pub struct ReceiptFound<'a> {
+    pub verified: bool,
+    pub handback: Option<&'a str>,
+    pub missing: &'a [String],
+}
+
+/// After the receipt (SPEC 20.4): handed back; verified, to validation (or straight to delivery
+/// without independent validators); otherwise a new attempt whose brief lists what was missing, or,
+/// with the attempts spent, blocked.
+pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -> LaneMove {
+    if let Some(reason) = found.handback {
+        return LaneMove::Handback {
+            reason: reason.to_owned(),
+        };
+    }
+    if found.verified {
+        return LaneMove::To(if view.independent {
+            Stage::Validate
+        } else {
+            Stage::Deliver
+        });
+    }
+    let gaps = found
+        .missing
+        .iter()
+        .map(|m| format!("- {m}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if lane.attempt >= view.max_attempts {
+        LaneMove::Block {
+            reason: format!(
+                "attempt {} of {} did not verify:\n{gaps}",
+                lane.attempt, view.max_attempts
+            ),
+        }
+    } else {
+        LaneMove::Retry { reason: gaps }
+    }
+}
+
+/// After a round's verdict (SPEC 22.4): findings this round opened go to the refuter first (with
+/// `verify.refute` on); otherwise as [`resolve`].
+pub fn after_judge(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
+    let fresh = lane
+        .findings
+        .iter()
+        .any(|f| f.round == lane.attempt && f.status == "open");
+    if fresh && view.refute {
+        return LaneMove::To(Stage::Refute);
+    }
+    resolve(lane, view, undecided)
+}
+
+/// After judging and refuting (SPEC 22.4): a fix round for open blocking findings (blocked when the
+/// attempts are spent), a person for an expectation no validator could decide, or delivery.
+pub fn resolve(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
+    let open: Vec<String> = lane
+        .findings
+        .iter()
+        .filter(|f| f.status == "open")
+        .map(|f| {
+            format!(
+                "- {} ({}): {}",
+                f.id, f.evidence.severity, f.evidence.summary
+            )
+        })
+        .collect();
+    if !open.is_empty() {
+        let listed = open.join("\n");
+        return if lane.attempt >= view.max_attempts {
+            LaneMove::Block {
+                reason: format!("open findings after {} attempts:\n{listed}", lane.attempt),
+            }
+        } else {
+            LaneMove::Retry {
+                reason: format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"),
+            }
+        };
+    }
+    if !undecided.is_empty() {
+        return LaneMove::Block {
+            reason: format!(
+                "needs a person: no validator could judge {}",
+                undecided.join(", ")
+            ),
+        };
+    }
+    LaneMove::To(Stage::Deliver)
+}
+
+/// The status a run's lanes give it (SPEC 23.6), for a run that is running or blocked: when every
+/// lane is final, delivered (every lane delivered or discarded, one at least), handed back,
+/// abandoned (every lane discarded) or blocked; otherwise blocked while no lane can move without
+/// a person, running as soon as one can.
+pub fn run_status(
+    run: &Run,
+    view: &DecideView,
+    expected: &dyn Fn(usize, usize) -> Vec<i32>,
+) -> RunStatus {
+    if run.lanes.iter().all(|l| l.stage.is_final()) {
+        let landed = |l: &&Lane| matches!(l.stage, Stage::Delivered | Stage::Discarded);
+        return if run.lanes.iter().all(|l| landed(&l))
+            && run.lanes.iter().any(|l| l.stage == Stage::Delivered)
+        {
+            RunStatus::Delivered
+        } else if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
+            RunStatus::Handback
+        } else if run.lanes.iter().all(|l| l.stage == Stage::Discarded) {
+            RunStatus::Abandoned
+        } else {
+            RunStatus::Blocked
+        };
+    }
+    match lanes_next(run, view, expected) {
+        Next::Stall { .. } | Next::Finish => RunStatus::Blocked,
+        _ => RunStatus::Running,
+    }
 }
 
 /// Whether a finished definition-of-done record passed, as its outcome says. `passed` is decided

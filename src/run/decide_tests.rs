@@ -23,6 +23,7 @@ fn view(driver: Driver) -> DecideView {
         max_mutations: 2,
         land_mode: "none".into(),
         arm_auto: false,
+        refute: true,
     }
 }
 

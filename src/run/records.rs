@@ -174,3 +174,27 @@ pub(crate) fn open_run<'s>(
     }
     Ok(run)
 }
+
+/// Apply the move `decide` chose for a lane once a step's result is in: a stage, a new attempt
+/// (its records to the history), blocked or handed back with the reason.
+pub(crate) fn apply_move(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane: &mut Lane,
+    mv: crate::run::decide::LaneMove,
+) -> Result<(), Refusal> {
+    use crate::run::decide::LaneMove;
+    match mv {
+        LaneMove::To(stage) => lane.stage = stage,
+        LaneMove::Retry { reason } => new_attempt(ctx, run_id, lane, reason, false)?,
+        LaneMove::Block { reason } => {
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(reason);
+        }
+        LaneMove::Handback { reason } => {
+            lane.stage = Stage::Handback;
+            lane.reason = Some(reason);
+        }
+    }
+    Ok(())
+}

@@ -6,7 +6,7 @@
 //!
 //! The lock is never held while an agent, a command or git runs.
 
-use super::decide::{decide_with, DecideView, Next};
+use super::decide::{decide_with, DecideView};
 use super::events::emit;
 use super::state::{Run, RunStatus, Stage, State, StepStatus};
 use crate::refusal::Refusal;
@@ -50,6 +50,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         max_mutations: ctx.settings.max_mutations,
         land_mode: ctx.settings.land.mode.clone(),
         arm_auto: ctx.settings.land.arm == "auto",
+        refute: ctx.settings.refute,
     }
 }
 
@@ -97,7 +98,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
         let next = decide_with(run, &view, &expected);
         // Quick decisions are applied here, under the same lock.
-        let applied = under_lock::apply(ctx, run, &next)?;
+        let applied = under_lock::apply(ctx, run, &next, &view)?;
         settle(ctx, run);
         super::host::end_stranded(ctx, run);
         // Only a step that changed something is an update: asking again (a host polling for its
@@ -249,15 +250,14 @@ pub(crate) fn check_inputs(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
 /// A project run that can move again after a lane blocked (the others go on): running again.
 /// A run whose every lane waits for a person stays blocked (SPEC 23.6).
 pub(crate) fn settle(ctx: &Ctx<'_>, run: &mut Run) {
-    if run.lanes.len() < 2 || run.status != RunStatus::Blocked {
+    if run.lanes.len() < 2
+        || run.status != RunStatus::Blocked
+        || run.lanes.iter().all(|l| l.stage.is_final())
+    {
         return;
     }
     let view = decide_view(ctx, run);
-    let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
-    match super::decide::lanes_next(run, &view, &expected) {
-        Next::Stall { .. } | Next::Finish => {}
-        _ => run.status = RunStatus::Running,
-    }
+    run.status = super::decide::run_status(run, &view, &|i, j| ctx.expected(i, j));
 }
 
 /// Every lane of the run has landed and been retired.

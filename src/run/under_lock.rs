@@ -4,7 +4,7 @@
 
 use super::decide::Next;
 use super::events::emit;
-use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, StepStatus};
+use super::state::{ensure_dir, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
@@ -18,7 +18,12 @@ use std::path::PathBuf;
 
 /// Apply a decision that needs no side effect outside the state (or only a small file of the
 /// loop's own), and turn the rest into work for phase 2.
-pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending, Refusal> {
+pub(crate) fn apply(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    next: &Next,
+    view: &super::decide::DecideView,
+) -> Result<Pending, Refusal> {
     let run_id = run.id.clone();
     let report = |run: &Run, lane_id: &str, action: &'static str, next: String| {
         let lane = run.lane(lane_id).expect("the lane exists");
@@ -143,7 +148,7 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
             }
         }
         Next::FinishReceipt { lane } => {
-            finish_receipt(ctx, run, lane)?;
+            finish_receipt(ctx, run, lane, view)?;
             let l = run.lane(lane).expect("lane");
             let action = match l.stage {
                 Stage::Blocked => "blocked",
@@ -163,12 +168,8 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
                 _ => l.reason.clone().unwrap_or_default(),
             };
             if run.lanes.iter().all(|l| l.stage.is_final()) {
-                let status = if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
-                    RunStatus::Handback
-                } else {
-                    RunStatus::Blocked
-                };
-                if status == RunStatus::Handback {
+                let status = super::decide::run_status(run, view, &|i, j| ctx.expected(i, j));
+                if status.is_ended() {
                     end_run(ctx, run, status)?;
                 } else {
                     run.status = status;
@@ -286,7 +287,7 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
         Next::Judge { lane } => {
             let validators =
                 super::stage::validators::pinned_validators(ctx, run.lane(lane).expect("lane"));
-            super::stage::judge::judge(ctx, run, lane, &validators)?;
+            super::stage::judge::judge(ctx, run, lane, &validators, view)?;
             super::stage::judge::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
@@ -307,7 +308,7 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
             report(run, lane, action, next)
         }
         Next::FinishRefute { lane } => {
-            super::stage::refute::finish_refute(ctx, run, lane)?;
+            super::stage::refute::finish_refute(ctx, run, lane, view)?;
             super::stage::judge::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
@@ -327,18 +328,7 @@ pub(crate) fn apply(ctx: &Ctx<'_>, run: &mut Run, next: &Next) -> Result<Pending
             report(run, lane, action, next)
         }
         Next::Finish => {
-            let landed = |l: &Lane| matches!(l.stage, Stage::Delivered | Stage::Discarded);
-            let status = if run.lanes.iter().all(landed)
-                && run.lanes.iter().any(|l| l.stage == Stage::Delivered)
-            {
-                RunStatus::Delivered
-            } else if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
-                RunStatus::Handback
-            } else if run.lanes.iter().all(|l| l.stage == Stage::Discarded) {
-                RunStatus::Abandoned
-            } else {
-                RunStatus::Blocked
-            };
+            let status = super::decide::run_status(run, view, &|i, j| ctx.expected(i, j));
             if status == RunStatus::Blocked {
                 // Not an end: `iced run resume` starts the blocked lanes' next attempts.
                 run.status = status;

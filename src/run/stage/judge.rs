@@ -6,7 +6,7 @@ use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
 use crate::run::keys::StepKey;
-use crate::run::records::{finish, new_attempt, started};
+use crate::run::records::{apply_move, finish, started};
 use crate::run::state::{Lane, Run, RunStatus, Stage, StepStatus};
 use crate::run::validate::{self, Finding};
 use serde_json::{json, Value};
@@ -18,9 +18,9 @@ pub fn judge(
     run: &mut Run,
     lane_id: &str,
     validators: &[String],
+    view: &crate::run::decide::DecideView,
 ) -> Result<(), Refusal> {
     let run_id = run.id.clone();
-    let max_attempts = ctx.settings.max_attempts;
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
     let keys: Vec<StepKey> = validators
@@ -91,68 +91,18 @@ pub fn judge(
         "step_done",
         json!({"lane": lane_id, "step": "judge", "attempt": attempt, "outcome": {"minted": minted, "undecided": undecided, "needs_human": needs_human}}),
     );
-    let to_refute = lane
-        .findings
-        .iter()
-        .any(|f| f.round == attempt && f.status == "open");
-    if to_refute && ctx.settings.refute {
-        lane.stage = Stage::Refute;
-        return Ok(());
-    }
-    resolve(ctx, &run_id, lane, max_attempts)
+    let mv = crate::run::decide::after_judge(lane, view, &undecided);
+    apply_move(ctx, &run_id, lane, mv)
 }
 
-/// After judging (and refuting): a fix round for open blocking findings, a person for what no
-/// validator could decide, or delivery.
-pub fn resolve(
-    ctx: &Ctx<'_>,
-    run_id: &str,
-    lane: &mut Lane,
-    max_attempts: u32,
-) -> Result<(), Refusal> {
-    let open: Vec<&Finding> = lane
-        .findings
-        .iter()
-        .filter(|f| f.status == "open")
-        .collect();
-    if !open.is_empty() {
-        let listed = open
-            .iter()
-            .map(|f| {
-                format!(
-                    "- {} ({}): {}",
-                    f.id, f.evidence.severity, f.evidence.summary
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if lane.attempt >= max_attempts {
-            lane.stage = Stage::Blocked;
-            lane.reason = Some(format!(
-                "open findings after {} attempts:\n{listed}",
-                lane.attempt
-            ));
-            return Ok(());
-        }
-        return new_attempt(ctx, run_id, lane, format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"), false);
-    }
-    let undecided: Vec<String> = lane
-        .outcome(&StepKey::Judge)
+/// What no validator of the round could decide (SPEC 22.4), as the judge step recorded it.
+pub fn undecided(lane: &Lane) -> Vec<String> {
+    lane.outcome(&StepKey::Judge)
         .and_then(|o| o["undecided"].as_array().cloned())
         .unwrap_or_default()
         .iter()
         .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    if !undecided.is_empty() {
-        lane.stage = Stage::Blocked;
-        lane.reason = Some(format!(
-            "needs a person: no validator could judge {}",
-            undecided.join(", ")
-        ));
-        return Ok(());
-    }
-    lane.stage = Stage::Deliver;
-    Ok(())
+        .collect()
 }
 
 /// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).

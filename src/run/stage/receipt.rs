@@ -123,10 +123,13 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
 }
 
 /// All commands and checks are in: the receipt verifies or names every gap at once.
-pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Refusal> {
+pub(crate) fn finish_receipt(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    lane_id: &str,
+    view: &crate::run::decide::DecideView,
+) -> Result<(), Refusal> {
     let run_id = run.id.clone();
-    let max_attempts = ctx.settings.max_attempts;
-    let independent = ctx.settings.independent;
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
     let checks = lane
@@ -193,10 +196,16 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
         if verified { "step_done" } else { "step_failed" },
         json!({"lane": lane_id, "step": "receipt", "attempt": attempt, "outcome": {"verified": verified, "missing": missing.len()}}),
     );
-    if let Some(reason) = handback {
-        lane.stage = Stage::Handback;
-        lane.reason = Some(reason);
-    } else if verified {
+    let mv = crate::run::decide::after_receipt(
+        lane,
+        view,
+        &crate::run::decide::ReceiptFound {
+            verified,
+            handback: handback.as_deref(),
+            missing: &missing,
+        },
+    );
+    if verified {
         // The dispositions of a fix round are now facts of the branch: record them on the findings.
         let dispositions = crate::run::kept::load_from::<report::Report>(
             lane.record(&StepKey::Receipt)
@@ -206,32 +215,13 @@ pub(crate) fn finish_receipt(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Res
         .map(|r| serde_json::to_value(r.dispositions).expect("serialises"))
         .unwrap_or(Value::Null);
         crate::run::dispositions::apply_dispositions(lane, &dispositions);
-        if independent {
-            if lane.validators.is_empty() {
-                lane.validators = crate::run::stage::validators::validators_for(ctx, lane);
-            }
-            lane.stage = Stage::Validate;
-        } else {
-            // `reason` is kept: an attempt's brief renders the previous attempt's gaps from it,
-            // and the deliver step re-checks that the brief still renders to its recorded inputs.
-            lane.stage = Stage::Deliver;
-        }
-    } else {
-        let gaps = missing
-            .iter()
-            .map(|m| format!("- {m}"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        if attempt >= max_attempts {
-            lane.stage = Stage::Blocked;
-            lane.reason = Some(format!(
-                "attempt {attempt} of {max_attempts} did not verify:\n{gaps}"
-            ));
-        } else {
-            new_attempt(ctx, &run_id, lane, gaps, false)?;
+        if mv == crate::run::decide::LaneMove::To(Stage::Validate) && lane.validators.is_empty() {
+            lane.validators = crate::run::stage::validators::validators_for(ctx, lane);
         }
     }
-    Ok(())
+    // Without validators, `reason` is kept: an attempt's brief renders the previous attempt's
+    // gaps from it, and the deliver step re-checks that the brief still renders to its inputs.
+    apply_move(ctx, &run_id, lane, mv)
 }
 
 pub(crate) fn submit_receipt_once(

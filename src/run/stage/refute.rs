@@ -5,15 +5,18 @@ use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
 use crate::run::keys::StepKey;
-use crate::run::stage::judge::*;
 use crate::run::state::Run;
 use crate::run::validate::{self};
 use serde_json::json;
 
 /// The refuter answered: refuted findings close; confirmed (or unanswered) ones stay open.
-pub fn finish_refute(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), Refusal> {
+pub fn finish_refute(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    lane_id: &str,
+    view: &crate::run::decide::DecideView,
+) -> Result<(), Refusal> {
     let run_id = run.id.clone();
-    let max_attempts = ctx.settings.max_attempts;
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
     let answer = crate::run::kept::load_from::<validate::RefuteAnswer>(
@@ -50,5 +53,7 @@ pub fn finish_refute(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) -> Result<(), 
         "step_done",
         json!({"lane": lane_id, "step": "refute", "attempt": attempt, "outcome": {"findings": lane.findings.iter().filter(|f| f.round == attempt).map(validate::finding_json).collect::<Vec<_>>()}}),
     );
-    resolve(ctx, &run_id, lane, max_attempts)
+    let undecided = crate::run::stage::judge::undecided(lane);
+    let mv = crate::run::decide::resolve(lane, view, &undecided);
+    crate::run::records::apply_move(ctx, &run_id, lane, mv)
 }
