@@ -118,7 +118,8 @@ pub fn cost(agents: &[Value]) -> Value {
         .filter_map(|a| a["cost_usd"].as_f64())
         .collect();
     let unknown = agents.len() - known.len();
-    let usd = (known.iter().sum::<f64>() * 1e6).round() / 1e6;
+    // A fold from 0.0, not `sum`: the sum of no floats is -0.0, printed `"usd": -0.0`.
+    let usd = (known.iter().fold(0.0, |total, c| total + c) * 1e6).round() / 1e6;
     json!({"usd": usd, "agents": agents.len(), "unknown": unknown})
 }
 
@@ -453,5 +454,16 @@ pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> String {
         ),
         _ if !started.is_empty() => format!("In progress: {}.", started.join(", ")),
         stage => format!("Next: {}.", stage.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Regression: with no agent that reported a cost, the sum was -0.0 and `run show --json`
+    /// printed `"usd": -0.0`.
+    #[test]
+    fn no_known_cost_sums_to_plus_zero() {
+        let cost = super::cost(&[serde_json::json!({"cost_usd": "unknown"})]);
+        assert_eq!(serde_json::to_string(&cost["usd"]).unwrap(), "0.0");
     }
 }
