@@ -449,7 +449,8 @@ impl Claims {
                     format!(
                         "the claims' lock `{}` was not free within {} s",
                         path.display(),
-                        wait.as_secs()
+                        // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
+                        wait.as_secs_f64()
                     ),
                     "another iced is removing a claim; run the command again",
                 ));

@@ -42,7 +42,8 @@ impl StateLock {
                         format!(
                             "the run state is locked by {} and was not free within {} s",
                             if holder.is_empty() { "another iced" } else { holder },
-                            wait.as_secs()
+                            // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
+                            wait.as_secs_f64()
                         ),
                         "wait for that invocation to finish and run the command again; the lock is never held while an agent runs, so a long hold means that process is stuck",
                     ));
@@ -97,4 +98,26 @@ pub fn transact<T>(
         state.save(paths, step)?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a fractional `run.lockWaitSec` was printed as whole seconds ("within 0 s").
+    #[test]
+    fn a_fractional_wait_is_named_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = RunPaths::new(dir.path());
+        let _held = StateLock::acquire(&paths, "test", Duration::from_secs(1)).unwrap();
+        let refused = StateLock::acquire(&paths, "test", Duration::from_millis(200))
+            .err()
+            .expect("the lock is held");
+        assert_eq!(refused.code, "state-locked");
+        assert!(
+            refused.reason.ends_with("was not free within 0.2 s"),
+            "{}",
+            refused.reason
+        );
+    }
 }

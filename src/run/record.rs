@@ -137,7 +137,8 @@ pub fn cost(agents: &[Value]) -> Cost {
         .filter_map(|a| a["cost_usd"].as_f64())
         .collect();
     Cost {
-        usd: (known.iter().sum::<f64>() * 1e6).round() / 1e6,
+        // A fold from 0.0, not `sum`: the sum of no floats is -0.0, printed `"usd": -0.0`.
+        usd: (known.iter().fold(0.0, |total, c| total + c) * 1e6).round() / 1e6,
         agents: agents.len(),
         unknown: agents.len() - known.len(),
     }
@@ -254,4 +255,18 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
         "\nThe unit's close (status, evidence.md, verify.json) is part of this change."
     );
     b
+}
+
+#[cfg(test)]
+mod cost_tests {
+    /// Regression: with no agent that reported a cost, the sum was -0.0 and `run show --json`
+    /// printed `"usd": -0.0`.
+    #[test]
+    fn no_known_cost_sums_to_plus_zero() {
+        let cost = super::cost(&[serde_json::json!({"cost_usd": "unknown"})]);
+        assert_eq!(
+            serde_json::to_string(&serde_json::to_value(cost).unwrap()["usd"]).unwrap(),
+            "0.0"
+        );
+    }
 }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 /// `iced <args>` with `input` on standard input and `vars` in the environment.
-fn piped(env: &TestEnv, args: &[&str], input: &[u8], vars: &[(&str, &str)]) -> Run {
+pub(crate) fn piped(env: &TestEnv, args: &[&str], input: &[u8], vars: &[(&str, &str)]) -> Run {
     let mut cmd = env.command();
     cmd.args(args)
         .stdin(Stdio::piped())

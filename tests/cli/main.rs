@@ -1,6 +1,7 @@
 //! The integration suite: the real `iced` binary driven in real temporary git repositories.
 
 mod env;
+mod snap;
 
 mod authoring;
 mod bad_input;
@@ -22,6 +23,11 @@ mod mock_api;
 mod output;
 mod project;
 mod refusals;
+mod snap_land;
+mod snap_project;
+mod snap_refusals;
+mod snap_step;
+mod snap_units;
 mod survivors;
 mod trust;
 mod validation;

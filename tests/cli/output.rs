@@ -280,3 +280,22 @@ fn a_lint_refusal_in_text_lists_the_issues() {
         run.stderr
     );
 }
+
+/// Regression: `lint`'s warnings (findings, printed on stdout) were also printed on stderr, one
+/// empty `warning: ` line each, taken for the bookkeeping warnings of SPEC 15.
+#[test]
+fn lint_warnings_are_not_printed_again_as_empty_warning_lines() {
+    let env = TestEnv::initialized();
+    let id = env.good_unit("dark mode");
+    let text = env.read(&unit_file(&id));
+    env.write(
+        &unit_file(&id),
+        text.replace("- [code] Sessions", "- [rumour] Sessions"),
+    );
+    let run = env.iced(&["lint", &id]).ok();
+    assert!(
+        run.stdout.starts_with("warning: line ") && run.stdout.contains("context-tag"),
+        "{run:#?}"
+    );
+    assert_eq!(run.stderr, "", "{run:#?}");
+}

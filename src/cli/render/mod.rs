@@ -31,10 +31,16 @@ pub fn output(out: &Output, json: bool) -> i32 {
     // A closed pipe (`iced list | head`) is not an error worth a panic.
     let _ = written.and_then(|()| stdout.flush());
     if !json {
-        // Bookkeeping that failed after the change was made (JSON carries these as `warnings`).
+        // Bookkeeping that failed after the change was made (JSON carries these as `warnings`,
+        // each a sentence). `lint`'s `warnings` are findings (objects), already printed on stdout:
+        // they are not bookkeeping, and printed here they came out as empty `warning: ` lines.
         let mut stderr = std::io::stderr().lock();
-        for warning in out.json["warnings"].as_array().into_iter().flatten() {
-            let text = warning.as_str().unwrap_or_default();
+        for text in out.json["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+        {
             let _ = writeln!(stderr, "warning: {}", for_terminal(text));
         }
     }
