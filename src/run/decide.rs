@@ -27,8 +27,7 @@ pub struct DecideView {
     pub paced_until: Option<String>,
     pub validator_driver: Driver,
     pub max_mutations: u32,
-    /// `land.mode`: none, merge or pr.
-    pub land_mode: String,
+    pub land_mode: super::settings::LandMode,
     /// `land.arm` is auto: a pull request is armed once open.
     pub arm_auto: bool,
     /// `verify.refute`: blocking findings go to a refuter before a fix round.
@@ -793,7 +792,7 @@ fn land(
     crash_budget_left: bool,
 ) -> Next {
     let id = lane.id.clone();
-    if view.land_mode == "pr" {
+    if view.land_mode == super::settings::LandMode::Pr {
         let mut steps = vec![StepKey::PushBranch, StepKey::PrOpen];
         if view.arm_auto {
             steps.push(StepKey::PrArm);

@@ -21,7 +21,7 @@ fn view(driver: Driver) -> DecideView {
         paced_until: None,
         validator_driver: driver,
         max_mutations: 2,
-        land_mode: "none".into(),
+        land_mode: crate::run::settings::LandMode::None,
         arm_auto: false,
         refute: true,
     }

@@ -8,11 +8,13 @@
 use super::control;
 use super::host::HostAgent;
 use super::pace::Flags;
+use super::settings::LandMode;
 use super::stage::admit;
 use super::state::{Run, RunStatus, State};
 use super::stepper;
 use super::{Ctx, StepReport};
 use crate::refusal::Refusal;
+use crate::run::reply::Action;
 use std::path::Path;
 use std::time::Duration;
 
@@ -64,9 +66,9 @@ pub fn to_end(
     loop {
         let report = stepper::step(ctx, run)?;
         told(&report);
-        let waiting = report.action == "waiting";
+        let waiting = report.action == Action::Waiting;
         if report.is_final()
-            || awaits_someone_else(&ctx.settings.land.mode, &report)
+            || awaits_someone_else(ctx.settings.land.mode, &report)
             || (no_wait && waiting)
         {
             return Ok(report);
@@ -80,10 +82,10 @@ pub fn to_end(
 /// A pull request waiting for the forge is not something a driver polls for: cron or a host
 /// stepping the run later retires the lane once it has landed. Nor is a landed lane whose landing
 /// is not (or no longer) in the target: only a person changes that.
-fn awaits_someone_else(land_mode: &str, report: &StepReport) -> bool {
+fn awaits_someone_else(land_mode: LandMode, report: &StepReport) -> bool {
     let stage = report.stage.as_deref();
-    report.action == "waiting"
-        && (land_mode == "pr" && matches!(stage, Some("land" | "retire"))
+    report.action == Action::Waiting
+        && (land_mode == LandMode::Pr && matches!(stage, Some("land" | "retire"))
             || stage == Some("retire"))
 }
 
@@ -140,7 +142,7 @@ pub fn resume(ctx: &mut Ctx<'_>, run: &str, flags: &Flags, repace: bool) -> Resu
 mod tests {
     use super::*;
 
-    fn report(action: &'static str, stage: &str) -> StepReport {
+    fn report(action: Action, stage: &str) -> StepReport {
         StepReport {
             action,
             stage: Some(stage.to_owned()),
@@ -160,16 +162,16 @@ mod tests {
             "land",
             "retire",
         ];
-        for mode in ["none", "merge", "pr"] {
+        for mode in [LandMode::None, LandMode::Merge, LandMode::Pr] {
             for stage in stages {
-                let expected = stage == "retire" || mode == "pr" && stage == "land";
+                let expected = stage == "retire" || mode == LandMode::Pr && stage == "land";
                 assert_eq!(
-                    awaits_someone_else(mode, &report("waiting", stage)),
+                    awaits_someone_else(mode, &report(Action::Waiting, stage)),
                     expected,
                     "{mode} {stage}"
                 );
                 // A step that did something is never a wait.
-                assert!(!awaits_someone_else(mode, &report("advanced", stage)));
+                assert!(!awaits_someone_else(mode, &report(Action::Advanced, stage)));
             }
         }
     }

@@ -9,6 +9,7 @@ use crate::run::ctx::*;
 use crate::run::keys::StepKey;
 use crate::run::launch::*;
 use crate::run::records::*;
+use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::stage::receipt::*;
 use crate::run::stage::worktree::*;
@@ -84,13 +85,19 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                         );
                         l.worktree = Some(path.display().to_string());
                         l.stage = Stage::Implement;
-                        Ok(("advanced", "the worktree is ready; call again".to_owned()))
+                        Ok((
+                            Action::Advanced,
+                            "the worktree is ready; call again".to_owned(),
+                        ))
                     }
                     Err(e) => {
                         finish(record, StepStatus::Failed, json!({"error": e}));
                         l.stage = Stage::Blocked;
                         l.reason = Some(format!("worktree: {e}"));
-                        Ok(("blocked", format!("the worktree could not be made: {e}")))
+                        Ok((
+                            Action::Blocked,
+                            format!("the worktree could not be made: {e}"),
+                        ))
                     }
                 },
             )
@@ -132,7 +139,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             Ok(StepReport::for_lane(
                 snapshot,
                 l,
-                "waiting",
+                Action::Waiting,
                 "the definition-of-done commands are running; call again later",
             ))
         }
@@ -143,7 +150,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 record.outcome = Some(checks.clone());
                 crate::failpoint::hit("receipt-after-record");
                 Ok((
-                    "advanced",
+                    Action::Advanced,
                     "the receipt's own checks are recorded; call again".to_owned(),
                 ))
             })

@@ -8,6 +8,7 @@ use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, State, StepRecord, S
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
+use crate::run::reply::Action;
 use crate::run::reply::*;
 pub(crate) use crate::run::step_record::{finish, me, new_nonce, owner_alive, started};
 use serde_json::json;
@@ -97,7 +98,7 @@ pub(crate) fn record_after(
     run_id: &str,
     lane_id: &str,
     step: &StepKey,
-    f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(&'static str, String), Refusal>,
+    f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(Action, String), Refusal>,
 ) -> Result<StepReport, Refusal> {
     let (mine, _) = me();
     ctx.transact(|state| {
@@ -126,7 +127,7 @@ pub(crate) fn record_after(
             return Ok(StepReport::for_lane(
                 run,
                 lane,
-                "waiting",
+                Action::Waiting,
                 format!("`{step}` moved on while this call worked; call again"),
             ));
         };

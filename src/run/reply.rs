@@ -8,6 +8,45 @@ use crate::run::ctx::*;
 use crate::run::keys::StepKey;
 use serde::Serialize;
 
+/// What a call did, as `implement step --json` names it (SPEC 20.2).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// The host starts a fresh agent (`role`, `brief`, `worktree`, `receipt_path`).
+    StartAgent,
+    /// An activity runs, or the pace holds the next launch: call again later.
+    Waiting,
+    Paused,
+    /// A step was done: call again.
+    Advanced,
+    Delivered,
+    Blocked,
+    Handback,
+    /// No live run.
+    Nothing,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::StartAgent => "start_agent",
+            Action::Waiting => "waiting",
+            Action::Paused => "paused",
+            Action::Advanced => "advanced",
+            Action::Delivered => "delivered",
+            Action::Blocked => "blocked",
+            Action::Handback => "handback",
+            Action::Nothing => "nothing",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What one call did, and what the caller does next. `implement step --json` prints this.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StepReport {
@@ -15,7 +54,7 @@ pub struct StepReport {
     pub lane: Option<String>,
     pub stage: Option<String>,
     pub attempt: Option<u32>,
-    pub action: &'static str,
+    pub action: Action,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -38,7 +77,7 @@ impl StepReport {
     pub(super) fn for_lane(
         run: &Run,
         lane: &Lane,
-        action: &'static str,
+        action: Action,
         next: impl Into<String>,
     ) -> Self {
         StepReport {
@@ -64,7 +103,7 @@ impl StepReport {
             lane: None,
             stage: None,
             attempt: None,
-            action: "nothing",
+            action: Action::Nothing,
             role: None,
             read_only: None,
             lens: None,
@@ -80,7 +119,12 @@ impl StepReport {
     pub fn is_final(&self) -> bool {
         matches!(
             self.action,
-            "delivered" | "blocked" | "handback" | "nothing" | "paused" | "start_agent"
+            Action::Delivered
+                | Action::Blocked
+                | Action::Handback
+                | Action::Nothing
+                | Action::Paused
+                | Action::StartAgent
         )
     }
 }
@@ -136,22 +180,22 @@ pub(crate) fn ended_report(run: &Run) -> StepReport {
                     lane.branch.clone().unwrap_or_default()
                 ),
             };
-            ("delivered", next)
+            (Action::Delivered, next)
         }
         RunStatus::Handback => (
-            "handback",
+            Action::Handback,
             format!("handed back: {}", lane.reason.clone().unwrap_or_default()),
         ),
-        RunStatus::Abandoned => ("nothing", "the run was abandoned".to_owned()),
+        RunStatus::Abandoned => (Action::Nothing, "the run was abandoned".to_owned()),
         RunStatus::Blocked => (
-            "blocked",
+            Action::Blocked,
             format!(
                 "{}; fix it, then `iced run resume {}`",
                 lane.reason.clone().unwrap_or_default(),
                 run.id
             ),
         ),
-        RunStatus::Paused | RunStatus::Running => ("nothing", String::new()),
+        RunStatus::Paused | RunStatus::Running => (Action::Nothing, String::new()),
     };
     StepReport::for_lane(run, lane, action, next)
 }
@@ -170,16 +214,16 @@ pub(crate) fn project_report(run: &Run) -> StepReport {
         }
     );
     let (action, next) = match run.status {
-        RunStatus::Delivered => ("delivered", tally),
+        RunStatus::Delivered => (Action::Delivered, tally),
         RunStatus::Handback => (
-            "handback",
+            Action::Handback,
             format!(
                 "{tally}; `{}` was handed back: {}",
                 lane.id,
                 lane.reason.clone().unwrap_or_default()
             ),
         ),
-        RunStatus::Abandoned => ("nothing", "the run was abandoned".to_owned()),
+        RunStatus::Abandoned => (Action::Nothing, "the run was abandoned".to_owned()),
         RunStatus::Blocked => {
             let id = &run.id;
             let l = &lane.id;
@@ -191,12 +235,11 @@ pub(crate) fn project_report(run: &Run) -> StepReport {
                 ),
                 _ => format!("lane `{l}` cannot move"),
             };
-            (
-                "blocked",
+            (Action::Blocked,
                 format!("{tally}; {why}; the other lanes wait before landing. `iced run release {id} {l}` lets them land, `iced run discard {id} {l}` drops it, or fix it and `iced run resume {id}`"),
             )
         }
-        RunStatus::Paused | RunStatus::Running => ("nothing", tally),
+        RunStatus::Paused | RunStatus::Running => (Action::Nothing, tally),
     };
     StepReport::for_lane(run, lane, action, next)
 }
@@ -210,7 +253,7 @@ pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> Ste
     let mut report = StepReport::for_lane(
         run,
         lane,
-        "start_agent",
+        Action::StartAgent,
         "start a fresh implementer in `worktree` with `brief`; it writes its report to `receipt_path`; then run `iced implement receipt <receipt_path>`",
     );
     report.role = Some("implementer");
@@ -228,7 +271,7 @@ pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> Ste
 
 pub fn exit_for(report: &StepReport) -> Exit {
     match report.action {
-        "blocked" | "handback" => Exit::NeedsPerson,
+        Action::Blocked | Action::Handback => Exit::NeedsPerson,
         _ => Exit::Ok,
     }
 }

@@ -44,8 +44,7 @@ pub struct Runner {
 /// `land`: how a delivered lane reaches its target (SPEC 23.2).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Landing {
-    /// `none`, `merge` or `pr`.
-    pub mode: String,
+    pub mode: LandMode,
     /// The branch landed into; `None` is the branch the run started from.
     pub target: Option<String>,
     /// `ff`, `merge` or `squash`.
@@ -56,6 +55,28 @@ pub struct Landing {
     pub pr_find: Option<Vec<String>>,
     /// `auto` or `human`.
     pub arm: String,
+}
+
+/// `land.mode` (SPEC 23.2): where a delivered lane's work goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LandMode {
+    /// It waits on its lane branch for a person.
+    None,
+    /// Merged into the target by the loop (pushed, with a remote).
+    Merge,
+    /// A pull request through the forge's CLI.
+    Pr,
+}
+
+impl std::fmt::Display for LandMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LandMode::None => "none",
+            LandMode::Merge => "merge",
+            LandMode::Pr => "pr",
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -382,7 +403,11 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
                 }),
         }
     };
-    let mode = text("mode", Some("none"), &["none", "merge", "pr"])?.unwrap_or_default();
+    let mode = match text("mode", Some("none"), &["none", "merge", "pr"])?.as_deref() {
+        Some("merge") => LandMode::Merge,
+        Some("pr") => LandMode::Pr,
+        _ => LandMode::None,
+    };
     let land = Landing {
         target: text("target", None, &[])?,
         strategy: text("strategy", Some("merge"), &["ff", "merge", "squash"])?.unwrap_or_default(),
@@ -393,7 +418,7 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
         arm: text("arm", Some("auto"), &["auto", "human"])?.unwrap_or_default(),
         mode,
     };
-    if land.mode == "pr" {
+    if land.mode == LandMode::Pr {
         if land.remote.is_none() {
             return Err(invalid(
                 step,

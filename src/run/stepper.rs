@@ -15,6 +15,7 @@ use crate::run::ctx::*;
 use crate::run::keys::StepKey;
 use crate::run::observe::*;
 use crate::run::outside_lock::{self, Pending};
+use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::stage::brief::*;
 use crate::run::under_lock;
@@ -48,7 +49,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         paced_until: paced_until(run),
         validator_driver: super::stage::validators::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
-        land_mode: ctx.settings.land.mode.clone(),
+        land_mode: ctx.settings.land.mode,
         arm_auto: ctx.settings.land.arm == "auto",
         refute: ctx.settings.refute,
     }
@@ -137,7 +138,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
     }
     // Phase 2: act outside the lock, when the decision has a side effect.
     let report = outside_lock::act(ctx, &snapshot, next)?;
-    if report.action == "blocked" {
+    if report.action == Action::Blocked {
         blocked(ctx, run_id)?;
     }
     Ok(report)
@@ -167,7 +168,7 @@ pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
 /// report says what happened to the lane and asks to call again (SPEC 23.6). Only the run's own
 /// end, or a run every lane of which waits for a person, is final for the caller.
 pub(crate) fn lane_not_run(ctx: &Ctx<'_>, run_id: &str, mut report: StepReport) -> StepReport {
-    if !matches!(report.action, "blocked" | "handback") {
+    if !matches!(report.action, Action::Blocked | Action::Handback) {
         return report;
     }
     let Ok(state) = State::load(&ctx.paths, ctx.step) else {
@@ -182,14 +183,14 @@ pub(crate) fn lane_not_run(ctx: &Ctx<'_>, run_id: &str, mut report: StepReport) 
     report.next = format!(
         "lane `{}` is {}: {}; the other lanes go on: call again",
         report.lane.as_deref().unwrap_or(""),
-        if report.action == "blocked" {
+        if report.action == Action::Blocked {
             "blocked"
         } else {
             "handed back"
         },
         report.next
     );
-    report.action = "advanced";
+    report.action = Action::Advanced;
     report
 }
 

@@ -10,6 +10,7 @@ use crate::run::ctx::*;
 use crate::run::keys::StepKey;
 use crate::run::outside_lock::Pending;
 use crate::run::records::*;
+use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::stage::brief::*;
 use crate::run::stage::receipt::*;
@@ -25,7 +26,7 @@ pub(crate) fn apply(
     view: &super::decide::DecideView,
 ) -> Result<Pending, Refusal> {
     let run_id = run.id.clone();
-    let report = |run: &Run, lane_id: &str, action: &'static str, next: String| {
+    let report = |run: &Run, lane_id: &str, action: Action, next: String| {
         let lane = run.lane(lane_id).expect("the lane exists");
         Pending::Report(Box::new(StepReport::for_lane(run, lane, action, next)))
     };
@@ -36,13 +37,16 @@ pub(crate) fn apply(
             Pending::Report(Box::new(StepReport::for_lane(
                 run,
                 lane,
-                "paused",
+                Action::Paused,
                 format!("run `{run_id}` is paused: `iced run resume {run_id}` lets it go on"),
             )))
         }
-        Next::Wait { lane, why } => {
-            report(run, lane, "waiting", format!("{why}; call again later"))
-        }
+        Next::Wait { lane, why } => report(
+            run,
+            lane,
+            Action::Waiting,
+            format!("{why}; call again later"),
+        ),
         Next::RenderBrief { lane } => {
             let worktree = run
                 .lane(lane)
@@ -81,7 +85,7 @@ pub(crate) fn apply(
             report(
                 run,
                 lane,
-                "advanced",
+                Action::Advanced,
                 "the brief is written; call again".into(),
             )
         }
@@ -151,9 +155,9 @@ pub(crate) fn apply(
             finish_receipt(ctx, run, lane, view)?;
             let l = run.lane(lane).expect("lane");
             let action = match l.stage {
-                Stage::Blocked => "blocked",
-                Stage::Handback => "handback",
-                _ => "advanced",
+                Stage::Blocked => Action::Blocked,
+                Stage::Handback => Action::Handback,
+                _ => Action::Advanced,
             };
             let next = match l.stage {
                 Stage::Deliver => "the receipt verified; call again to deliver".to_owned(),
@@ -188,7 +192,7 @@ pub(crate) fn apply(
             report(
                 run,
                 lane,
-                "advanced",
+                Action::Advanced,
                 format!(
                     "attempt {} starts ({reason}); call again",
                     run.lane(lane).expect("lane").attempt
@@ -202,7 +206,7 @@ pub(crate) fn apply(
             report(
                 run,
                 lane,
-                "advanced",
+                Action::Advanced,
                 format!("`{key}` was rate limited; it runs again from {until}: call again"),
             )
         }
@@ -214,7 +218,7 @@ pub(crate) fn apply(
             report(
                 run,
                 lane,
-                "advanced",
+                Action::Advanced,
                 format!("`{key}` crashed; it runs again: call again"),
             )
         }
@@ -232,7 +236,7 @@ pub(crate) fn apply(
             report(
                 run,
                 lane,
-                "blocked",
+                Action::Blocked,
                 format!("{reason}; fix it, then `iced run resume {run_id}`"),
             )
         }
@@ -282,7 +286,7 @@ pub(crate) fn apply(
         Next::RedoValidator { lane, key } => {
             let l = run.lane_mut(lane).expect("lane");
             let said = super::stage::validators::redo(ctx, &run_id, l, key)?;
-            report(run, lane, "advanced", format!("{said}; call again"))
+            report(run, lane, Action::Advanced, format!("{said}; call again"))
         }
         Next::Judge { lane } => {
             let validators =
@@ -292,16 +296,16 @@ pub(crate) fn apply(
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
                 Stage::Refute => (
-                    "advanced",
+                    Action::Advanced,
                     "blocking findings go to a refuter first; call again".to_owned(),
                 ),
                 Stage::Deliver => (
-                    "advanced",
+                    Action::Advanced,
                     "the validators pass it; call again to deliver".to_owned(),
                 ),
-                Stage::Blocked => ("blocked", l.reason.clone().unwrap_or_default()),
+                Stage::Blocked => (Action::Blocked, l.reason.clone().unwrap_or_default()),
                 _ => (
-                    "advanced",
+                    Action::Advanced,
                     format!("fix round: attempt {} starts; call again", l.attempt),
                 ),
             };
@@ -313,12 +317,12 @@ pub(crate) fn apply(
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
                 Stage::Deliver => (
-                    "advanced",
+                    Action::Advanced,
                     "every blocking finding was refuted; call again to deliver".to_owned(),
                 ),
-                Stage::Blocked => ("blocked", l.reason.clone().unwrap_or_default()),
+                Stage::Blocked => (Action::Blocked, l.reason.clone().unwrap_or_default()),
                 _ => (
-                    "advanced",
+                    Action::Advanced,
                     format!(
                         "confirmed findings go to a fix round: attempt {} starts; call again",
                         l.attempt
@@ -367,7 +371,7 @@ pub(crate) fn apply(
             report(
                 run,
                 lane,
-                "advanced",
+                Action::Advanced,
                 format!("the target moved under the landing; round {round} brings it in again"),
             )
         }

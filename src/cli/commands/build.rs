@@ -6,6 +6,7 @@ use crate::cli::render::step;
 use crate::cli::Output;
 use crate::refusal::Refusal;
 use crate::run::drive;
+use crate::run::reply::Action;
 use crate::run::Ctx;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
@@ -92,7 +93,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         let line = step::progress_line(report);
         // One line per change, not one per poll.
         if line != last_line {
-            if live && report.action == "waiting" {
+            if live && report.action == Action::Waiting {
                 say(&format!(
                     "{line} ({})",
                     report.next.trim_end_matches("; call again later")
@@ -110,7 +111,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         "status": status.map_or("unknown", |s| s.as_str()),
         "action": report.action,
     });
-    if report.action == "start_agent" {
+    if report.action == Action::StartAgent {
         out.text = format!("{}\n\nThis run is host-driven: hand the brief to a fresh agent, then `iced implement receipt <receipt_path>` and `iced implement step` until it is delivered.", step::text(&report));
     }
     Ok(out)

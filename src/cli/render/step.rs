@@ -13,7 +13,7 @@ pub fn text(r: &StepReport) -> String {
             r.stage.as_deref().unwrap_or("?"),
             r.attempt.unwrap_or(0)
         ),
-        _ => r.action.to_owned(),
+        _ => r.action.to_string(),
     };
     for (label, value) in [
         ("brief", &r.brief),

@@ -470,7 +470,9 @@ pub(crate) fn plan_project(
             }
         }
     }
-    if ctx.settings.land.mode == "none" && deps.values().any(|d| !d.is_empty()) {
+    if ctx.settings.land.mode == crate::run::settings::LandMode::None
+        && deps.values().any(|d| !d.is_empty())
+    {
         return Err(ctx.refuse(
             "project-needs-landing",
             format!("children of `{project}` depend on each other, but `land.mode` is `none`: a lane would start from a target its dependencies never reach"),

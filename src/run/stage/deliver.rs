@@ -13,6 +13,7 @@ use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::keys::StepKey;
 use crate::run::records::{finish, record_after};
+use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
 use crate::unit::frontmatter::{apply, Edit};
@@ -99,17 +100,17 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
             match &result {
                 Ok(commit) => {
                     finish(record, StepStatus::Done, json!({"commit": commit}));
-                    if ctx.settings.land.mode == "none" {
+                    if ctx.settings.land.mode == crate::run::settings::LandMode::None {
                         l.stage = Stage::Delivered;
                         Ok((
-                            "advanced",
+                            Action::Advanced,
                             "delivered on the lane branch; call again to finish".to_owned(),
                         ))
                     } else {
                         l.stage = Stage::Land;
                         l.land_round = 1;
                         Ok((
-                            "advanced",
+                            Action::Advanced,
                             format!(
                                 "the close is committed; it lands by `{}` next",
                                 ctx.settings.land.mode
@@ -128,8 +129,7 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
                         StepStatus::Failed,
                         json!({"moved": {"judged": judged, "head": head, "commits": commits}}),
                     );
-                    Ok((
-                    "advanced",
+                    Ok((Action::Advanced,
                     format!(
                         "the lane moved after it was judged ({} commit(s) added); nothing is delivered",
                         commits.len()
@@ -140,7 +140,7 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
                     finish(record, StepStatus::Failed, json!({"error": e}));
                     l.stage = Stage::Blocked;
                     l.reason = Some(format!("deliver: {e}"));
-                    Ok(("blocked", format!("delivering failed: {e}")))
+                    Ok((Action::Blocked, format!("delivering failed: {e}")))
                 }
             }
         },

@@ -8,6 +8,7 @@ use crate::run::ctx::Ctx;
 use crate::run::events::emit;
 use crate::run::keys::StepKey;
 use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
+use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::Run;
 use serde_json::json;
@@ -69,7 +70,7 @@ pub(crate) fn launch(
     Ok(StepReport::for_lane(
         snapshot,
         l,
-        "waiting",
+        Action::Waiting,
         "the implementer is running; call again later",
     ))
 }

@@ -9,6 +9,7 @@ use crate::run::events::emit;
 use crate::run::keys::StepKey;
 use crate::run::records::open_run;
 use crate::run::records::*;
+use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::report;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
@@ -289,6 +290,6 @@ pub(crate) fn submit_receipt_once(
         let lane_id = lane.id.clone();
         let run = state.runs.get(run_id).expect("run");
         let lane = run.lane(&lane_id).expect("lane");
-        Ok(StepReport::for_lane(run, lane, "advanced", "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
+        Ok(StepReport::for_lane(run, lane, Action::Advanced, "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
     })
 }

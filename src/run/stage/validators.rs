@@ -9,6 +9,7 @@ use crate::run::events::emit;
 use crate::run::keys::StepKey;
 use crate::run::launch::{gate_value, launch};
 use crate::run::records::{archive, finish, me, new_nonce, record_after, started};
+use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::{Driver, Lane, Run, Stage, StepRecord, StepStatus};
 use crate::run::validate::{self, Finding, Fingerprint};
@@ -157,7 +158,7 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
     let mut report = StepReport::for_lane(
         run,
         lane,
-        "start_agent",
+        Action::StartAgent,
         format!(
             "start a fresh, read-only {} ({}) in `worktree` with `brief`; it writes its answer to `receipt_path`; then run `iced implement receipt <receipt_path>`",
             role_of(key),
@@ -375,7 +376,7 @@ pub fn prepare(
         Ok(StepReport::for_lane(
             run,
             lane,
-            "advanced",
+            Action::Advanced,
             "the validators are prepared; call again",
         ))
     })
@@ -411,7 +412,7 @@ pub(crate) fn record_moved(
         Ok(StepReport::for_lane(
             run,
             lane,
-            "advanced",
+            Action::Advanced,
             "the lane moved after its receipt; nothing unjudged is validated: call again",
         ))
     })
@@ -470,7 +471,7 @@ pub fn launch_all(
     Ok(StepReport::for_lane(
         snapshot,
         lane,
-        "waiting",
+        Action::Waiting,
         "the validators are running; call again later",
     ))
 }
@@ -567,7 +568,10 @@ pub fn check(
                 StepStatus::Failed,
                 json!({cause: true, "harness_failed": why, "harness": result, "finished": finished}),
             );
-            return Ok(("advanced", format!("`{key}` failed ({why}); it runs again")));
+            return Ok((
+                Action::Advanced,
+                format!("`{key}` failed ({why}); it runs again"),
+            ));
         }
         if !moved.is_empty() {
             finish(
@@ -595,10 +599,10 @@ pub fn check(
                     "run_blocked",
                     json!({"lane": lane_id, "reason": l.reason}),
                 );
-                return Ok(("blocked", l.reason.clone().unwrap_or_default()));
+                return Ok((Action::Blocked, l.reason.clone().unwrap_or_default()));
             }
             return Ok((
-                "advanced",
+                Action::Advanced,
                 format!(
                     "`{key}` changed its tree ({}); its answer is thrown away",
                     moved.join("; ")
@@ -614,7 +618,7 @@ pub fn check(
             outcome["harness"] = result.clone();
         }
         finish(record, StepStatus::Done, outcome);
-        Ok(("advanced", format!("`{key}` answered; call again")))
+        Ok((Action::Advanced, format!("`{key}` answered; call again")))
     });
     if report.is_ok() {
         remove_sandbox(&ctx.repo.root, &path);
@@ -713,7 +717,7 @@ pub fn host_answer(
     Ok(Some(StepReport::for_lane(
         run,
         lane,
-        "advanced",
+        Action::Advanced,
         format!("the answer of `{key}` is in; call `iced implement step`"),
     )))
 }

@@ -21,7 +21,7 @@ pub struct InForce {
     pub validators: Option<Validators>,
     pub max_attempts: u32,
     /// `land.mode`.
-    pub land_mode: String,
+    pub land_mode: crate::run::settings::LandMode,
     pub pace_lanes: u64,
     pub pace_agents: u64,
     /// The dated ruling the pace comes from, when one is in force.
@@ -97,7 +97,7 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
             reviewers: s.reviewers.clone(),
         }),
         max_attempts: s.max_attempts,
-        land_mode: s.land.mode.clone(),
+        land_mode: s.land.mode,
         pace_lanes: s.pace.lanes,
         pace_agents: s.pace.agents,
         ruling: s.pace.ruling.as_ref().map(|r| Ruling {

@@ -9,6 +9,7 @@ use self::git as land;
 use self::git::{Integrated, Retired};
 use crate::run::ctx::Ctx;
 use crate::run::keys::StepKey;
+use crate::run::reply::Action;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ pub struct Done {
     /// Where the lane goes when the step is done (None: stays).
     pub stage: Option<Stage>,
     pub reason: Option<String>,
-    pub action: &'static str,
+    pub action: Action,
     pub next: String,
 }
 
@@ -30,7 +31,7 @@ fn ok(outcome: Value, stage: Option<Stage>, next: impl Into<String>) -> Done {
         outcome,
         stage,
         reason: None,
-        action: "advanced",
+        action: Action::Advanced,
         next: next.into(),
     }
 }
@@ -42,7 +43,7 @@ fn failed(error: impl Into<String>) -> Done {
         outcome: json!({"error": error}),
         stage: None,
         reason: None,
-        action: "advanced",
+        action: Action::Advanced,
         next: format!("{error}; the lane blocks"),
     }
 }
@@ -55,7 +56,7 @@ fn again(why: impl Into<String>, new_round: bool) -> Done {
         outcome: json!({"again": true, "new_round": new_round, "why": why}),
         stage: None,
         reason: None,
-        action: "waiting",
+        action: Action::Waiting,
         next: why,
     }
 }
@@ -458,16 +459,17 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
         }
         StepKey::Retire => {
             let landed_in = match &settings.remote {
-                Some(remote) if settings.mode != "none" => match land::fetch(root, remote, &target)
-                {
-                    Ok(c) => c,
-                    Err(e) => {
-                        return again(
-                            format!("`{remote}/{target}` could not be fetched: {e}"),
-                            false,
-                        )
+                Some(remote) if settings.mode != crate::run::settings::LandMode::None => {
+                    match land::fetch(root, remote, &target) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            return again(
+                                format!("`{remote}/{target}` could not be fetched: {e}"),
+                                false,
+                            )
+                        }
                     }
-                },
+                }
                 _ => match land::rev(root, &format!("refs/heads/{target}")) {
                     Ok(c) => c,
                     Err(e) => return failed(e),
