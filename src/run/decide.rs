@@ -3,6 +3,9 @@
 //! what makes replay safe: the same state always gives the same decision.
 
 use super::keys::{DodRun, StepKey};
+use super::outcome::{
+    ActivityOutcome, DeliverOutcome, LandOutcome, ReceiptOutcome, ValidatorOutcome,
+};
 use super::state::{Driver, Lane, Run, RunStatus, Stage, StepStatus};
 
 /// The settings `decide` needs, as plain data.
@@ -280,10 +283,7 @@ pub fn run_status(
 fn dod_passed(lane: &Lane, key: &StepKey, expected: &[i32]) -> Option<bool> {
     let record = lane.record(key)?;
     match record.status {
-        StepStatus::Done => {
-            let code = record.outcome.as_ref()?.get("exit_code")?.as_i64();
-            Some(code.is_some_and(|c| expected.iter().any(|e| i64::from(*e) == c)))
-        }
+        StepStatus::Done => Some(record.outcome_as::<ActivityOutcome>()?.passed(expected)),
         _ => None,
     }
 }
@@ -418,11 +418,10 @@ pub fn lanes_next(
             Next::Wait { .. } => true,
             // Handed to the host already: asked again only when nothing else can act.
             Next::HandToHost { .. } => lane.record(&StepKey::Implement).is_some(),
-            Next::HandValidator { key, .. } => lane.record(key).is_some_and(|r| {
-                r.outcome
-                    .as_ref()
-                    .is_some_and(|o| o.get("handed").is_some_and(|v| v == true))
-            }),
+            Next::HandValidator { key, .. } => lane
+                .record(key)
+                .and_then(|r| r.outcome_as::<ValidatorOutcome>())
+                .is_some_and(|o| o.handed),
             _ => false,
         };
         if waits {
@@ -535,7 +534,8 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             },
             Some(r)
                 if r.status == StepStatus::Failed
-                    && r.outcome.as_ref().is_some_and(|o| o.get("moved").is_some()) =>
+                    && r.outcome_as::<DeliverOutcome>()
+                        .is_some_and(|o| o.moved.is_some()) =>
             {
                 moved(lane, view, r)
             }
@@ -573,18 +573,12 @@ fn validators(
             prepare.push(key.clone());
             continue;
         };
-        let flag = |name: &str| {
-            record
-                .outcome
-                .as_ref()
-                .and_then(|o| o.get(name))
-                .is_some_and(|v| !v.is_null() && v != &serde_json::Value::Bool(false))
-        };
+        let said = record.outcome_as::<ValidatorOutcome>().unwrap_or_default();
         match record.status {
             StepStatus::Done => {}
-            StepStatus::Failed if flag("moved") => return Some(moved(lane, view, record)),
+            StepStatus::Failed if said.moved.is_some() => return Some(moved(lane, view, record)),
             StepStatus::Failed => {
-                let mutated = flag("mutation");
+                let mutated = said.mutation.is_some();
                 return Some(if mutated && lane.mutations >= view.max_mutations {
                     Next::Block {
                         lane: id,
@@ -604,7 +598,7 @@ fn validators(
                     }
                 });
             }
-            StepStatus::Started if flag("finished") => {
+            StepStatus::Started if said.finished.as_ref().is_some_and(|f| !f.is_null()) => {
                 if in_hand(record) {
                     waiting = true;
                 } else {
@@ -614,7 +608,7 @@ fn validators(
                     });
                 }
             }
-            StepStatus::Started if !flag("prepared") => {
+            StepStatus::Started if !said.prepared => {
                 if in_hand(record) {
                     waiting = true;
                 } else {
@@ -623,7 +617,7 @@ fn validators(
             }
             StepStatus::Started => match view.validator_driver {
                 Driver::Process if record.nonce.is_none() => launch.push(key.clone()),
-                Driver::Host if !flag("handed") => {
+                Driver::Host if !said.handed => {
                     hand.get_or_insert_with(|| key.clone());
                 }
                 Driver::Host => {
@@ -670,21 +664,20 @@ fn validators(
 /// attempt judges everything again, or, with the attempts spent, the lane blocks naming the
 /// commits.
 fn moved(lane: &Lane, view: &DecideView, record: &super::state::StepRecord) -> Next {
-    let o = record.outcome.clone().unwrap_or_default();
-    let commits: Vec<String> = o["moved"]["commits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.as_str().map(str::to_owned))
-        .collect();
-    let short = |v: &serde_json::Value| {
-        let s = v.as_str().unwrap_or("?");
+    // A deliver step and a validator step both record `moved` the same way.
+    let moved = record
+        .outcome_as::<DeliverOutcome>()
+        .and_then(|o| o.moved)
+        .unwrap_or_default();
+    let commits = moved.commits;
+    let short = |s: &str| {
+        let s = if s.is_empty() { "?" } else { s };
         s[..s.len().min(12)].to_owned()
     };
     let reason = format!(
         "the lane moved after it was judged: the verdict is about {}, the branch is at {}{}; nothing unjudged lands",
-        short(&o["moved"]["judged"]),
-        short(&o["moved"]["head"]),
+        short(&moved.judged),
+        short(&moved.head),
         if commits.is_empty() {
             String::new()
         } else {
@@ -727,10 +720,10 @@ fn paced(view: &DecideView) -> String {
 
 /// An agent's record failed because the provider asked to slow down: not the agent's fault.
 pub fn rate_limited(record: &super::state::StepRecord) -> bool {
+    // The implementer's record and a validator's say it the same way.
     record
-        .outcome
-        .as_ref()
-        .is_some_and(|o| o.get("rate_limited").is_some_and(|v| v == true))
+        .outcome_as::<ActivityOutcome>()
+        .is_some_and(|o| o.rate_limited)
 }
 
 fn ceiling(view: &DecideView) -> String {
@@ -757,11 +750,11 @@ fn sync_step(lane: &Lane, step: StepKey) -> Option<Next> {
             step: step.clone(),
         }),
         Some(r) if r.status == StepStatus::Failed => {
-            let o = r.outcome.clone().unwrap_or_default();
-            if o.get("again").is_some_and(|v| v == true) {
+            let o = r.outcome_as::<LandOutcome>().unwrap_or_default();
+            if o.again {
                 // Not a failure of the work: the world is not there yet (a target moved, a pull
                 // request waits to be merged). The step is tried again, by this round or the next.
-                if o.get("new_round").is_some_and(|v| v == true) {
+                if o.new_round {
                     Some(Next::LandAgain { lane: id })
                 } else {
                     Some(Next::Sync {
@@ -772,11 +765,7 @@ fn sync_step(lane: &Lane, step: StepKey) -> Option<Next> {
             } else {
                 Some(Next::Block {
                     lane: id,
-                    reason: o
-                        .get("error")
-                        .and_then(|e| e.as_str())
-                        .unwrap_or("landing failed")
-                        .to_owned(),
+                    reason: o.error.unwrap_or_else(|| "landing failed".to_owned()),
                 })
             }
         }
@@ -814,8 +803,8 @@ fn land(
     }
     let merged = lane
         .record(&integrate)
-        .and_then(|r| r.outcome.as_ref())
-        .is_some_and(|o| o.get("merged").is_some_and(|v| v == true));
+        .and_then(|r| r.outcome_as::<LandOutcome>())
+        .is_some_and(|o| o.merged);
     if merged {
         // The target's changes came into the lane: untested code never lands.
         let retest = DodRun::Retest(round);
@@ -931,7 +920,7 @@ fn receipt(
     let Some(record) = lane.record(&StepKey::Receipt) else {
         return Next::CheckReceipt { lane: id };
     };
-    let Some(checks) = record.outcome.as_ref() else {
+    let Some(checks) = record.outcome_as::<ReceiptOutcome>() else {
         return if in_hand(record) {
             Next::Wait {
                 lane: id,
@@ -941,7 +930,7 @@ fn receipt(
             Next::CheckReceipt { lane: id }
         };
     };
-    if checks.get("handback").is_some_and(|h| !h.is_null()) {
+    if checks.handback.is_some() {
         return Next::FinishReceipt { lane: id };
     }
     dod(lane, view, expected, crash_budget_left, DodRun::Receipt)

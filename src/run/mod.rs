@@ -18,6 +18,7 @@ pub mod lane_guard;
 pub mod launch;
 pub mod lock;
 pub mod observe;
+pub mod outcome;
 pub mod outside_lock;
 pub mod pace;
 pub mod record;

@@ -236,6 +236,13 @@ impl Lane {
             .is_some_and(|r| r.status == StepStatus::Done)
     }
 
+    /// The outcome of a done step of the current attempt, read as `T` (`run::outcome`).
+    pub fn outcome_as<T: serde::de::DeserializeOwned>(&self, step: &StepKey) -> Option<T> {
+        self.record(step)
+            .filter(|r| r.status == StepStatus::Done)
+            .and_then(StepRecord::outcome_as)
+    }
+
     pub fn outcome(&self, step: &StepKey) -> Option<&Value> {
         self.record(step)
             .filter(|r| r.status == StepStatus::Done)

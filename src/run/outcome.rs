@@ -1,0 +1,275 @@
+//! What a step recorded, typed (SPEC 21.2). On disk a step record's `outcome` is the JSON it always
+//! was, so a state written by an older iced reads the same; in code it is read through these types,
+//! one per kind of step, so that no reader looks a key up by its name. A key a type does not know
+//! is ignored; a key missing from a record is its default.
+//!
+//! `Outcome::of` picks the type by the step's key. The readers of one kind use that kind's type
+//! directly (`lane.outcome_as::<JudgeOutcome>(&StepKey::Judge)`).
+
+use super::kept::Kept;
+use super::keys::StepKey;
+use super::state::StepRecord;
+use super::validate::Merged;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The brief written for an attempt.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct BriefOutcome {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// The lane's worktree made (or why not).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct WorktreeOutcome {
+    pub path: Option<String>,
+    pub branch: Option<String>,
+    pub error: Option<String>,
+}
+
+/// An activity that ended (the implementer, a definition-of-done command), with what the loop
+/// added: a harness's result, a crash, a rate limit; or the host's receipt of its agent's report.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ActivityOutcome {
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub timed_out: bool,
+    pub duration_ms: Option<u64>,
+    pub spawn_error: Option<String>,
+    pub crashed: bool,
+    pub rate_limited: bool,
+    pub harness_failed: Option<String>,
+    pub harness: Option<Value>,
+    /// A host's implementer: where its report was handed in.
+    pub receipt_path: Option<String>,
+    /// The host agent was handed out (its record started).
+    pub handed: bool,
+}
+
+impl ActivityOutcome {
+    /// Whether the command's exit code is one of `expected`.
+    pub fn passed(&self, expected: &[i32]) -> bool {
+        self.exit_code
+            .is_some_and(|c| expected.iter().any(|e| i64::from(*e) == c))
+    }
+}
+
+/// The receipt: its own checks, then, with the definition of done in, whether it verified.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ReceiptOutcome {
+    pub verified: bool,
+    pub missing: Vec<String>,
+    pub commands: Vec<Value>,
+    pub ahead: Option<u64>,
+    /// The head and tree the receipt checked: what the validators judge (SPEC 24.3).
+    pub head: Option<String>,
+    pub tree: Option<String>,
+    pub guard: Option<Value>,
+    /// The implementer's report as the loop kept it (SPEC 24.5).
+    pub report: Option<Kept>,
+    pub handback: Option<String>,
+}
+
+/// The lane moved after it was judged: the verdict's head, where the branch is, what was added.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Moved {
+    pub judged: String,
+    pub head: String,
+    pub commits: Vec<String>,
+}
+
+/// A validator's or the refuter's step, from prepared to answered.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct ValidatorOutcome {
+    pub prepared: bool,
+    pub worktree: Option<String>,
+    pub output: Option<String>,
+    /// Handed to the host (its agent counts as alive until it answers).
+    pub handed: bool,
+    /// The activity ended (a process validator), or the host handed its answer in.
+    pub finished: Option<Value>,
+    pub answer: Option<Kept>,
+    pub problem: Option<String>,
+    /// The validator changed its tree: what moved.
+    pub mutation: Option<Vec<String>>,
+    pub moved: Option<Moved>,
+    pub harness: Option<Value>,
+    pub crashed: bool,
+    pub rate_limited: bool,
+    pub harness_failed: Option<String>,
+    pub pace_applied: bool,
+}
+
+/// A round's verdict.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct JudgeOutcome {
+    pub merged: Merged,
+    pub minted: Vec<String>,
+    pub undecided: Vec<String>,
+    pub manual: Vec<String>,
+    pub needs_human: bool,
+    /// The head and tree judged (SPEC 24.3).
+    pub head: Option<String>,
+    pub tree: Option<String>,
+}
+
+/// The close committed on the lane branch; or prepared and not yet there; or why not.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct DeliverOutcome {
+    pub commit: Option<String>,
+    pub prepared: Option<String>,
+    pub moved: Option<Moved>,
+    pub error: Option<String>,
+}
+
+/// A landing step (`base`, `integrate-<r>`, `landcommit-<r>`, `land-<r>`, `push-branch`,
+/// `pr-open`, `pr-arm`, `retire`): what it did, or that the world is not there yet (`again`), or
+/// why it failed.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct LandOutcome {
+    pub commit: Option<String>,
+    pub target: Option<String>,
+    pub target_commit: Option<String>,
+    /// The target's changes came into the lane: the definition of done runs again.
+    pub merged: bool,
+    pub head: Option<String>,
+    pub accepted: Option<String>,
+    pub accepted_commits: Vec<String>,
+    pub landed: Option<String>,
+    pub from: Option<String>,
+    pub url: Option<String>,
+    pub number: Option<u64>,
+    pub armed: bool,
+    pub retired: bool,
+    pub kept: Option<String>,
+    /// Not a failure: try again, in this round or (`new_round`) the next.
+    pub again: bool,
+    pub new_round: bool,
+    pub why: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What a step recorded, by the kind of step it is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Brief(BriefOutcome),
+    Worktree(WorktreeOutcome),
+    Activity(ActivityOutcome),
+    Receipt(ReceiptOutcome),
+    Validator(ValidatorOutcome),
+    Judge(JudgeOutcome),
+    Deliver(DeliverOutcome),
+    Land(LandOutcome),
+    /// A person resumed a landing round.
+    Resume,
+}
+
+impl Outcome {
+    /// The typed outcome of `record`, if it has one that reads as its kind.
+    pub fn of(record: &StepRecord) -> Option<Outcome> {
+        let value = record.outcome.as_ref()?;
+        fn read<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+            T::deserialize(v).ok()
+        }
+        Some(match &record.step {
+            StepKey::Brief => Outcome::Brief(read(value)?),
+            StepKey::Worktree => Outcome::Worktree(read(value)?),
+            StepKey::Implement | StepKey::Dod { .. } | StepKey::Retest { .. } => {
+                Outcome::Activity(read(value)?)
+            }
+            StepKey::Receipt => Outcome::Receipt(read(value)?),
+            StepKey::Validate(_) | StepKey::Refute => Outcome::Validator(read(value)?),
+            StepKey::Judge => Outcome::Judge(read(value)?),
+            StepKey::Deliver => Outcome::Deliver(read(value)?),
+            StepKey::Base
+            | StepKey::Integrate(_)
+            | StepKey::LandCommit(_)
+            | StepKey::Land(_)
+            | StepKey::PushBranch
+            | StepKey::PrOpen
+            | StepKey::PrArm
+            | StepKey::Retire => Outcome::Land(read(value)?),
+            StepKey::Resume(_) => Outcome::Resume,
+        })
+    }
+}
+
+impl StepRecord {
+    /// This record's outcome read as `T` (defaults for what it does not hold); `None` without an
+    /// outcome, or when it does not read as `T`.
+    pub fn outcome_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        T::deserialize(self.outcome.as_ref()?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::state::StepStatus;
+    use serde_json::json;
+
+    fn record(step: StepKey, outcome: Value) -> StepRecord {
+        StepRecord {
+            step,
+            attempt: 1,
+            status: StepStatus::Done,
+            started_at: String::new(),
+            ended_at: None,
+            inputs: None,
+            nonce: None,
+            pid: None,
+            pid_start: None,
+            outcome: Some(outcome),
+        }
+    }
+
+    /// The shapes today's iced writes (tests/cli/compat.rs holds real ones) read as their types.
+    #[test]
+    fn every_kind_of_step_reads_as_its_type() {
+        let r = record(
+            StepKey::Receipt,
+            json!({"verified": true, "missing": [], "commands": [], "ahead": 1, "head": "h", "tree": "t", "guard": [], "report": {"path": "/p", "sha256": "s"}, "handback": null}),
+        );
+        match Outcome::of(&r) {
+            Some(Outcome::Receipt(o)) => {
+                assert!(o.verified);
+                assert_eq!(o.head.as_deref(), Some("h"));
+                assert_eq!(o.report.map(|k| k.sha256), Some("s".into()));
+            }
+            other => panic!("{other:?}"),
+        }
+        let r = record(
+            StepKey::Deliver,
+            json!({"moved": {"judged": "a", "head": "b", "commits": ["b x"]}}),
+        );
+        assert_eq!(
+            r.outcome_as::<DeliverOutcome>()
+                .and_then(|d| d.moved)
+                .map(|m| m.commits),
+            Some(vec!["b x".to_owned()])
+        );
+        let r = record(
+            StepKey::Integrate(2),
+            json!({"again": true, "new_round": true, "why": "moved"}),
+        );
+        match Outcome::of(&r) {
+            Some(Outcome::Land(o)) => assert!(o.again && o.new_round),
+            other => panic!("{other:?}"),
+        }
+        let r = record(
+            StepKey::Dod { seq: 0, cmd: 0 },
+            json!({"nonce": "n", "exit_code": 2, "timed_out": false}),
+        );
+        assert!(r.outcome_as::<ActivityOutcome>().unwrap().passed(&[0, 2]));
+    }
+}
