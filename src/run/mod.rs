@@ -16,6 +16,7 @@ pub mod kept;
 pub mod land;
 pub mod landing;
 pub mod lane_guard;
+pub mod live;
 pub mod lock;
 pub mod pace;
 pub mod record;

@@ -23,3 +23,4 @@ mod refusals;
 mod survivors;
 mod trust;
 mod validation;
+mod waiting;

@@ -1,6 +1,7 @@
 //! `build`, `implement step|receipt`, `run ...` and the hidden supervisor: the loop's verbs.
 
 use super::repo;
+use crate::cli::wait::Waiter;
 use crate::cli::Output;
 use crate::refusal::Refusal;
 use crate::run::engine::{self, exit_for, pick_run, Ctx, StepReport};
@@ -8,7 +9,6 @@ use crate::run::state::{RunPaths, RunStatus, State};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct BuildArgs {
@@ -212,15 +212,21 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         if resumed { "resuming" } else { "started" }
     ));
     let mut last_line = String::new();
+    let mut last_printed: Option<StepReport> = None;
+    let mut waiter = Waiter::new(&ctx.paths, &repo.root, live);
     loop {
         let report = engine::step(&ctx, &run_id)?;
         if json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string(&report).expect("serialises")
-            );
+            // One line per change, not one per wait (SPEC 20.1).
+            if last_printed.as_ref() != Some(&report) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&report).expect("serialises")
+                );
+                last_printed = Some(report.clone());
+            }
         } else {
             let line = format!(
                 "  {} {:<9} attempt {}: {}",
@@ -231,6 +237,7 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
             );
             // One line per change, not one per poll.
             if line != last_line {
+                waiter.clear();
                 if live && report.action == "waiting" {
                     say(&format!(
                         "{line} ({})",
@@ -269,7 +276,7 @@ pub fn build(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
             return Ok(out);
         }
         if report.action == "waiting" {
-            std::thread::sleep(Duration::from_millis(200));
+            waiter.wait(&ctx, &run_id);
         }
     }
 }
