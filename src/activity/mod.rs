@@ -11,6 +11,7 @@
 
 mod procinfo;
 mod spec;
+mod stop;
 mod supervise;
 mod tail;
 #[cfg(test)]

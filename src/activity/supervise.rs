@@ -4,35 +4,38 @@
 //! It is a child subreaper (SPEC 24.7): a process the child starts in a session of its own, or
 //! orphans by a double fork, is still below it, and is killed with the rest.
 //!
+//! It is one task on a current-thread tokio runtime that awaits together the child's exit
+//! (SIGCHLD, then a look that leaves it unreaped), both pipes, the timeout and a stop request, and
+//! sleeps in between: no other thread, no polling loop (SPEC 21.4). Orphans that exit on the way
+//! raise SIGCHLD too and are reaped then. The launcher is not watched: the supervisor is meant to
+//! outlive it.
+//!
 //! It must never start a child the gate did not allow, never leave a process below it running
 //! once it has written the outcome, and never hold more than a bounded amount of output.
 
 use super::procinfo::{group_has_live_member, live_descendants, pid_start_time};
 use super::spec::{ActivitySpec, Outcome, SupervisorRecord};
+use super::stop::{StopRequest, StopSignals};
 use super::tail::{self, Tail};
 use super::{files, Gate};
 use crate::store;
 use nix::errno::Errno;
-use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{self, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{getppid, Pid};
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
+use std::pin::pin;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread;
 use std::time::{Duration, Instant};
+use tokio::signal::unix::{signal as listen, Signal as Listener, SignalKind};
 
 /// The outcome was written, or the gate said the launch is no longer current.
 const EXIT_OK: i32 = 0;
 /// The spec could not be read, or a record could not be written.
 const EXIT_FAILED: i32 = 1;
 
-/// How often the main loop looks at the stop flag while it waits for the child.
-const POLL: Duration = Duration::from_millis(20);
 /// After the group is killed: how long its members may take to die, and then how long the pipes
 /// may stay open (a process that left the group can hold them forever; its output is lost).
 const GROUP_DEATH_BOUND: Duration = Duration::from_secs(1);
@@ -40,29 +43,13 @@ const GROUP_DEATH_BOUND: Duration = Duration::from_secs(1);
 /// up on them and writes the outcome all the same.
 const DESCENDANTS_DEATH_BOUND: Duration = Duration::from_secs(5);
 const PIPE_CLOSE_BOUND: Duration = Duration::from_secs(2);
+/// While what it killed is dying: how long before it looks again.
+const KILL_RECHECK: Duration = Duration::from_millis(5);
+/// How often it looks for the child's exit when SIGCHLD cannot be listened for (not expected;
+/// this keeps the supervisor working rather than stuck).
+const EXIT_POLL_WITHOUT_SIGCHLD: Duration = Duration::from_millis(100);
 
 const MAX_GRACE_MS: u64 = 24 * 60 * 60 * 1000;
-
-/// Set by SIGTERM, SIGINT or SIGHUP. A supervisor process runs one activity, so one flag serves.
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_signal: std::ffi::c_int) {
-    // An atomic store is all a signal handler may safely do here.
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
-}
-
-fn install_stop_handlers() -> nix::Result<()> {
-    let action = SigAction::new(
-        SigHandler::Handler(request_stop),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { signal::sigaction(sig, &action) }?;
-    }
-    Ok(())
-}
 
 /// Which processes the clean-up after the child reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,19 +68,57 @@ pub fn supervise(dir: &Path, gate: &dyn Gate) -> i32 {
     supervise_reaching(dir, gate, Reach::Descendants)
 }
 
-/// [`supervise`] with the clean-up reaching as far as `reach` says.
+/// [`supervise`] with the clean-up reaching as far as `reach` says. SIGTERM, SIGINT or SIGHUP to
+/// this process asks it to stop.
 pub(super) fn supervise_reaching(dir: &Path, gate: &dyn Gate, reach: Reach) -> i32 {
-    // Before `supervisor.json` exists, so that `stop()`, which needs it, always finds the
-    // handlers in place rather than the default action (which would look like a crash).
-    if let Err(e) = install_stop_handlers() {
-        log(dir, &format!("cannot install signal handlers: {e}"));
+    let Some(runtime) = runtime(dir) else {
         return EXIT_FAILED;
-    }
-    supervise_with(dir, gate, &STOP_REQUESTED, reach)
+    };
+    runtime.block_on(async {
+        // Before `supervisor.json` exists, so that `stop()`, which needs it, always finds the
+        // listeners in place rather than the default action (which would look like a crash).
+        let signals = match StopSignals::listen() {
+            Ok(signals) => signals,
+            Err(e) => {
+                log(dir, &format!("cannot listen for stop signals: {e}"));
+                return EXIT_FAILED;
+            }
+        };
+        let stop = StopRequest::default();
+        tokio::select! {
+            // The signals first: a stop that has arrived is passed on before the run looks.
+            biased;
+            never = signals.forward(&stop) => match never {},
+            code = supervise_on(dir, gate, &stop, reach) => code,
+        }
+    })
 }
 
-/// `supervise` with the stop request read from `stop`, so tests can run several at once.
-pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &AtomicBool, reach: Reach) -> i32 {
+/// [`supervise`] with the stop request made by the caller, so tests can run several at once.
+#[cfg(test)]
+pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &StopRequest, reach: Reach) -> i32 {
+    let Some(runtime) = runtime(dir) else {
+        return EXIT_FAILED;
+    };
+    runtime.block_on(supervise_on(dir, gate, stop, reach))
+}
+
+/// One thread, with I/O (the pipes, the signals) and timers.
+fn runtime(dir: &Path) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            log(dir, &format!("cannot start the runtime: {e}"));
+            None
+        }
+    }
+}
+
+async fn supervise_on(dir: &Path, gate: &dyn Gate, stop: &StopRequest, reach: Reach) -> i32 {
     let spec = match super::read_spec(dir) {
         Ok(spec) => spec,
         Err(e) => {
@@ -128,7 +153,7 @@ pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &AtomicBool, rea
             return EXIT_OK;
         }
     }
-    let finished = run(dir, &spec, stop, reach);
+    let finished = run(dir, &spec, stop, reach).await;
     match write_results(dir, &finished) {
         Ok(()) => EXIT_OK,
         Err(e) => {
@@ -231,17 +256,103 @@ enum Cause {
     Stop,
 }
 
-/// Where the stop sequence is: each stage has a deadline after which the next begins.
-#[derive(Clone, Copy)]
-enum Stage {
-    Running { deadline: Option<Instant> },
-    Interrupted { until: Instant },
-    Terminated { until: Instant },
-    Killed,
+/// The child's exit, awaited without reaping it: while it is an unreaped zombie its pid, and so
+/// its group id, cannot be reused, which makes signalling the group safe until it is reaped.
+struct Exit {
+    child: Pid,
+    /// Raised when the child, or an orphan reparented here, ends; `None` if it could not be
+    /// listened for, and then the exit is looked for now and then.
+    sigchld: Option<Listener>,
+    reach: Reach,
 }
 
-fn run(dir: &Path, spec: &ActivitySpec, stop: &AtomicBool, reach: Reach) -> Finished {
-    if stop.load(Ordering::SeqCst) {
+impl Exit {
+    /// Ready once the child has exited. Orphans that exit meanwhile are reaped: zombies hold
+    /// their pids until then.
+    async fn done(&mut self) {
+        loop {
+            if self.reach == Reach::Descendants {
+                reap_orphans(self.child.as_raw() as u32);
+            }
+            if has_exited(self.child) {
+                return;
+            }
+            // Listening began before the child was spawned, so a SIGCHLD that came since the
+            // look above is not lost: `recv` returns at once for it.
+            match &mut self.sigchld {
+                Some(sigchld) => {
+                    if sigchld.recv().await.is_none() {
+                        self.sigchld = None;
+                    }
+                }
+                None => tokio::time::sleep(EXIT_POLL_WITHOUT_SIGCHLD).await,
+            }
+        }
+    }
+
+    /// Wait for the child to end. On the deadline or a stop request, run the stop sequence
+    /// (SIGINT, grace, SIGTERM, grace, SIGKILL to the group) until it has. Returns what set the
+    /// sequence off, if anything did.
+    async fn end(
+        &mut self,
+        dir: &Path,
+        deadline: Option<tokio::time::Instant>,
+        grace: Duration,
+        stop: &StopRequest,
+    ) -> Option<Cause> {
+        let timeout = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cause = tokio::select! {
+            // An exit that has come wins over a deadline or a request that comes with it.
+            biased;
+            () = self.done() => return None,
+            () = timeout => Cause::Timeout,
+            () = stop.requested() => Cause::Stop,
+        };
+        let group = self.child;
+        for sig in [Signal::SIGINT, Signal::SIGTERM] {
+            signal_group(dir, group, sig);
+            if tokio::time::timeout(grace, self.done()).await.is_ok() {
+                return Some(cause);
+            }
+        }
+        signal_group(dir, group, Signal::SIGKILL);
+        self.done().await;
+        Some(cause)
+    }
+}
+
+/// Whether the child has exited, leaving it unreaped. An error (it is not our child, or was
+/// reaped elsewhere) counts as exited: there is nothing left to wait for.
+fn has_exited(child: Pid) -> bool {
+    loop {
+        match waitid(
+            Id::Pid(child),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Err(Errno::EINTR) => continue,
+            Ok(_) | Err(_) => return true,
+        }
+    }
+}
+
+/// How the child ended, as the run reports it.
+struct Ended {
+    cause: Option<Cause>,
+    status: io::Result<std::process::ExitStatus>,
+    duration: Duration,
+}
+
+async fn run(dir: &Path, spec: &ActivitySpec, stop: &StopRequest, reach: Reach) -> Finished {
+    // A stop signal that came while the gate was asked reaches `stop` once the runtime has looked
+    // at its signals, which yielding to it makes it do.
+    tokio::task::yield_now().await;
+    if stop.is_requested() {
         log(
             dir,
             "asked to stop before the child started; nothing started",
@@ -257,6 +368,17 @@ fn run(dir: &Path, spec: &ActivitySpec, stop: &AtomicBool, reach: Reach) -> Fini
             );
         }
     }
+    // Before the child exists too, so that its exit cannot come before anyone listens.
+    let sigchld = match listen(SignalKind::child()) {
+        Ok(sigchld) => Some(sigchld),
+        Err(e) => {
+            log(
+                dir,
+                &format!("cannot listen for SIGCHLD ({e}); looking for the child's exit instead"),
+            );
+            None
+        }
+    };
     let mut child = match spawn(spec) {
         Ok(child) => child,
         Err(e) => {
@@ -267,158 +389,111 @@ fn run(dir: &Path, spec: &ActivitySpec, stop: &AtomicBool, reach: Reach) -> Fini
         }
     };
     let started = Instant::now();
+    let deadline = tokio::time::Instant::now().checked_add(Duration::from_millis(spec.timeout_ms));
     let pid = child.id();
-    let group = Pid::from_raw(pid as i32);
     if let Some(pid_start) = super::pid_start_time(pid) {
         let record = super::spec::ChildRecord { pid, pid_start };
         if let Err(e) = super::write_json(&dir.join(files::CHILD), &record) {
             log(dir, &format!("could not write child.json: {e}"));
         }
     }
+    let stdout = child
+        .stdout
+        .take()
+        .and_then(|out| readable(dir, tokio::process::ChildStdout::from_std(out)));
+    let stderr = child
+        .stderr
+        .take()
+        .and_then(|err| readable(dir, tokio::process::ChildStderr::from_std(err)));
 
-    let stdout_tail = Arc::new(Mutex::new(Tail::default()));
-    let stderr_tail = Arc::new(Mutex::new(Tail::default()));
-    let (drained_tx, drained_rx) = mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        spawn_reader(out, &stdout_tail, drained_tx.clone());
-    }
-    if let Some(err) = child.stderr.take() {
-        spawn_reader(err, &stderr_tail, drained_tx);
-    }
-
-    // The child is only waited for here, not reaped: while it is an unreaped zombie its pid, and
-    // so its group id, cannot be reused, which makes signalling the group safe until we reap it.
-    let (exited_tx, exited_rx) = mpsc::channel();
-    let waiter = thread::Builder::new()
-        .name("activity-wait".into())
-        .spawn(move || {
-            while waitid(Id::Pid(group), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
-                == Err(Errno::EINTR)
-            {}
-            let _ = exited_tx.send(());
-        });
-    if waiter.is_err() {
-        // Without a waiter the loop below would not see the exit; kill at once rather than hang.
-        log(
-            dir,
-            "cannot start a thread to wait for the child; killing it",
-        );
-        let _ = signal::killpg(group, Signal::SIGKILL);
-    }
-
+    let mut exit = Exit {
+        child: Pid::from_raw(pid as i32),
+        sigchld,
+        reach,
+    };
     // Clamped so that `now + grace` cannot overflow; a day is longer than any sane grace.
     let grace = Duration::from_millis(spec.grace_ms.min(MAX_GRACE_MS));
-    let mut stage = Stage::Running {
-        deadline: started.checked_add(Duration::from_millis(spec.timeout_ms)),
+    let (mut stdout_tail, mut stderr_tail) = (Tail::default(), Tail::default());
+    let ended = {
+        let mut drained = false;
+        let mut drains = pin!(async {
+            tokio::join!(
+                tail::drain(stdout, &mut stdout_tail),
+                tail::drain(stderr, &mut stderr_tail)
+            )
+        });
+        let mut ending = pin!(async {
+            let cause = exit.end(dir, deadline, grace, stop).await;
+            let group = exit.child;
+            // The child has ended; whatever it left in its group (a background job, a process
+            // that ignores SIGINT, one holding the pipes) goes with it, before the child is
+            // reaped. Then everything else below us, wherever it moved (SPEC 24.7).
+            kill_group(group).await;
+            if reach == Reach::Descendants {
+                kill_descendants(dir, pid).await;
+            }
+            // A zombie by now: this does not block.
+            let status = child.wait();
+            if reach == Reach::Descendants {
+                reap_orphans(pid);
+            }
+            Ended {
+                cause,
+                status,
+                duration: started.elapsed(),
+            }
+        });
+        let ended = loop {
+            tokio::select! {
+                ended = &mut ending => break ended,
+                _ = &mut drains, if !drained => drained = true,
+            }
+        };
+        // What is still in the pipes arrives now; a process that escaped the kills and holds
+        // them open is not waited for past the bound, and what arrived so far is kept.
+        if !drained
+            && tokio::time::timeout(PIPE_CLOSE_BOUND, &mut drains)
+                .await
+                .is_err()
+        {
+            log(
+                dir,
+                "an output pipe is still open after the group was killed; not waiting",
+            );
+        }
+        ended
     };
-    let mut cause = None;
-    loop {
-        let now = Instant::now();
-        let next = match stage {
-            Stage::Running { deadline } => {
-                let stop_asked = stop.load(Ordering::SeqCst);
-                if stop_asked || deadline.is_some_and(|d| now >= d) {
-                    let why = if stop_asked {
-                        Cause::Stop
-                    } else {
-                        Cause::Timeout
-                    };
-                    cause = Some(why);
-                    signal_group(dir, group, Signal::SIGINT);
-                    Stage::Interrupted { until: now + grace }
-                } else {
-                    stage
-                }
-            }
-            Stage::Interrupted { until } if now >= until => {
-                signal_group(dir, group, Signal::SIGTERM);
-                Stage::Terminated { until: now + grace }
-            }
-            Stage::Terminated { until } if now >= until => {
-                signal_group(dir, group, Signal::SIGKILL);
-                Stage::Killed
-            }
-            other => other,
-        };
-        stage = next;
-        let wait = match stage {
-            Stage::Running { deadline } => {
-                deadline.map_or(POLL, |d| d.saturating_duration_since(now))
-            }
-            Stage::Interrupted { until } | Stage::Terminated { until } => {
-                until.saturating_duration_since(now)
-            }
-            Stage::Killed => POLL,
-        };
-        match exited_rx.recv_timeout(wait.min(POLL)) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        if reach == Reach::Descendants {
-            // Orphans reparented here that have exited: zombies hold their pids until reaped.
-            reap_orphans(pid);
-        }
-    }
 
-    // The child has ended; whatever it left in its group (a background job, a process that
-    // ignores SIGINT, one holding the pipes) goes with it, before the child is reaped. Then
-    // everything else below us, wherever it moved (SPEC 24.7).
-    kill_group(group);
-    if reach == Reach::Descendants {
-        kill_descendants(dir, pid);
-    }
-    let status = child.wait();
-    if reach == Reach::Descendants {
-        reap_orphans(pid);
-    }
-    let duration = started.elapsed();
-    wait_for_readers(dir, &drained_rx);
-
-    let (exit_code, signal) = match status {
+    let (exit_code, signal) = match ended.status {
         Ok(status) => (status.code(), status.signal()),
         Err(e) => {
             log(dir, &format!("cannot reap the child {pid}: {e}"));
             (None, None)
         }
     };
-    let take = |tail: &Arc<Mutex<Tail>>| {
-        let tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
-        (tail.text().to_vec(), tail.summary())
-    };
-    let (stdout, stdout_summary) = take(&stdout_tail);
-    let (stderr, stderr_summary) = take(&stderr_tail);
     Finished {
         outcome: Outcome {
             nonce: spec.nonce.clone(),
             exit_code,
             signal,
-            timed_out: cause == Some(Cause::Timeout),
-            stopped: cause == Some(Cause::Stop),
-            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            stdout: stdout_summary,
-            stderr: stderr_summary,
+            timed_out: ended.cause == Some(Cause::Timeout),
+            stopped: ended.cause == Some(Cause::Stop),
+            duration_ms: u64::try_from(ended.duration.as_millis()).unwrap_or(u64::MAX),
+            stdout: stdout_tail.summary(),
+            stderr: stderr_tail.summary(),
             spawn_error: None,
             supervisor_max_rss_kb: None,
         },
-        stdout,
-        stderr,
+        stdout: stdout_tail.text().to_vec(),
+        stderr: stderr_tail.text().to_vec(),
     }
 }
 
-fn spawn_reader(
-    source: impl io::Read + Send + 'static,
-    tail: &Arc<Mutex<Tail>>,
-    drained: mpsc::Sender<()>,
-) {
-    let tail = Arc::clone(tail);
-    // If no thread can be started the pipe is never read: a child that fills it blocks until the
-    // timeout, which still ends the activity.
-    let _ = thread::Builder::new()
-        .name("activity-read".into())
-        .spawn(move || {
-            tail::drain(source, &tail);
-            let _ = drained.send(());
-        });
+/// A pipe of the child's, ready to be awaited. If the runtime cannot take it (not expected), its
+/// output is lost and the child's writes to it fail; the activity still ends and is reported.
+fn readable<T>(dir: &Path, pipe: io::Result<T>) -> Option<T> {
+    pipe.map_err(|e| log(dir, &format!("cannot read an output pipe: {e}")))
+        .ok()
 }
 
 fn signal_group(dir: &Path, group: Pid, sig: Signal) {
@@ -429,7 +504,7 @@ fn signal_group(dir: &Path, group: Pid, sig: Signal) {
 
 /// SIGKILL every member of the group, and wait (bounded) until none is left alive. The leader is
 /// an unreaped zombie throughout, so the group id still names this group.
-fn kill_group(group: Pid) {
+async fn kill_group(group: Pid) {
     let pgid = group.as_raw() as u32;
     let give_up = Instant::now() + GROUP_DEATH_BOUND;
     loop {
@@ -437,7 +512,7 @@ fn kill_group(group: Pid) {
         if !group_has_live_member(pgid) || Instant::now() >= give_up {
             return;
         }
-        thread::sleep(Duration::from_millis(5));
+        tokio::time::sleep(KILL_RECHECK).await;
     }
 }
 
@@ -445,7 +520,7 @@ fn kill_group(group: Pid) {
 /// fork between a look and the kill; its child is then below us too, as we are a subreaper), and
 /// reap those reparented here, within a bound. The child itself is an unreaped zombie by now and
 /// is left for `wait`.
-fn kill_descendants(dir: &Path, child: u32) {
+async fn kill_descendants(dir: &Path, child: u32) {
     let me = std::process::id();
     let give_up = Instant::now() + DESCENDANTS_DEATH_BOUND;
     loop {
@@ -464,7 +539,7 @@ fn kill_descendants(dir: &Path, child: u32) {
             let _ = signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
         }
         reap_orphans(child);
-        thread::sleep(Duration::from_millis(5));
+        tokio::time::sleep(KILL_RECHECK).await;
     }
 }
 
@@ -486,26 +561,6 @@ fn reap_orphans(child: u32) {
             return;
         }
         let _ = waitpid(exited, Some(WaitPidFlag::WNOHANG));
-    }
-}
-
-/// Both pipes closed, or the bound passed; what arrived so far is what is kept either way.
-fn wait_for_readers(dir: &Path, drained: &Receiver<()>) {
-    let give_up = Instant::now() + PIPE_CLOSE_BOUND;
-    for _ in 0..2 {
-        let left = give_up.saturating_duration_since(Instant::now());
-        match drained.recv_timeout(left) {
-            Ok(()) => {}
-            // Every reader has finished (or one never started) and dropped its sender.
-            Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {
-                log(
-                    dir,
-                    "an output pipe is still open after the group was killed; not waiting",
-                );
-                return;
-            }
-        }
     }
 }
 

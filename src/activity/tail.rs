@@ -3,8 +3,8 @@
 //! is finally written.
 
 use super::spec::StreamSummary;
-use std::io::{ErrorKind, Read};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::io::ErrorKind;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// At most this many bytes of a stream are kept.
 pub const MAX_BYTES: usize = 50 * 1024;
@@ -90,17 +90,17 @@ fn count_newlines(bytes: &[u8]) -> u64 {
     count + rest.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
-/// Read `source` to its end into `tail`. The lock is taken per chunk, so the supervisor can take
-/// what has arrived so far if a stray process keeps the pipe open.
-pub fn drain(mut source: impl Read, tail: &Arc<Mutex<Tail>>) {
+/// Read `source` (none: nothing to read) to its end into `tail`. Between reads it awaits the
+/// pipe; dropping the future leaves in `tail` what arrived so far.
+pub async fn drain(source: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
+    let Some(mut source) = source else {
+        return;
+    };
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
-        match source.read(&mut buf) {
+        match source.read(&mut buf).await {
             Ok(0) => return,
-            Ok(n) => tail
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(&buf[..n]),
+            Ok(n) => tail.push(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => return,
         }

@@ -2,12 +2,12 @@
 //! PR_SET_PDEATHSIG requires), with a gate that answers as told.
 
 use super::procinfo::group_has_live_member;
+use super::stop::StopRequest;
 use super::supervise::{supervise_reaching, supervise_with, Reach};
 use super::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ fn sh(cwd: &Path, script: &str, timeout_ms: u64, grace_ms: u64) -> ActivitySpec 
 /// Write the spec and supervise it to the end; returns the exit code and the outcome.
 fn run(dir: &Path, spec: &ActivitySpec, gate: &dyn Gate) -> (i32, Option<Outcome>) {
     write_json(&dir.join(files::SPEC), spec).unwrap();
-    let code = supervise_with(dir, gate, &AtomicBool::new(false), Reach::Group);
+    let code = supervise_with(dir, gate, &StopRequest::default(), Reach::Group);
     (code, read_outcome(dir))
 }
 
@@ -310,7 +310,7 @@ fn observe_follows_an_activity_from_launch_to_outcome() {
     write_json(&d.join(files::SPEC), &spec).unwrap();
     let supervisor = {
         let d = d.clone();
-        std::thread::spawn(move || supervise_with(&d, &YES, &AtomicBool::new(false), Reach::Group))
+        std::thread::spawn(move || supervise_with(&d, &YES, &StopRequest::default(), Reach::Group))
     };
     assert_eq!(observe(&d), Observation::NotRegistered);
     wait_until("running", || {
@@ -358,7 +358,7 @@ fn a_stop_request_runs_the_stop_sequence_and_still_writes_the_outcome() {
     let d = dir.path().to_owned();
     let spec = sh(&d, "sleep 100", 10_000, 200);
     write_json(&d.join(files::SPEC), &spec).unwrap();
-    let flag = Arc::new(AtomicBool::new(false));
+    let flag = Arc::new(StopRequest::default());
     let supervisor = {
         let (d, flag) = (d.clone(), Arc::clone(&flag));
         std::thread::spawn(move || supervise_with(&d, &YES, &flag, Reach::Group))
@@ -366,7 +366,7 @@ fn a_stop_request_runs_the_stop_sequence_and_still_writes_the_outcome() {
     // The child's own record, not the supervisor's: a request that comes between the two is a
     // stop before the child started (nothing started, no signal), which is not this test.
     wait_until("the child", || d.join(files::CHILD).exists());
-    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    flag.request();
     assert_eq!(supervisor.join().unwrap(), 0);
     let outcome = read_outcome(&d).unwrap();
     assert!(outcome.stopped && !outcome.timed_out, "{outcome:?}");
@@ -376,7 +376,7 @@ fn a_stop_request_runs_the_stop_sequence_and_still_writes_the_outcome() {
 
 /// Through the real signal path: `stop()` sends SIGTERM to the pid in `supervisor.json`, which
 /// here is the test process itself. `supervise_reaching()` has installed its handler by then (before it
-/// wrote the record), so the signal only sets the stop flag; the other tests use flags of their own.
+/// wrote the record), so the signal only makes a stop request; the other tests make their own.
 #[test]
 fn stop_signals_the_supervisor() {
     let dir = tempfile::tempdir().unwrap();

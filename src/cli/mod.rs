@@ -5,6 +5,7 @@
 
 mod commands;
 mod render;
+mod wait;
 
 use crate::refusal::{Exit, Refusal};
 use clap::{Parser, Subcommand};

@@ -16,7 +16,6 @@ use super::{Ctx, StepReport};
 use crate::refusal::Refusal;
 use crate::run::reply::Action;
 use std::path::Path;
-use std::time::Duration;
 
 /// A run `iced build` drives: the one it admitted, or the one it resumed.
 pub struct Admitted {
@@ -52,16 +51,16 @@ pub fn start(
     Ok(Admitted { run, resumed })
 }
 
-/// How long a driver waits before stepping a run that is waiting on an activity.
-const POLL: Duration = Duration::from_millis(200);
-
 /// Step `run` until nothing more happens without someone else (or, with `no_wait`, until it waits
-/// on something), handing each report to `told` as it comes. Returns the last report.
+/// on something), handing each report to `told` as it comes, and calling `wait` (which returns
+/// once the run may have moved on: `cli::wait`) between steps while it waits. Returns the last
+/// report.
 pub fn to_end(
     ctx: &Ctx<'_>,
     run: &str,
     no_wait: bool,
     mut told: impl FnMut(&StepReport),
+    mut wait: impl FnMut(),
 ) -> Result<StepReport, Refusal> {
     loop {
         let report = stepper::step(ctx, run)?;
@@ -74,7 +73,7 @@ pub fn to_end(
             return Ok(report);
         }
         if waiting {
-            std::thread::sleep(POLL);
+            wait();
         }
     }
 }

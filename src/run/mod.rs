@@ -16,6 +16,7 @@ pub mod kept;
 pub mod keys;
 pub mod lane_guard;
 pub mod launch;
+pub mod live;
 pub mod lock;
 pub mod observe;
 pub mod outcome;

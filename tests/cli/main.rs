@@ -31,3 +31,4 @@ mod snap_units;
 mod survivors;
 mod trust;
 mod validation;
+mod waiting;

@@ -3,12 +3,14 @@
 
 use super::repo;
 use crate::cli::render::step;
+use crate::cli::wait::Waiter;
 use crate::cli::Output;
 use crate::refusal::Refusal;
 use crate::run::drive;
 use crate::run::reply::Action;
-use crate::run::Ctx;
+use crate::run::{Ctx, StepReport};
 use serde_json::json;
+use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 
 #[derive(clap::Args)]
@@ -80,19 +82,27 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         admitted.run
     ));
     let mut last_line = String::new();
-    let report = drive::to_end(&ctx, &admitted.run, args.no_wait, |report| {
+    let mut last_printed: Option<StepReport> = None;
+    // Told a report, the live lines give way to it; asked to wait, they are drawn again.
+    let waiter = RefCell::new(Waiter::new(&ctx.paths, &repo.root, live));
+    let told = |report: &StepReport| {
         if json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string(report).expect("serialises")
-            );
+            // One line per change, not one per wait (SPEC 20.1).
+            if last_printed.as_ref() != Some(report) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(report).expect("serialises")
+                );
+                last_printed = Some(report.clone());
+            }
             return;
         }
         let line = step::progress_line(report);
         // One line per change, not one per poll.
         if line != last_line {
+            waiter.borrow_mut().clear();
             if live && report.action == Action::Waiting {
                 say(&format!(
                     "{line} ({})",
@@ -103,7 +113,10 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
             }
             last_line = line;
         }
-    })?;
+    };
+    let wait = || waiter.borrow_mut().wait(&ctx, &admitted.run);
+    let report = drive::to_end(&ctx, &admitted.run, args.no_wait, told, wait)?;
+    waiter.borrow_mut().clear();
     let status = drive::status(&ctx, &admitted.run)?;
     let mut out = step::output(&report);
     out.json = json!({
