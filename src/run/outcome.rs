@@ -40,6 +40,9 @@ pub struct ActivityOutcome {
     pub timed_out: bool,
     pub duration_ms: Option<u64>,
     pub spawn_error: Option<String>,
+    /// What the child printed, in summary (bytes, lines, whether cut): passed on as it is.
+    pub stdout: Option<Value>,
+    pub stderr: Option<Value>,
     pub crashed: bool,
     pub rate_limited: bool,
     pub harness_failed: Option<String>,

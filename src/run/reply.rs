@@ -6,6 +6,7 @@ use super::state::{Lane, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Exit;
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
+use crate::run::outcome::LandOutcome;
 use serde::Serialize;
 
 /// What a call did, as `implement step --json` names it (SPEC 20.2).
@@ -154,25 +155,25 @@ pub(crate) fn ended_report(run: &Run) -> StepReport {
                 .iter()
                 .rev()
                 .find(|r| matches!(r.step, StepKey::Land(_)) && r.status == StepStatus::Done)
-                .and_then(|r| r.outcome.clone());
+                .and_then(|r| r.outcome_as::<LandOutcome>());
             let pr = lane
-                .outcome(&StepKey::PrOpen)
-                .and_then(|o| o["url"].as_str().map(str::to_owned));
+                .outcome_as::<LandOutcome>(&StepKey::PrOpen)
+                .and_then(|o| o.url);
             // A worktree with uncommitted changes is kept (SPEC 23.3): the run stays in the
             // state until `iced run retire` finds it clean.
-            let retired = match lane.outcome(&StepKey::Retire) {
-                Some(o) if o["retired"] == true => "; the lane is retired".to_owned(),
+            let retired = match lane.outcome_as::<LandOutcome>(&StepKey::Retire) {
+                Some(o) if o.retired => "; the lane is retired".to_owned(),
                 Some(o) => format!(
                     "; the worktree `{}` has uncommitted changes and is kept: clean it, then `iced run retire`",
-                    o["kept"].as_str().unwrap_or("")
+                    o.kept.unwrap_or_default()
                 ),
                 None => String::new(),
             };
             let next = match (landed, pr) {
                 (Some(o), _) => format!(
                     "landed in `{}` as {}{retired}",
-                    o["target"].as_str().unwrap_or(""),
-                    o["commit"].as_str().unwrap_or(""),
+                    o.target.unwrap_or_default(),
+                    o.commit.unwrap_or_default(),
                 ),
                 (None, Some(url)) => format!("landed through pull request {url}{retired}"),
                 (None, None) => format!(

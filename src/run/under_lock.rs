@@ -4,6 +4,7 @@
 
 use super::decide::Next;
 use super::events::emit;
+use super::outcome::{BriefOutcome, DeliverOutcome};
 use super::state::{ensure_dir, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
@@ -14,6 +15,7 @@ use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::stage::brief::*;
 use crate::run::stage::receipt::*;
+use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -99,9 +101,8 @@ pub(crate) fn apply(
         Next::LaunchImplementer { lane } => {
             let l = run.lane_mut(lane).expect("lane");
             let brief_sha = l
-                .outcome(&StepKey::Brief)
-                .and_then(|o| o["sha256"].as_str())
-                .map(str::to_owned);
+                .outcome_as::<BriefOutcome>(&StepKey::Brief)
+                .map(|o| o.sha256);
             let nonce = new_nonce();
             let record = started(
                 StepKey::Implement,
@@ -247,7 +248,7 @@ pub(crate) fn apply(
             record.outcome = l
                 .record(&StepKey::Deliver)
                 .and_then(|r| r.outcome.clone())
-                .filter(|o| o.get("prepared").is_some());
+                .filter(|o| DeliverOutcome::deserialize(o).is_ok_and(|d| d.prepared.is_some()));
             l.steps
                 .retain(|r| !(r.step == StepKey::Deliver && r.attempt == record.attempt));
             l.steps.push(record);

@@ -521,6 +521,7 @@ impl Finding {
 
 /// What every validator of a round said, merged by seed 000's rule.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct Merged {
     pub expectations: BTreeMap<String, String>,
     pub failures: BTreeMap<String, bool>,

@@ -12,6 +12,7 @@
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::keys::StepKey;
+use crate::run::outcome::{DeliverOutcome, JudgeOutcome, ReceiptOutcome};
 use crate::run::records::{finish, record_after};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
@@ -58,15 +59,14 @@ impl From<&str> for Undelivered {
 /// (`verify.independent: false`). None for a lane recorded before heads were (it is then taken
 /// as it stands).
 pub fn judged_head(lane: &Lane) -> Option<(String, String)> {
-    let pick = |o: &Value| {
-        Some((
-            o.get("head")?.as_str()?.to_owned(),
-            o.get("tree")?.as_str()?.to_owned(),
-        ))
+    let judge = lane
+        .outcome_as::<JudgeOutcome>(&StepKey::Judge)
+        .and_then(|o| Some((o.head?, o.tree?)));
+    let receipt = || {
+        lane.outcome_as::<ReceiptOutcome>(&StepKey::Receipt)
+            .and_then(|o| Some((o.head?, o.tree?)))
     };
-    lane.outcome(&StepKey::Judge)
-        .and_then(pick)
-        .or_else(|| lane.outcome(&StepKey::Receipt).and_then(pick))
+    judge.or_else(receipt)
 }
 
 /// The commits on `to` that `from` does not have (`from..to`), as `<sha> <subject>`, oldest first.
@@ -207,9 +207,8 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     // branch is there, made again from the judged head if it is not.
     let prepared = lane
         .record(&StepKey::Deliver)
-        .and_then(|r| r.outcome.as_ref())
-        .and_then(|o| o["prepared"].as_str())
-        .map(str::to_owned);
+        .and_then(|r| r.outcome_as::<DeliverOutcome>())
+        .and_then(|o| o.prepared);
     if prepared.as_deref() == Some(current.as_str()) {
         settle_worktree(worktree, &branch, &close_paths)?;
         return Ok(current);
@@ -477,20 +476,15 @@ pub struct Closed {
 /// snapshot).
 pub fn documents(c: &Close<'_>) -> Closed {
     let lane = c.lane;
-    let judge = lane.outcome(&StepKey::Judge).cloned();
+    let judge = lane.outcome_as::<JudgeOutcome>(&StepKey::Judge);
     let validated = judge.is_some();
+    // verify.json carries the merge as it is; evidence.md reads it below.
     let merged = judge
         .as_ref()
-        .map(|j| j["merged"].clone())
+        .map(|j| serde_json::to_value(&j.merged).expect("serialises"))
         .unwrap_or(Value::Null);
-    let manual: Vec<String> = judge
-        .as_ref()
-        .and_then(|j| j["manual"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    let needs_human = !validated || judge.as_ref().is_some_and(|j| j["needs_human"] == true);
+    let manual: Vec<String> = judge.as_ref().map(|j| j.manual.clone()).unwrap_or_default();
+    let needs_human = !validated || judge.as_ref().is_some_and(|j| j.needs_human);
     let status = if validated && !needs_human && c.effective_autonomy >= 2 {
         "accepted"
     } else {

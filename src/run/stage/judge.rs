@@ -6,10 +6,11 @@ use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
 use crate::run::events::emit;
 use crate::run::keys::StepKey;
+use crate::run::outcome::{JudgeOutcome, ReceiptOutcome};
 use crate::run::records::{apply_move, finish, started};
 use crate::run::state::{Lane, Run, RunStatus, Stage, StepStatus};
 use crate::run::validate::{self, Finding};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Every validator of the round answered (or could not): merge what they said, mint the findings,
 /// and go on to refutation, a fix round, a person, or delivery.
@@ -34,10 +35,9 @@ pub fn judge(
     let merged = validate::merge(&unit, &answers);
     // The verdict is about the head the receipt recorded, which every sandbox checked out.
     let judged = lane
-        .outcome(&StepKey::Receipt)
-        .cloned()
-        .unwrap_or(Value::Null);
-    let head = judged["head"].as_str().map(str::to_owned);
+        .outcome_as::<ReceiptOutcome>(&StepKey::Receipt)
+        .unwrap_or_default();
+    let head = judged.head.clone();
     let mut minted = Vec::new();
     let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
         let n = lane.findings.len() + 1;
@@ -80,7 +80,7 @@ pub fn judge(
     finish(
         &mut record,
         StepStatus::Done,
-        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human, "head": judged["head"], "tree": judged["tree"]}),
+        json!({"merged": merged, "minted": minted, "undecided": undecided, "manual": manual, "needs_human": needs_human, "head": judged.head, "tree": judged.tree}),
     );
     lane.steps
         .retain(|r| !(r.step == StepKey::Judge && r.attempt == attempt));
@@ -97,12 +97,9 @@ pub fn judge(
 
 /// What no validator of the round could decide (SPEC 22.4), as the judge step recorded it.
 pub fn undecided(lane: &Lane) -> Vec<String> {
-    lane.outcome(&StepKey::Judge)
-        .and_then(|o| o["undecided"].as_array().cloned())
+    lane.outcome_as::<JudgeOutcome>(&StepKey::Judge)
+        .map(|o| o.undecided)
         .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// A lane that judging or refuting blocked blocks its run, and the run says why (SPEC 21.5).

@@ -7,6 +7,7 @@ use crate::refusal::Refusal;
 use crate::run::ctx::*;
 use crate::run::events::emit;
 use crate::run::keys::StepKey;
+use crate::run::outcome::{ActivityOutcome, ReceiptOutcome};
 use crate::run::records::open_run;
 use crate::run::records::*;
 use crate::run::reply::Action;
@@ -133,30 +134,26 @@ pub(crate) fn finish_receipt(
     let run_id = run.id.clone();
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
+    // The receipt's own checks, as `receipt_checks` recorded them.
     let checks = lane
         .record(&StepKey::Receipt)
-        .and_then(|r| r.outcome.clone())
-        .unwrap_or(Value::Null);
-    let mut missing: Vec<String> = checks["missing"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+        .and_then(|r| r.outcome_as::<ReceiptOutcome>())
+        .unwrap_or_default();
+    let mut missing = checks.missing.clone();
     let mut commands = Vec::new();
     for (i, sequence) in ctx.settings.dod.iter().enumerate() {
         for (j, command) in sequence.iter().enumerate() {
             let key = StepKey::Dod { seq: i, cmd: j };
             match lane.record(&key) {
                 Some(r) if r.status == StepStatus::Done => {
-                    let o = r.outcome.clone().unwrap_or(Value::Null);
-                    let code = o["exit_code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                    let o = r.outcome_as::<ActivityOutcome>().unwrap_or_default();
+                    let code = o.exit_code.and_then(|c| i32::try_from(c).ok());
                     let passed = code.is_some_and(|c| command.expected_exit_codes.contains(&c));
                     if !passed {
                         missing.push(format!(
                             "`{}` {}",
                             command.display(),
-                            if o["timed_out"].as_bool() == Some(true) {
+                            if o.timed_out {
                                 "timed out".to_owned()
                             } else {
                                 match code {
@@ -169,7 +166,7 @@ pub(crate) fn finish_receipt(
                             }
                         ));
                     }
-                    commands.push(json!({"command": command.display(), "argv": command.argv, "expected_exit_codes": command.expected_exit_codes, "exit_code": code, "passed": passed, "timed_out": o["timed_out"], "duration_ms": o["duration_ms"], "stdout": o["stdout"], "stderr": o["stderr"], "spawn_error": o["spawn_error"]}));
+                    commands.push(json!({"command": command.display(), "argv": command.argv, "expected_exit_codes": command.expected_exit_codes, "exit_code": code, "passed": passed, "timed_out": o.timed_out, "duration_ms": o.duration_ms, "stdout": o.stdout, "stderr": o.stderr, "spawn_error": o.spawn_error}));
                 }
                 _ => {
                     commands.push(json!({"command": command.display(), "argv": command.argv, "passed": false, "skipped": true}));
@@ -177,7 +174,7 @@ pub(crate) fn finish_receipt(
             }
         }
     }
-    let handback = checks["handback"].as_str().map(str::to_owned);
+    let handback = checks.handback.clone();
     let verified = missing.is_empty() && handback.is_none();
     let record = lane
         .record_mut(&StepKey::Receipt)
@@ -189,7 +186,7 @@ pub(crate) fn finish_receipt(
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks["ahead"], "head": checks["head"], "tree": checks["tree"], "guard": checks["guard"], "report": checks["report"], "handback": handback}),
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": checks.head, "tree": checks.tree, "guard": checks.guard, "report": checks.report, "handback": handback}),
     );
     emit(
         &ctx.paths,

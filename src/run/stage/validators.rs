@@ -8,11 +8,13 @@ use crate::run::ctx::Ctx;
 use crate::run::events::emit;
 use crate::run::keys::StepKey;
 use crate::run::launch::{gate_value, launch};
+use crate::run::outcome::{ActivityOutcome, ReceiptOutcome, ValidatorOutcome};
 use crate::run::records::{archive, finish, me, new_nonce, record_after, started};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::{Driver, Lane, Run, Stage, StepRecord, StepStatus};
 use crate::run::validate::{self, Finding, Fingerprint};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -138,10 +140,9 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
     let attempt = lane.attempt;
     let sandbox = sandbox(lane, key, attempt);
     let record = lane.record_mut(key).expect("a prepared record");
-    let first = record
-        .outcome
-        .as_ref()
-        .is_none_or(|o| o.get("handed").is_none());
+    let first = !record
+        .outcome_as::<ValidatorOutcome>()
+        .is_some_and(|o| o.handed);
     if let Some(Value::Object(o)) = record.outcome.as_mut() {
         o.insert("handed".into(), true.into());
     }
@@ -192,9 +193,8 @@ pub fn redo(
 ) -> Result<String, Refusal> {
     let old = lane.take_current(key);
     let mutated = old.iter().any(|r| {
-        r.outcome
-            .as_ref()
-            .is_some_and(|o| o.get("mutation").is_some())
+        r.outcome_as::<ValidatorOutcome>()
+            .is_some_and(|o| o.mutation.is_some())
     });
     let limited = old.iter().any(crate::run::decide::rate_limited);
     if mutated {
@@ -237,10 +237,11 @@ pub fn prepare(
     .unwrap_or_default();
     // The validators judge the head the receipt checked, never a later one (SPEC 24.3): a lane
     // that moved since fails this round, and `decide` starts a new attempt.
-    let head = receipt["head"]
-        .as_str()
+    let head = ReceiptOutcome::deserialize(&receipt)
+        .ok()
+        .and_then(|r| r.head)
         .filter(|h| !h.is_empty())
-        .map_or_else(|| current.clone(), str::to_owned);
+        .unwrap_or_else(|| current.clone());
     if current != head {
         let commits: Vec<String> = crate::git::run(
             &worktree,
@@ -512,16 +513,15 @@ pub fn check(
         .as_ref()
         .filter(|r| r.kind.is_harness())
         .map(|r| {
-            let finished = lane
+            // What the validator's activity ended with.
+            let finished: ActivityOutcome = lane
                 .record(key)
-                .and_then(|rec| rec.outcome.as_ref())
-                .and_then(|o| o.get("finished"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let exit_code = finished["exit_code"]
-                .as_i64()
-                .and_then(|c| i32::try_from(c).ok());
-            let timed_out = finished["timed_out"].as_bool().unwrap_or(false);
+                .and_then(|rec| rec.outcome_as::<ValidatorOutcome>())
+                .and_then(|o| o.finished)
+                .and_then(|f| ActivityOutcome::deserialize(&f).ok())
+                .unwrap_or_default();
+            let exit_code = finished.exit_code.and_then(|c| i32::try_from(c).ok());
+            let timed_out = finished.timed_out;
             // `validator-<lens>` (or `refuter`): a stage has several.
             let role = if *key == StepKey::Refute {
                 "refuter".to_owned()

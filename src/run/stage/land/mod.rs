@@ -9,6 +9,7 @@ use self::git as land;
 use self::git::{Integrated, Retired};
 use crate::run::ctx::Ctx;
 use crate::run::keys::StepKey;
+use crate::run::outcome::{DeliverOutcome, LandOutcome};
 use crate::run::reply::Action;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
 use serde_json::{json, Value};
@@ -94,22 +95,18 @@ fn target_commit(ctx: &Ctx<'_>, target: &str) -> Result<String, String> {
 fn accounted_heads(lane: &Lane) -> Vec<String> {
     let mut heads = Vec::new();
     if let Some(d) = lane
-        .outcome(&StepKey::Deliver)
-        .and_then(|o| o["commit"].as_str())
+        .outcome_as::<DeliverOutcome>(&StepKey::Deliver)
+        .and_then(|o| o.commit)
     {
-        heads.push(d.to_owned());
+        heads.push(d);
     }
     for r in lane.steps.iter().filter(|r| {
         r.attempt == lane.attempt
             && r.status == StepStatus::Done
             && matches!(r.step, StepKey::Integrate(_) | StepKey::PushBranch)
     }) {
-        let o = r.outcome.clone().unwrap_or_default();
-        for key in ["head", "accepted", "commit"] {
-            if let Some(h) = o[key].as_str() {
-                heads.push(h.to_owned());
-            }
-        }
+        let o = r.outcome_as::<LandOutcome>().unwrap_or_default();
+        heads.extend([o.head, o.accepted, o.commit].into_iter().flatten());
     }
     heads
 }
@@ -162,10 +159,9 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
     let root = &ctx.repo.root;
     let settings = &ctx.settings.land;
     let delivered = lane
-        .outcome(&StepKey::Deliver)
-        .and_then(|o| o["commit"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+        .outcome_as::<DeliverOutcome>(&StepKey::Deliver)
+        .and_then(|o| o.commit)
+        .unwrap_or_default();
     match step {
         // A project's lane with dependencies starts from the target as they left it (SPEC 23.6).
         StepKey::Base => match target_commit(ctx, &target) {
@@ -291,19 +287,15 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
         StepKey::LandCommit(_) => {
             let round = lane.land_round.max(1);
             let integrated = lane
-                .outcome(&StepKey::Integrate(round))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let target_head = integrated["target_commit"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+                .outcome_as::<LandOutcome>(&StepKey::Integrate(round))
+                .unwrap_or_default();
+            let target_head = integrated.target_commit.clone().unwrap_or_default();
             let head = match land::rev(&worktree, &format!("refs/heads/{branch}")) {
                 Ok(h) => h,
                 Err(e) => return failed(e),
             };
             // Only the head this round's integration left lands (SPEC 24.3).
-            if integrated["head"].as_str() != Some(head.as_str()) {
+            if integrated.head.as_deref() != Some(head.as_str()) {
                 if let Err(why) = check_head(lane, &worktree, &head, u32::MAX) {
                     return failed(why);
                 }
@@ -331,11 +323,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
         StepKey::Land(_) => {
             let round = lane.land_round.max(1);
             let made = lane
-                .outcome(&StepKey::LandCommit(round))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let commit = made["landed"].as_str().unwrap_or_default().to_owned();
-            let from = made["from"].as_str().unwrap_or_default().to_owned();
+                .outcome_as::<LandOutcome>(&StepKey::LandCommit(round))
+                .unwrap_or_default();
+            let commit = made.landed.unwrap_or_default();
+            let from = made.from.unwrap_or_default();
             let result = match &settings.remote {
                 Some(remote) => match land::push(root, remote, &commit, &target) {
                     // The local target (and the person's checkout of it) follows the remote's.
@@ -435,14 +426,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
         StepKey::PrArm => {
             // pr-arm: from here on, the loop never pushes to this pull request.
             let opened = lane
-                .outcome(&StepKey::PrOpen)
-                .cloned()
-                .unwrap_or(Value::Null);
-            let url = opened["url"].as_str().unwrap_or_default().to_owned();
-            let number = opened["number"]
-                .as_u64()
-                .map(|n| n.to_string())
+                .outcome_as::<LandOutcome>(&StepKey::PrOpen)
                 .unwrap_or_default();
+            let url = opened.url.unwrap_or_default();
+            let number = opened.number.map(|n| n.to_string()).unwrap_or_default();
             let title = format!("{}: {}", lane.unit, unit_title(ctx, lane));
             let body_file = ctx
                 .activity_dir(&run.id, &lane.id, &StepKey::PrOpen, lane.attempt)
@@ -507,8 +494,8 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 }
                 Ok(Retired::NotLanded) => again(
                     match lane
-                        .outcome(&StepKey::PrOpen)
-                        .and_then(|o| o["url"].as_str())
+                        .outcome_as::<LandOutcome>(&StepKey::PrOpen)
+                        .and_then(|o| o.url)
                     {
                         Some(url) => {
                             format!("the pull request {url} has not landed in `{target}` yet")
@@ -527,12 +514,12 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
 /// The commit the loop moved the target to, and the lane head it was made from (`merge` mode).
 pub fn landed_by_loop(lane: &Lane) -> Option<(String, String)> {
     let round = lane.land_round.max(1);
-    let commit = lane.outcome(&StepKey::Land(round))?["commit"]
-        .as_str()?
-        .to_owned();
-    let head = lane.outcome(&StepKey::LandCommit(round))?["head"]
-        .as_str()?
-        .to_owned();
+    let commit = lane
+        .outcome_as::<LandOutcome>(&StepKey::Land(round))?
+        .commit?;
+    let head = lane
+        .outcome_as::<LandOutcome>(&StepKey::LandCommit(round))?
+        .head?;
     Some((commit, head))
 }
 
