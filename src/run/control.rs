@@ -3,7 +3,7 @@
 //! landed runs, hand in a host's receipt. Each checks, then changes the state in one hold of the
 //! lock; what still runs is stopped outside it.
 
-use super::events::emit;
+use super::events::{emit, Event};
 use super::state::{Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
 use crate::activity::{self};
 use crate::refusal::Refusal;
@@ -118,7 +118,7 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
                 state.runs.remove(&run.id);
                 Ok(())
             })?;
-            emit(&ctx.paths, &run.id, "run_retired", json!({}));
+            emit(&ctx.paths, &run.id, Event::RunRetired, json!({}));
         }
         out.push(json!({"run": run.id, "retired": all, "lanes": lanes}));
     }
@@ -154,7 +154,7 @@ pub fn check_pace(ctx: &Ctx<'_>, run_id: &str, repace: bool) -> Result<(), Refus
         emit(
             &ctx.paths,
             run_id,
-            "repaced",
+            Event::Repaced,
             json!({"changes": diffs, "ruling": now.ruling}),
         );
         Ok(())
@@ -180,7 +180,7 @@ pub fn pace_until(ctx: &Ctx<'_>, run_id: &str, until: &str) -> Result<Run, Refus
         emit(
             &ctx.paths,
             run_id,
-            "paced",
+            Event::Paced,
             json!({"until": until, "why": "pause"}),
         );
         Ok(run.clone())
@@ -260,7 +260,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
         emit(
             &ctx.paths,
             run_id,
-            if paused { "run_paused" } else { "run_resumed" },
+            if paused { Event::RunPaused } else { Event::RunResumed },
             json!({}),
         );
         Ok(run.clone())
@@ -349,7 +349,7 @@ pub fn release(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
         emit(
             &ctx.paths,
             run_id,
-            "lane_released",
+            Event::LaneReleased,
             json!({"lane": lane_id}),
         );
         Ok(run.clone())
@@ -396,7 +396,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
         emit(
             &ctx.paths,
             run_id,
-            "lane_discarded",
+            Event::LaneDiscarded,
             json!({"lane": lane_id}),
         );
         Ok((run.clone(), lane_id))

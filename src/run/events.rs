@@ -4,12 +4,68 @@
 use super::state::RunPaths;
 use serde_json::{Map, Value};
 
+/// What happened (SPEC 21.5), as the `event` of a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    RunStart,
+    RunEnd,
+    RunBlocked,
+    RunPaused,
+    RunResumed,
+    RunRetired,
+    Repaced,
+    Paced,
+    StepStart,
+    StepDone,
+    StepFailed,
+    AgentStart,
+    AgentEnd,
+    Superseded,
+    OwnerGone,
+    Refusal,
+    CeilingOverrun,
+    LaneReleased,
+    LaneDiscarded,
+    LaneMoved,
+    LandAccepted,
+    ValidatorMutation,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::RunStart => "run_start",
+            Event::RunEnd => "run_end",
+            Event::RunBlocked => "run_blocked",
+            Event::RunPaused => "run_paused",
+            Event::RunResumed => "run_resumed",
+            Event::RunRetired => "run_retired",
+            Event::Repaced => "repaced",
+            Event::Paced => "paced",
+            Event::StepStart => "step_start",
+            Event::StepDone => "step_done",
+            Event::StepFailed => "step_failed",
+            Event::AgentStart => "agent_start",
+            Event::AgentEnd => "agent_end",
+            Event::Superseded => "superseded",
+            Event::OwnerGone => "owner_gone",
+            Event::Refusal => "refusal",
+            Event::CeilingOverrun => "ceiling_overrun",
+            Event::LaneReleased => "lane_released",
+            Event::LaneDiscarded => "lane_discarded",
+            Event::LaneMoved => "lane_moved",
+            Event::LandAccepted => "land_accepted",
+            Event::ValidatorMutation => "validator_mutation",
+        }
+    }
+}
+
 /// Append `{ts, run, event, pid, ...fields}`. A failure to log never fails the step that happened.
-pub fn emit(paths: &RunPaths, run: &str, event: &str, fields: Value) {
+pub fn emit(paths: &RunPaths, run: &str, event: Event, fields: Value) {
     let mut line = Map::new();
     line.insert("ts".into(), crate::clock::now_iso().into());
     line.insert("run".into(), run.into());
-    line.insert("event".into(), event.into());
+    line.insert("event".into(), event.as_str().into());
     line.insert("pid".into(), std::process::id().into());
     if let Value::Object(fields) = fields {
         line.extend(fields);

@@ -6,7 +6,7 @@
 //! module's; nothing here reads a clock, a process or anything an agent wrote.
 
 use super::ctx::Ctx;
-use super::events::emit;
+use super::events::{emit, Event};
 use super::state::{Lane, Run, StepRecord, StepStatus};
 use super::step_record::{finish, started};
 use crate::run::keys::StepKey;
@@ -144,11 +144,16 @@ pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
     emit(
         &ctx.paths,
         run_id,
-        "step_start",
+        Event::StepStart,
         json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "driver": "host"}),
     );
     // Logged with the answer that hands it out, under the same lock (SPEC 21.5).
-    emit(&ctx.paths, run_id, "agent_start", fields(&lane.id, &record));
+    emit(
+        &ctx.paths,
+        run_id,
+        Event::AgentStart,
+        fields(&lane.id, &record),
+    );
     lane.steps.push(record);
 }
 
@@ -168,7 +173,7 @@ fn end(lane: &str, record: &mut StepRecord, why: &str) -> Value {
 /// once, and logged `agent_end`; a call that finds none changes nothing.
 pub fn end_stranded(ctx: &Ctx<'_>, run: &mut Run) {
     for f in strand(run) {
-        emit(&ctx.paths, &run.id, "agent_end", f);
+        emit(&ctx.paths, &run.id, Event::AgentEnd, f);
     }
 }
 
@@ -203,7 +208,7 @@ pub fn end_with_attempt(ctx: &Ctx<'_>, run_id: &str, lane: &str, records: &mut [
         emit(
             &ctx.paths,
             run_id,
-            "agent_end",
+            Event::AgentEnd,
             end(lane, record, "the attempt ended"),
         );
     }

@@ -2,7 +2,7 @@
 //! file read into its step record, a crashed supervisor found, a harness's result and pace (a
 //! rate limit, the work window). Nothing here chooses the next move.
 
-use super::events::emit;
+use super::events::{emit, Event};
 use super::state::{Driver, Run, StepStatus};
 use crate::activity::{self, Observation};
 use crate::refusal::Refusal;
@@ -45,7 +45,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     emit(
                         &ctx.paths,
                         &run_id,
-                        "owner_gone",
+                        Event::OwnerGone,
                         json!({"lane": lane_id, "step": record.step, "attempt": record.attempt}),
                     );
                 }
@@ -66,7 +66,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     emit(
                         &ctx.paths,
                         &run_id,
-                        "agent_end",
+                        Event::AgentEnd,
                         json!({"lane": lane_id, "attempt": attempt, "role": if record.step == StepKey::Refute { "refuter" } else { "validator" }, "step": record.step, "outcome": {"exit_code": outcome.exit_code, "timed_out": outcome.timed_out}}),
                     );
                 }
@@ -108,13 +108,13 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                             emit(
                                 &ctx.paths,
                                 &run_id,
-                                "agent_end",
+                                Event::AgentEnd,
                                 json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": {"exit_code": outcome.exit_code, "harness_failed": why}}),
                             );
                             emit(
                                 &ctx.paths,
                                 &run_id,
-                                "step_failed",
+                                Event::StepFailed,
                                 json!({"lane": lane_id, "step": record.step, "attempt": attempt, "outcome": "harness_failed"}),
                             );
                             continue;
@@ -126,14 +126,14 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         emit(
                             &ctx.paths,
                             &run_id,
-                            "agent_end",
+                            Event::AgentEnd,
                             json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": short}),
                         );
                     }
                     emit(
                         &ctx.paths,
                         &run_id,
-                        "step_done",
+                        Event::StepDone,
                         json!({"lane": lane_id, "step": record.step, "attempt": attempt, "outcome": short}),
                     );
                 }
@@ -141,7 +141,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     emit(
                         &ctx.paths,
                         &run_id,
-                        "superseded",
+                        Event::Superseded,
                         json!({"lane": lane_id, "step": record.step, "attempt": attempt, "nonce": outcome.nonce}),
                     );
                 }
@@ -156,14 +156,14 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         emit(
                             &ctx.paths,
                             &run_id,
-                            "agent_end",
+                            Event::AgentEnd,
                             json!({"lane": lane_id, "attempt": attempt, "role": record.step.role(), "step": record.step, "outcome": "crashed"}),
                         );
                     }
                     emit(
                         &ctx.paths,
                         &run_id,
-                        "step_failed",
+                        Event::StepFailed,
                         json!({"lane": lane_id, "step": record.step, "attempt": attempt, "outcome": "crashed"}),
                     );
                 }
@@ -223,7 +223,7 @@ pub(crate) fn pace_after_rate_limit(ctx: &Ctx<'_>, run: &mut Run) {
     emit(
         &ctx.paths,
         &run.id,
-        "paced",
+        Event::Paced,
         json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling}),
     );
 }
@@ -254,7 +254,7 @@ pub(crate) fn keep_work_window(ctx: &Ctx<'_>, run: &mut Run) {
         emit(
             &ctx.paths,
             &run.id,
-            "paced",
+            Event::Paced,
             json!({"until": iso(until), "why": "work_window", "work_minutes": work, "pause_minutes": pause, "ruling": pace.ruling}),
         );
     }

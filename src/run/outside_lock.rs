@@ -1,7 +1,7 @@
 //! The work a step does outside the state lock (git, files, launching an agent or a command), then
 //! its outcome recorded if the step is still current (`records::record_after`).
 
-use super::events::emit;
+use super::events::{emit, Event};
 use super::state::{Run, Stage, StepStatus};
 use crate::activity::ActivitySpec;
 use crate::refusal::Refusal;
@@ -132,7 +132,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 emit(
                     &ctx.paths,
                     &snapshot.id,
-                    "step_start",
+                    Event::StepStart,
                     json!({"lane": lane, "step": key, "attempt": l.attempt, "command": command.display()}),
                 );
             }

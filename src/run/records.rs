@@ -3,7 +3,7 @@
 //! outcome of a step done outside the lock only if it is still current, and the run a verb may
 //! steer.
 
-use super::events::emit;
+use super::events::{emit, Event};
 use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
@@ -84,7 +84,7 @@ pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result
     emit(
         &ctx.paths,
         &run.id,
-        "run_end",
+        Event::RunEnd,
         json!({"status": status.as_str()}),
     );
     super::record::write(ctx, run);
@@ -120,7 +120,7 @@ pub(crate) fn record_after(
             emit(
                 &ctx.paths,
                 run_id,
-                "superseded",
+                Event::Superseded,
                 json!({"lane": lane_id, "step": step, "attempt": attempt}),
             );
             let lane = run.lane(lane_id).expect("lane");
@@ -134,8 +134,8 @@ pub(crate) fn record_after(
         let mut record = lane.steps.remove(index);
         let (action, next) = f(lane, &mut record)?;
         let event = match record.status {
-            StepStatus::Done => Some("step_done"),
-            StepStatus::Failed => Some("step_failed"),
+            StepStatus::Done => Some(Event::StepDone),
+            StepStatus::Failed => Some(Event::StepFailed),
             StepStatus::Started => None,
         };
         if let Some(event) = event {

@@ -7,7 +7,7 @@
 //! The lock is never held while an agent, a command or git runs.
 
 use super::decide::{decide_with, DecideView};
-use super::events::emit;
+use super::events::{emit, Event};
 use super::state::{Run, RunStatus, Stage, State, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::alive::agents_alive;
@@ -92,7 +92,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
             emit(
                 &ctx.paths,
                 run_id,
-                "ceiling_overrun",
+                Event::CeilingOverrun,
                 json!({"alive": view.agents_alive, "ceiling": view.pace_agents, "ruling": run_pace(ctx, run).ruling}),
             );
         }
@@ -132,7 +132,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         emit(
             &ctx.paths,
             run_id,
-            "step_start",
+            Event::StepStart,
             json!({"lane": lane, "step": step, "attempt": attempt}),
         );
     }
@@ -203,7 +203,7 @@ pub(crate) fn logged<T>(
         emit(
             &ctx.paths,
             run_id,
-            "refusal",
+            Event::Refusal,
             json!({"step": r.step, "code": r.code}),
         );
     }

@@ -3,7 +3,7 @@
 //! `started` and handed to `outside_lock` as pending work.
 
 use super::decide::Next;
-use super::events::emit;
+use super::events::{emit, Event};
 use super::outcome::{BriefOutcome, DeliverOutcome};
 use super::state::{ensure_dir, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Refusal;
@@ -81,7 +81,7 @@ pub(crate) fn apply(
             emit(
                 &ctx.paths,
                 &run_id,
-                "step_done",
+                Event::StepDone,
                 json!({"lane": lane, "step": "brief", "attempt": l.attempt, "outcome": {"sha256": sha}}),
             );
             report(
@@ -178,7 +178,12 @@ pub(crate) fn apply(
                     end_run(ctx, run, status)?;
                 } else {
                     run.status = status;
-                    emit(&ctx.paths, &run_id, "run_blocked", json!({"reason": next}));
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        Event::RunBlocked,
+                        json!({"reason": next}),
+                    );
                 }
             }
             report(run, lane, action, next)
@@ -231,7 +236,7 @@ pub(crate) fn apply(
             emit(
                 &ctx.paths,
                 &run_id,
-                "run_blocked",
+                Event::RunBlocked,
                 json!({"lane": lane, "reason": reason}),
             );
             report(
@@ -338,7 +343,12 @@ pub(crate) fn apply(
                 // Not an end: `iced run resume` starts the blocked lanes' next attempts.
                 run.status = status;
                 let lane = focus_lane(run).id.clone();
-                emit(&ctx.paths, &run_id, "run_blocked", json!({"lane": lane}));
+                emit(
+                    &ctx.paths,
+                    &run_id,
+                    Event::RunBlocked,
+                    json!({"lane": lane}),
+                );
             } else {
                 end_run(ctx, run, status)?;
             }
@@ -349,7 +359,7 @@ pub(crate) fn apply(
             emit(
                 &ctx.paths,
                 &run_id,
-                "run_blocked",
+                Event::RunBlocked,
                 json!({"lane": lane, "reason": reason}),
             );
             Pending::Report(Box::new(ended_report(run)))

@@ -1872,3 +1872,35 @@ fn resuming_after_arming_is_refused() {
     );
     assert_eq!(env.read(".iced/run/state.json"), before, "nothing changed");
 }
+
+/// Regression: a call killed right after merging the target into the lane (before recording it)
+/// left the loop's own merge on the lane branch, and the next call took it for a commit nobody
+/// judged and blocked the lane. Its own merge is recognised (a merge of the target into the
+/// delivery whose tree is git's) and the landing goes on.
+#[test]
+fn a_landing_killed_after_its_merge_of_the_target_lands_on_resume() {
+    let (env, id) = landing_env(
+        "commit src/session.txt refreshed on activity\nreport-ok E1 E2\n",
+        1,
+        json!({"mode": "merge", "strategy": "merge"}),
+    );
+    let (_, started) = build(&env, &id, &["--no-wait"], 0);
+    let run = str_of(&started, "run").to_owned();
+    env.write("docs/person.md", "the person's own work\n");
+    env.commit_all("the person's own work");
+    let killed = env
+        .command()
+        .args(["build", &id, "--json"])
+        .env("ICED_FAILPOINT", "land-after-integrate")
+        .output()
+        .expect("iced runs");
+    assert_eq!(killed.status.code(), None, "killed at the failpoint");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(last["run"], run.as_str());
+    assert_landed_and_retired(&env, &id, &run, "main");
+    assert_eq!(
+        env.git_out(&["show", "main:docs/person.md"]),
+        "the person's own work\n"
+    );
+}

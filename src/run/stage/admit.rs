@@ -6,7 +6,7 @@ use crate::refusal::{io_error, Refusal};
 use crate::run::alive::agents_alive;
 use crate::run::claims::{self, Claim, Taken};
 use crate::run::ctx::*;
-use crate::run::events::emit;
+use crate::run::events::{emit, Event};
 use crate::run::records::*;
 use crate::run::settings::find_program;
 use crate::run::state::{ensure_dir, Base, Driver, Lane, Run, RunStatus, Stage, State};
@@ -205,7 +205,7 @@ pub fn admit(
             emit(
                 &ctx.paths,
                 &run_id,
-                "run_start",
+                Event::RunStart,
                 json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped}),
             );
             Ok((run_id, false))

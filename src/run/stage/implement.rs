@@ -5,7 +5,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
-use crate::run::events::emit;
+use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
 use crate::run::reply::Action;
@@ -62,7 +62,7 @@ pub(crate) fn launch(
     emit(
         &ctx.paths,
         &snapshot.id,
-        "agent_start",
+        Event::AgentStart,
         json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
     );
     start(ctx, &dir, &spec)?;

@@ -4,7 +4,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
-use crate::run::events::emit;
+use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::outcome::{JudgeOutcome, ReceiptOutcome};
 use crate::run::records::{apply_move, finish, started};
@@ -88,7 +88,7 @@ pub fn judge(
     emit(
         &ctx.paths,
         &run_id,
-        "step_done",
+        Event::StepDone,
         json!({"lane": lane_id, "step": "judge", "attempt": attempt, "outcome": {"minted": minted, "undecided": undecided, "needs_human": needs_human}}),
     );
     let mv = crate::run::decide::after_judge(lane, view, &undecided);
@@ -112,7 +112,7 @@ pub fn run_blocked(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) {
     emit(
         &ctx.paths,
         &run.id,
-        "run_blocked",
+        Event::RunBlocked,
         json!({"lane": lane_id, "reason": reason}),
     );
 }

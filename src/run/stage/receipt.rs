@@ -5,7 +5,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
-use crate::run::events::emit;
+use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::outcome::{ActivityOutcome, ReceiptOutcome};
 use crate::run::records::open_run;
@@ -191,7 +191,11 @@ pub(crate) fn finish_receipt(
     emit(
         &ctx.paths,
         &run_id,
-        if verified { "step_done" } else { "step_failed" },
+        if verified {
+            Event::StepDone
+        } else {
+            Event::StepFailed
+        },
         json!({"lane": lane_id, "step": "receipt", "attempt": attempt, "outcome": {"verified": verified, "missing": missing.len()}}),
     );
     let mv = crate::run::decide::after_receipt(
@@ -282,8 +286,8 @@ pub(crate) fn submit_receipt_once(
         let record = lane.record_mut(&StepKey::Implement).expect("checked above");
         finish(record, StepStatus::Done, json!({"receipt_path": expected, crate::run::host::SAID: said}));
         lane.stage = Stage::Receipt;
-        emit(&ctx.paths, run_id, "agent_end", json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "step": "implement", "driver": "host"}));
-        emit(&ctx.paths, run_id, "step_done", json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
+        emit(&ctx.paths, run_id, Event::AgentEnd, json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "step": "implement", "driver": "host"}));
+        emit(&ctx.paths, run_id, Event::StepDone, json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
         let lane_id = lane.id.clone();
         let run = state.runs.get(run_id).expect("run");
         let lane = run.lane(&lane_id).expect("lane");

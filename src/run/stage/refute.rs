@@ -3,7 +3,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
-use crate::run::events::emit;
+use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::state::Run;
 use crate::run::validate::{self};
@@ -50,7 +50,7 @@ pub fn finish_refute(
     emit(
         &ctx.paths,
         &run_id,
-        "step_done",
+        Event::StepDone,
         json!({"lane": lane_id, "step": "refute", "attempt": attempt, "outcome": {"findings": lane.findings.iter().filter(|f| f.round == attempt).map(validate::finding_json).collect::<Vec<_>>()}}),
     );
     let undecided = crate::run::stage::judge::undecided(lane);

@@ -5,7 +5,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
-use crate::run::events::emit;
+use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::launch::{gate_value, launch};
 use crate::run::outcome::{ActivityOutcome, ReceiptOutcome, ValidatorOutcome};
@@ -151,7 +151,7 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
         emit(
             &ctx.paths,
             &run_id,
-            "agent_start",
+            Event::AgentStart,
             json!({"lane": lane_id, "attempt": attempt, "role": role_of(key), "lens": name_of(key), "driver": "host"}),
         );
     }
@@ -406,7 +406,7 @@ pub(crate) fn record_moved(
         emit(
             &ctx.paths,
             &snapshot.id,
-            "lane_moved",
+            Event::LaneMoved,
             json!({"lane": lane_id, "moved": moved}),
         );
         let lane = run.lane(lane_id).expect("lane");
@@ -463,7 +463,7 @@ pub fn launch_all(
         emit(
             &ctx.paths,
             &snapshot.id,
-            "agent_start",
+            Event::AgentStart,
             json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "step": key, "runner": runner.name}),
         );
         launch(ctx, &dir, &spec)?;
@@ -582,7 +582,7 @@ pub fn check(
             emit(
                 &ctx.paths,
                 &snapshot.id,
-                "validator_mutation",
+                Event::ValidatorMutation,
                 json!({"lane": lane_id, "step": key, "attempt": attempt, "moved": moved}),
             );
             if lane_branch_moved {
@@ -596,7 +596,7 @@ pub fn check(
                 emit(
                     &ctx.paths,
                     &snapshot.id,
-                    "run_blocked",
+                    Event::RunBlocked,
                     json!({"lane": lane_id, "reason": l.reason}),
                 );
                 return Ok((Action::Blocked, l.reason.clone().unwrap_or_default()));
@@ -710,7 +710,7 @@ pub fn host_answer(
     emit(
         &ctx.paths,
         &run_id,
-        "agent_end",
+        Event::AgentEnd,
         json!({"lane": lane_id, "attempt": attempt, "role": role_of(&key), "lens": name_of(&key), "driver": "host"}),
     );
     let lane = run.lane(&lane_id).expect("lane");

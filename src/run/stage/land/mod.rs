@@ -8,6 +8,7 @@ pub mod git;
 use self::git as land;
 use self::git::{Integrated, Retired};
 use crate::run::ctx::Ctx;
+use crate::run::events::Event;
 use crate::run::keys::StepKey;
 use crate::run::outcome::{DeliverOutcome, LandOutcome};
 use crate::run::reply::Action;
@@ -119,9 +120,13 @@ fn check_head(
     worktree: &Path,
     head: &str,
     round: u32,
+    target: Option<&str>,
 ) -> Result<Option<Vec<String>>, String> {
     let heads = accounted_heads(lane);
     if heads.iter().any(|h| h == head) {
+        return Ok(None);
+    }
+    if target.is_some_and(|t| own_merge(worktree, head, &heads, t)) {
         return Ok(None);
     }
     let since = heads.last().cloned().unwrap_or_default();
@@ -146,6 +151,26 @@ fn check_head(
         commits.join("; "),
         &since[..since.len().min(12)]
     ))
+}
+
+/// Whether `head` is the merge the loop's own integrate step makes (a call killed before recording
+/// it leaves it on the branch): a merge of the target (as of `target` or before) into a head the
+/// loop accounts for, whose tree is exactly what git merges them into. A person's resolution of a
+/// conflict would not be: it has a tree git did not make by itself.
+fn own_merge(worktree: &Path, head: &str, heads: &[String], target: &str) -> bool {
+    let git = |args: &[&str]| crate::git::run(worktree, args);
+    let Ok(parents) = git(&["rev-list", "--parents", "-n", "1", head]) else {
+        return false;
+    };
+    let [_, first, second] = parents.split_whitespace().collect::<Vec<_>>()[..] else {
+        return false;
+    };
+    if !heads.iter().any(|h| h == first) || !land::is_ancestor(worktree, second, target) {
+        return false;
+    }
+    let merged = git(&["merge-tree", "--write-tree", first, second]);
+    let tree = git(&["rev-parse", &format!("{head}^{{tree}}")]);
+    matches!((merged, tree), (Ok(m), Ok(t)) if m.lines().next() == Some(t.as_str()))
 }
 
 pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
@@ -181,13 +206,13 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 Ok(h) => h,
                 Err(e) => return failed(e),
             };
-            let accepted = match check_head(lane, &worktree, &before, round) {
-                Ok(a) => a,
-                Err(why) => return failed(why),
-            };
             let target_head = match target_commit(ctx, &target) {
                 Ok(c) => c,
                 Err(e) => return failed(format!("the target `{target}` could not be read: {e}")),
+            };
+            let accepted = match check_head(lane, &worktree, &before, round, Some(&target_head)) {
+                Ok(a) => a,
+                Err(why) => return failed(why),
             };
             if accepted.is_some() {
                 // What a person's resume takes is judged as the implementer's write against the
@@ -267,7 +292,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                         crate::run::events::emit(
                             &ctx.paths,
                             &run.id,
-                            "land_accepted",
+                            Event::LandAccepted,
                             json!({"lane": lane.id, "round": round, "head": before, "commits": commits}),
                         );
                     }
@@ -296,7 +321,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             };
             // Only the head this round's integration left lands (SPEC 24.3).
             if integrated.head.as_deref() != Some(head.as_str()) {
-                if let Err(why) = check_head(lane, &worktree, &head, u32::MAX) {
+                if let Err(why) = check_head(lane, &worktree, &head, u32::MAX, None) {
                     return failed(why);
                 }
             }
@@ -366,7 +391,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             // push-branch: the lane branch goes to the remote for its pull request.
             let remote = settings.remote.clone().unwrap_or_default();
             let head = land::rev(&worktree, &format!("refs/heads/{branch}")).unwrap_or_default();
-            if let Err(why) = check_head(lane, &worktree, &head, lane.land_round.max(1)) {
+            if let Err(why) = check_head(lane, &worktree, &head, lane.land_round.max(1), None) {
                 return failed(why);
             }
             match land::push(root, &remote, &head, &branch) {
