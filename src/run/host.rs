@@ -91,15 +91,17 @@ pub fn alive(run: &Run) -> usize {
         .sum()
 }
 
-/// Whether a step record (as the state or the history holds it, in JSON) is of an agent handed
-/// to the host: an implementer of a host-driven run, or a validator or refuter marked handed
-/// (whose answer, once in, says `host` under `finished`).
-pub fn was_handed(step: &StepKey, record: &Value, host_run: bool) -> bool {
-    if *step == StepKey::Implement {
+/// Whether a step record (of the state or the history) is of an agent handed to the host: an
+/// implementer of a host-driven run, or a validator or refuter marked handed (whose answer, once
+/// in, says `host` under `finished`).
+pub fn was_handed(record: &StepRecord, host_run: bool) -> bool {
+    if record.step == StepKey::Implement {
         return host_run;
     }
-    let o = &record["outcome"];
-    step.is_validator() && (o["handed"] == true || !o["finished"]["host"].is_null())
+    let o = record
+        .outcome_as::<super::outcome::ValidatorOutcome>()
+        .unwrap_or_default();
+    record.step.is_validator() && (o.handed || o.finished.is_some_and(|f| !f["host"].is_null()))
 }
 
 /// What the host said its agent used, from a step record's outcome (JSON), if it said anything.

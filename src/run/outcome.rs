@@ -51,6 +51,18 @@ pub struct ActivityOutcome {
     pub receipt_path: Option<String>,
     /// The host agent was handed out (its record started).
     pub handed: bool,
+    /// Why a host agent's attempt, lane or run ended before it answered.
+    pub ended: Option<String>,
+}
+
+/// What a harness reported of its run (SPEC 20.8), as far as the run record uses it.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct HarnessSaid {
+    pub model: Option<String>,
+    pub turns: Option<u64>,
+    /// A number, or `"unknown"`.
+    pub cost_usd: Option<Value>,
 }
 
 impl ActivityOutcome {
@@ -108,6 +120,8 @@ pub struct ValidatorOutcome {
     pub rate_limited: bool,
     pub harness_failed: Option<String>,
     pub pace_applied: bool,
+    /// Why a host validator's attempt, lane or run ended before it answered.
+    pub ended: Option<String>,
 }
 
 /// A round's verdict.

@@ -5,7 +5,9 @@
 
 use super::ctx::Ctx;
 use super::keys::StepKey;
+use super::outcome::{ActivityOutcome, HarnessSaid, ValidatorOutcome};
 use super::state::{Lane, Run, RunPaths};
+use super::state::{StepRecord, StepStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -36,36 +38,35 @@ pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
 /// turns, cost (`unknown` when not reported, and always for a host's), duration, exit.
 pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
     let s = &ctx.settings;
-    let mut records: Vec<(String, Value)> = history
+    // A history line is a step record with its lane beside it.
+    let mut records: Vec<(String, StepRecord)> = history
         .iter()
-        .map(|h| (h["lane"].as_str().unwrap_or("").to_owned(), h.clone()))
+        .filter_map(|h| {
+            let mut h = h.clone();
+            let lane = h.as_object_mut()?.remove("lane")?.as_str()?.to_owned();
+            Some((lane, serde_json::from_value(h).ok()?))
+        })
         .collect();
     for lane in &run.lanes {
         for r in &lane.steps {
-            records.push((
-                lane.id.clone(),
-                serde_json::to_value(r).expect("serialises"),
-            ));
+            records.push((lane.id.clone(), r.clone()));
         }
     }
     let mut out = Vec::new();
     let host_run = run.driver == super::state::Driver::Host;
     for (lane, r) in records {
-        let step = r["step"].as_str().unwrap_or("");
-        let Ok(key) = step.parse::<super::keys::StepKey>() else {
-            continue;
-        };
-        if super::host::was_handed(&key, &r, host_run) {
+        let started = r.status == StepStatus::Started;
+        if super::host::was_handed(&r, host_run) {
             // Answered, or ended unanswered with its attempt, lane or run; not while alive.
-            if r["status"] != "started" {
-                out.push(host_agent(&lane, step, &r));
+            if !started {
+                out.push(host_agent(&lane, &r));
             }
             continue;
         }
         let implementer =
-            key == super::keys::StepKey::Implement && run.driver == super::state::Driver::Process;
-        let validator = key.is_validator() && s.validator.is_some();
-        if !(implementer || validator) || r["nonce"].is_null() || r["status"] == "started" {
+            r.step == StepKey::Implement && run.driver == super::state::Driver::Process;
+        let validator = r.step.is_validator() && s.validator.is_some();
+        if !(implementer || validator) || r.nonce.is_none() || started {
             continue;
         }
         let (runner, model) = if implementer {
@@ -73,25 +74,29 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
         } else {
             (&s.validator, &s.validator_model)
         };
-        let o = &r["outcome"];
         // A validator's outcome keeps its activity's under `finished`.
-        let ended = if o["finished"].is_object() {
-            &o["finished"]
-        } else {
-            o
+        let activity: ActivityOutcome = match r.outcome_as::<ValidatorOutcome>() {
+            Some(ValidatorOutcome {
+                finished: Some(f), ..
+            }) if f.is_object() => ActivityOutcome::deserialize(&f).unwrap_or_default(),
+            _ => r.outcome_as::<ActivityOutcome>().unwrap_or_default(),
         };
-        let h = &o["harness"];
+        let said = r
+            .outcome_as::<ActivityOutcome>()
+            .and_then(|o| o.harness)
+            .and_then(|h| HarnessSaid::deserialize(&h).ok())
+            .unwrap_or_default();
         out.push(json!({
             "lane": lane,
-            "step": step,
-            "attempt": r["attempt"],
+            "step": r.step,
+            "attempt": r.attempt,
             "runner": runner.as_ref().map(|r| r.name.clone()),
-            "model": h["model"].as_str().map(str::to_owned).or_else(|| model.clone()),
-            "turns": h["turns"],
-            "cost_usd": if h["cost_usd"].is_number() { h["cost_usd"].clone() } else { "unknown".into() },
-            "duration_ms": ended["duration_ms"],
-            "exit_code": ended["exit_code"],
-            "status": r["status"],
+            "model": said.model.or_else(|| model.clone()),
+            "turns": said.turns,
+            "cost_usd": said.cost_usd.filter(Value::is_number).unwrap_or_else(|| "unknown".into()),
+            "duration_ms": activity.duration_ms,
+            "exit_code": activity.exit_code,
+            "status": r.status,
         }));
     }
     out
@@ -99,12 +104,14 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
 
 /// An agent handed to the host (SPEC 24.8): what the host said it used, or `unknown`; its cost
 /// is never known to the loop.
-fn host_agent(lane: &str, step: &str, r: &Value) -> Value {
-    let said = super::host::said(&r["outcome"]);
+fn host_agent(lane: &str, r: &StepRecord) -> Value {
+    let outcome = r.outcome.clone().unwrap_or(Value::Null);
+    let said = super::host::said(&outcome);
+    let ended = r.outcome_as::<ActivityOutcome>().and_then(|o| o.ended);
     json!({
         "lane": lane,
-        "step": step,
-        "attempt": r["attempt"],
+        "step": r.step,
+        "attempt": r.attempt,
         "runner": "host",
         "model": said.model.as_deref().unwrap_or("unknown"),
         "session": said.session.as_deref().unwrap_or("unknown"),
@@ -112,8 +119,8 @@ fn host_agent(lane: &str, step: &str, r: &Value) -> Value {
         "cost_usd": "unknown",
         "duration_ms": null,
         "exit_code": null,
-        "status": r["status"],
-        "ended": r["outcome"]["ended"],
+        "status": r.status,
+        "ended": ended,
     })
 }
 
