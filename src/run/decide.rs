@@ -940,3 +940,7 @@ fn receipt(
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "decide_props.rs"]
+mod props;
