@@ -264,6 +264,9 @@ pub fn run_status(
             && run.lanes.iter().any(|l| l.stage == Stage::Delivered)
         {
             RunStatus::Delivered
+        } else if run.lanes.iter().any(|l| can_start_again(run, l)) {
+            // A person can resume a blocked lane: the run waits for them, whatever else ended.
+            RunStatus::Blocked
         } else if run.lanes.iter().any(|l| l.stage == Stage::Handback) {
             RunStatus::Handback
         } else if run.lanes.iter().all(|l| l.stage == Stage::Discarded) {
@@ -276,6 +279,21 @@ pub fn run_status(
         Next::Stall { .. } | Next::Finish => RunStatus::Blocked,
         _ => RunStatus::Running,
     }
+}
+
+/// A blocked lane that a person's resume could take further: none of its dependencies, however
+/// far back, was handed back or discarded (such a lane blocks again as soon as it is resumed).
+pub fn can_start_again(run: &Run, lane: &Lane) -> bool {
+    fn never(run: &Run, lane: &Lane, depth: usize) -> bool {
+        depth > run.lanes.len()
+            || lane.depends.iter().any(|d| {
+                run.lane(d).is_some_and(|dep| {
+                    matches!(dep.stage, Stage::Handback | Stage::Discarded)
+                        || never(run, dep, depth + 1)
+                })
+            })
+    }
+    lane.stage == Stage::Blocked && !never(run, lane, 0)
 }
 
 /// Whether a finished definition-of-done record passed, as its outcome says. `passed` is decided
@@ -404,11 +422,9 @@ pub fn lanes_next(
                 continue;
             }
         }
-        if lane.stage == Stage::Brief
-            && !lane.depends.is_empty()
-            && lane.record(&StepKey::Base).is_none()
-        {
-            // A lane resumed after its base step was archived: take the base again.
+        if lane.stage == Stage::Brief && !lane.depends.is_empty() && !lane.is_done(&StepKey::Base) {
+            // A lane resumed after its base step was archived, or whose base step is in hand,
+            // was left by a call that died, or failed: the base first, never past it.
             if let Some(next) = sync_step(lane, StepKey::Base) {
                 return next;
             }
@@ -791,10 +807,12 @@ fn land(
                 return next;
             }
         }
-        return Next::Wait {
+        // Every pull-request step done, the lane still here (a person resumed it after its
+        // retire failed): retiring is what is left, and it waits until the request has merged.
+        return sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
             why: "the pull request is open".into(),
-        };
+        });
     }
     let round = lane.land_round.max(1);
     let integrate = StepKey::Integrate(round);

@@ -330,6 +330,11 @@ fn end_of(lanes: &[Lane]) -> RunStatus {
     let any = |s: Stage| lanes.iter().any(|l| l.stage == s);
     if all(&|s| matches!(s, Stage::Delivered | Stage::Discarded)) && any(Stage::Delivered) {
         RunStatus::Delivered
+    } else if lanes
+        .iter()
+        .any(|l| l.stage == Stage::Blocked && !waits_on_an_end(lanes, l))
+    {
+        RunStatus::Blocked
     } else if any(Stage::Handback) {
         RunStatus::Handback
     } else if all(&|s| s == Stage::Discarded) {
@@ -337,6 +342,26 @@ fn end_of(lanes: &[Lane]) -> RunStatus {
     } else {
         RunStatus::Blocked
     }
+}
+
+/// Whether a lane depends, however far back, on one handed back or discarded.
+fn waits_on_an_end(lanes: &[Lane], lane: &Lane) -> bool {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut todo: Vec<&str> = lane.depends.iter().map(String::as_str).collect();
+    while let Some(id) = todo.pop() {
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        let Some(dep) = lanes.iter().find(|l| l.id == id) else {
+            continue;
+        };
+        if matches!(dep.stage, Stage::Handback | Stage::Discarded) {
+            return true;
+        }
+        todo.extend(dep.depends.iter().map(String::as_str));
+    }
+    false
 }
 
 fn expected(_: usize, _: usize) -> Vec<i32> {

@@ -69,6 +69,19 @@ pub enum LandMode {
     Pr,
 }
 
+/// Tests name a mode by its word.
+#[cfg(test)]
+impl From<&str> for LandMode {
+    fn from(word: &str) -> LandMode {
+        match word {
+            "none" => LandMode::None,
+            "merge" => LandMode::Merge,
+            "pr" => LandMode::Pr,
+            _ => panic!("no land.mode `{word}`"),
+        }
+    }
+}
+
 impl std::fmt::Display for LandMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -100,7 +100,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         let next = decide_with(run, &view, &expected);
         // Quick decisions are applied here, under the same lock.
         let applied = under_lock::apply(ctx, run, &next, &view)?;
-        settle(ctx, run);
+        settle(ctx, run)?;
         super::host::end_stranded(ctx, run);
         // Only a step that changed something is an update: asking again (a host polling for its
         // `start_agent`) must write nothing (SPEC 20.2).
@@ -153,7 +153,7 @@ fn blocked(ctx: &Ctx<'_>, run_id: &str) -> Result<(), Refusal> {
         };
         if !run.status.is_ended() && run.lanes.iter().any(|l| l.stage == Stage::Blocked) {
             run.status = RunStatus::Blocked;
-            settle(ctx, run);
+            settle(ctx, run)?;
         }
         Ok(())
     })
@@ -248,17 +248,24 @@ pub(crate) fn check_inputs(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// A project run that can move again after a lane blocked (the others go on): running again.
-/// A run whose every lane waits for a person stays blocked (SPEC 23.6).
-pub(crate) fn settle(ctx: &Ctx<'_>, run: &mut Run) {
-    if run.lanes.len() < 2
-        || run.status != RunStatus::Blocked
-        || run.lanes.iter().all(|l| l.stage.is_final())
-    {
-        return;
+/// A blocked run takes the status its lanes give it (`decide::run_status`, SPEC 23.6): a project
+/// run whose other lanes can move again is running; one whose every lane is final ends as its
+/// lanes say (handed back, say, when one lane was handed back and its dependant then blocked),
+/// its claims released and its record written.
+pub(crate) fn settle(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
+    if run.status != RunStatus::Blocked {
+        return Ok(());
     }
     let view = decide_view(ctx, run);
-    run.status = super::decide::run_status(run, &view, &|i, j| ctx.expected(i, j));
+    let status = super::decide::run_status(run, &view, &|i, j| ctx.expected(i, j));
+    if run.lanes.iter().all(|l| l.stage.is_final()) {
+        if status.is_ended() {
+            super::records::end_run(ctx, run, status)?;
+        }
+    } else if run.lanes.len() > 1 {
+        run.status = status;
+    }
+    Ok(())
 }
 
 /// Every lane of the run has landed and been retired.

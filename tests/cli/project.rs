@@ -430,6 +430,36 @@ fn discarding_a_blocked_child_and_its_dependent_delivers_the_rest() {
     );
 }
 
+/// SPEC 23.6: a lane that depends on a handed-back lane blocks naming it and can never deliver,
+/// so with nothing left that a resume could take further the run ends handed back by itself:
+/// its claims released, not left blocked for a person who has nothing to resume.
+#[test]
+fn a_run_whose_only_blocked_lane_waits_on_a_handback_ends_handed_back() {
+    let p = Project::new(
+        &["idle sessions end", "the end is logged"],
+        &[(1, "{0}")],
+        &handing_back("002-idle-sessions-end", None),
+        json!({"pace": {"lanes": 2}}),
+    );
+    let (a, b) = (&p.children[0], &p.children[1]);
+    let (out, last) = build(&p.env, &p.id, &[], 4);
+    assert_eq!(last["status"], "handback", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let shown = p.run_show(&run);
+    assert_eq!(shown["status"], "handback", "{shown:#}");
+    assert_eq!(Project::lane(&shown, a)["stage"], "handback", "{shown:#}");
+    let b_lane = Project::lane(&shown, b);
+    assert_eq!(b_lane["stage"], "blocked", "{b_lane:#}");
+    assert!(str_of(b_lane, "reason").contains(a.as_str()), "{b_lane:#}");
+    assert_eq!(p.lanes_started(), vec![a.clone()], "{b} never ran");
+    for child in [a, b, &p.id] {
+        assert!(
+            !p.env.claim_path(child).exists(),
+            "{child} is still claimed"
+        );
+    }
+}
+
 /// SPEC 23.6: while a project run is live, building one of its children alone is refused.
 #[test]
 fn a_child_of_a_live_project_run_cannot_be_built_alone() {
