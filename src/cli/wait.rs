@@ -63,7 +63,7 @@ impl Waiter {
         let began = Instant::now();
         let deadline = began + FALLBACK;
         // A state that cannot be read now is refused by the next step, which says why.
-        let live = State::load(&ctx.paths, ctx.step)
+        let live = State::load(&ctx.paths, ctx.verb)
             .map(|state| live_activities(ctx, &state, run_id))
             .unwrap_or_default();
         if let Some(watch) = &mut self.watch {

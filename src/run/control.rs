@@ -8,6 +8,7 @@ use super::state::{Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
 use crate::activity::{self};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
+use crate::run::decide::OnResume;
 use crate::run::keys::StepKey;
 use crate::run::records::*;
 use crate::run::reply::*;
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// The run a call is about: the one named, or the only live one.
 pub fn pick_run(ctx: &Ctx<'_>, run: Option<&str>) -> Result<Option<String>, Refusal> {
-    let state = State::load(&ctx.paths, ctx.step)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
     if let Some(r) = run {
         if state.runs.contains_key(r) {
             return Ok(Some(r.to_owned()));
@@ -64,7 +65,7 @@ pub fn pick_run(ctx: &Ctx<'_>, run: Option<&str>) -> Result<Option<String>, Refu
 /// `iced run retire`: retire the lanes of delivered runs whose work is in the target (a person
 /// merged a `none`-mode delivery, or a retire was left undone), and let those runs leave the state.
 pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refusal> {
-    let state = State::load(&ctx.paths, ctx.step)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
     let mut out = Vec::new();
     for run in state
         .runs
@@ -204,8 +205,9 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
             // a new round that takes whatever the person did on its branch.
             let run_id = run.id.clone();
             for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked) {
-                if lane.is_done(&StepKey::Deliver) {
-                    if lane.is_done(&StepKey::PrArm) {
+                let on_resume = crate::run::decide::on_resume(lane);
+                if on_resume != OnResume::NewAttempt {
+                    if on_resume == OnResume::PullRequestArmed {
                         return Err(ctx.refuse(
                             "pr-armed",
                             format!(
@@ -227,7 +229,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                         .collect();
                     lane.steps.retain(|r| !failed.contains(r));
                     archive(ctx, &run_id, &lane.id, &failed)?;
-                    lane.stage = Stage::Land;
+                    apply_move(ctx, &run_id, lane, OnResume::landing_again())?;
                     lane.released = false;
                     lane.land_round = lane.land_round.max(1) + 1;
                     lane.crashes = 0;
@@ -404,7 +406,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
     // The lane left the run first; only then may its unit be claimed by another run.
     crate::failpoint::hit("discard-before-release");
     if let Some(lane) = run.lane(&lane_id).filter(|l| l.unit != run.unit) {
-        ctx.claims().release(&lane.unit, &run.id, ctx.step)?;
+        ctx.claims().release(&lane.unit, &run.id, ctx.verb)?;
     }
     // Stop what still runs (outside the lock); the gate refuses what has not started.
     if let Some(lane) = run.lane(&lane_id) {

@@ -20,8 +20,8 @@ pub struct Ctx<'a> {
     pub settings: Settings,
     /// The iced binary, for launching supervisors.
     pub exe: PathBuf,
-    /// The verb, named in refusals.
-    pub step: &'static str,
+    /// The verb this call serves (`build`, `implement step`, `run resume`), named in refusals.
+    pub verb: &'static str,
     /// The repository's claims, found on first use (one `git rev-parse` per call).
     claims: std::sync::OnceLock<Claims>,
 }
@@ -32,18 +32,18 @@ impl<'a> Ctx<'a> {
         self.settings.dod[seq][cmd].expected_exit_codes.clone()
     }
 
-    pub fn new(repo: &'a Repo, step: &'static str) -> Result<Ctx<'a>, Refusal> {
-        let config = repo.config(step)?;
-        let settings = Settings::from_config(&config, step)?;
+    pub fn new(repo: &'a Repo, verb: &'static str) -> Result<Ctx<'a>, Refusal> {
+        let config = repo.config(verb)?;
+        let settings = Settings::from_config(&config, verb)?;
         let exe = std::env::current_exe()
-            .map_err(|e| io_error(step, format!("cannot find the iced binary: {e}")))?;
+            .map_err(|e| io_error(verb, format!("cannot find the iced binary: {e}")))?;
         Ok(Ctx {
             repo,
             paths: RunPaths::new(&repo.root),
             config,
             settings,
             exe,
-            step,
+            verb,
             claims: std::sync::OnceLock::new(),
         })
     }
@@ -57,7 +57,7 @@ impl<'a> Ctx<'a> {
         if flags.lanes.is_none() && flags.agents.is_none() {
             return Ok(());
         }
-        self.settings.pace = super::settings::pace_with(&self.config, flags, self.step)?;
+        self.settings.pace = super::settings::pace_with(&self.config, flags, self.verb)?;
         Ok(())
     }
 
@@ -81,7 +81,7 @@ impl<'a> Ctx<'a> {
         &self,
         f: impl FnOnce(&mut State) -> Result<T, Refusal>,
     ) -> Result<T, Refusal> {
-        transact(&self.paths, self.step, self.settings.lock_wait, f)
+        transact(&self.paths, self.verb, self.settings.lock_wait, f)
     }
 
     pub(crate) fn refuse(
@@ -90,7 +90,7 @@ impl<'a> Ctx<'a> {
         reason: impl Into<String>,
         remedy: impl Into<String>,
     ) -> Refusal {
-        Refusal::new(self.step, code, reason, remedy)
+        Refusal::new(self.verb, code, reason, remedy)
     }
 
     pub(crate) fn lane_dir(&self, run: &str, lane: &str) -> PathBuf {

@@ -37,6 +37,30 @@ pub struct DecideView {
     pub refute: bool,
 }
 
+/// Why a lane waits; the command line words it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Waiting {
+    MakingWorktree,
+    /// A person's or a rate limit's pace: no agent starts before `until`.
+    Paced {
+        until: String,
+    },
+    /// `alive` agents are alive, the ceiling `pace.agents` allows.
+    Ceiling {
+        alive: usize,
+    },
+    ImplementerRunning,
+    Delivering,
+    Landed,
+    ValidatorsWorking,
+    DoingStep {
+        step: StepKey,
+    },
+    PullRequestOpen,
+    DodRunning,
+    CheckingReceipt,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
     /// The run has ended (delivered, handed back, abandoned) or is blocked: report it.
@@ -44,7 +68,7 @@ pub enum Next {
     Paused,
     Wait {
         lane: String,
-        why: String,
+        why: Waiting,
     },
     RenderBrief {
         lane: String,
@@ -138,115 +162,6 @@ pub enum Next {
     FinishRefute {
         lane: String,
     },
-}
-
-/// Where a lane goes once a step's result is in: `decide` chooses, the stages and the stepper
-/// apply it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LaneMove {
-    To(Stage),
-    /// A new attempt starts; its brief names the reason.
-    Retry {
-        reason: String,
-    },
-    Block {
-        reason: String,
-    },
-    Handback {
-        reason: String,
-    },
-}
-
-/// What a receipt found, all its checks and commands in.
-#[derive(Debug, Clone, Copy)]
-pub struct ReceiptFound<'a> {
-    pub verified: bool,
-    pub handback: Option<&'a str>,
-    pub missing: &'a [String],
-}
-
-/// After the receipt (SPEC 20.4): handed back; verified, to validation (or straight to delivery
-/// without independent validators); otherwise a new attempt whose brief lists what was missing, or,
-/// with the attempts spent, blocked.
-pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -> LaneMove {
-    if let Some(reason) = found.handback {
-        return LaneMove::Handback {
-            reason: reason.to_owned(),
-        };
-    }
-    if found.verified {
-        return LaneMove::To(if view.independent {
-            Stage::Validate
-        } else {
-            Stage::Deliver
-        });
-    }
-    let gaps = found
-        .missing
-        .iter()
-        .map(|m| format!("- {m}"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    if lane.attempt >= view.max_attempts {
-        LaneMove::Block {
-            reason: format!(
-                "attempt {} of {} did not verify:\n{gaps}",
-                lane.attempt, view.max_attempts
-            ),
-        }
-    } else {
-        LaneMove::Retry { reason: gaps }
-    }
-}
-
-/// After a round's verdict (SPEC 22.4): findings this round opened go to the refuter first (with
-/// `verify.refute` on); otherwise as [`resolve`].
-pub fn after_judge(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
-    let fresh = lane
-        .findings
-        .iter()
-        .any(|f| f.round == lane.attempt && f.status == "open");
-    if fresh && view.refute {
-        return LaneMove::To(Stage::Refute);
-    }
-    resolve(lane, view, undecided)
-}
-
-/// After judging and refuting (SPEC 22.4): a fix round for open blocking findings (blocked when the
-/// attempts are spent), a person for an expectation no validator could decide, or delivery.
-pub fn resolve(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
-    let open: Vec<String> = lane
-        .findings
-        .iter()
-        .filter(|f| f.status == "open")
-        .map(|f| {
-            format!(
-                "- {} ({}): {}",
-                f.id, f.evidence.severity, f.evidence.summary
-            )
-        })
-        .collect();
-    if !open.is_empty() {
-        let listed = open.join("\n");
-        return if lane.attempt >= view.max_attempts {
-            LaneMove::Block {
-                reason: format!("open findings after {} attempts:\n{listed}", lane.attempt),
-            }
-        } else {
-            LaneMove::Retry {
-                reason: format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"),
-            }
-        };
-    }
-    if !undecided.is_empty() {
-        return LaneMove::Block {
-            reason: format!(
-                "needs a person: no validator could judge {}",
-                undecided.join(", ")
-            ),
-        };
-    }
-    LaneMove::To(Stage::Deliver)
 }
 
 /// The status a run's lanes give it (SPEC 23.6), for a run that is running or blocked: when every
@@ -482,7 +397,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
         Stage::Worktree => match lane.steps.iter().find(|r| r.step == StepKey::Worktree) {
             Some(r) if in_hand(r) => Next::Wait {
                 lane: id,
-                why: "another call is making the worktree".into(),
+                why: Waiting::MakingWorktree,
             },
             Some(r) if r.status == StepStatus::Failed => Next::Block {
                 lane: id,
@@ -499,7 +414,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             // A new implementer, by either driver, keeps the pace (SPEC 20.9, 20.10, 24.8).
             (_, None) if launch_waits(view).is_some() => Next::Wait {
                 lane: id,
-                why: launch_waits(view).unwrap_or_default(),
+                why: launch_waits(view).expect("checked by the guard"),
             },
             (Driver::Host, None) => Next::HandToHost { lane: id },
             (_, Some(r)) if r.status == StepStatus::Failed && rate_limited(r) => Next::Requeue {
@@ -509,7 +424,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             (Driver::Process, None) => Next::LaunchImplementer { lane: id },
             (_, Some(r)) if r.status == StepStatus::Started => Next::Wait {
                 lane: id,
-                why: "the implementer is running".into(),
+                why: Waiting::ImplementerRunning,
             },
             (_, Some(r)) if r.status == StepStatus::Failed => {
                 if crash_budget_left {
@@ -546,7 +461,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
         Stage::Deliver => match lane.record(&StepKey::Deliver) {
             Some(r) if in_hand(r) => Next::Wait {
                 lane: id,
-                why: "another call is delivering".into(),
+                why: Waiting::Delivering,
             },
             Some(r)
                 if r.status == StepStatus::Failed
@@ -564,7 +479,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
         Stage::Land => land(lane, view, expected, crash_budget_left),
         Stage::Retire => sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
-            why: "the lane has landed".into(),
+            why: Waiting::Landed,
         }),
         Stage::Delivered | Stage::Blocked | Stage::Handback | Stage::Discarded => Next::Ended,
     }
@@ -669,7 +584,7 @@ fn validators(
     } else if waiting {
         Some(Next::Wait {
             lane: id,
-            why: "the validators are working".into(),
+            why: Waiting::ValidatorsWorking,
         })
     } else {
         None
@@ -717,21 +632,18 @@ fn moved(lane: &Lane, view: &DecideView, record: &super::state::StepRecord) -> N
 /// Why no new agent may start now (SPEC 20.9, 20.10, 24.8): the run is paced until a time, or the
 /// agents alive in the repository are at `pace.agents`. Either driver; a paused run never gets
 /// this far.
-fn launch_waits(view: &DecideView) -> Option<String> {
-    if view.paced_until.is_some() {
-        Some(paced(view))
+fn launch_waits(view: &DecideView) -> Option<Waiting> {
+    if let Some(until) = &view.paced_until {
+        Some(Waiting::Paced {
+            until: until.clone(),
+        })
     } else if view.agents_alive >= view.pace_agents {
-        Some(ceiling(view))
+        Some(Waiting::Ceiling {
+            alive: view.agents_alive,
+        })
     } else {
         None
     }
-}
-
-fn paced(view: &DecideView) -> String {
-    format!(
-        "paced: paused until {}; no agent starts before then",
-        view.paced_until.as_deref().unwrap_or("?")
-    )
 }
 
 /// An agent's record failed because the provider asked to slow down: not the agent's fault.
@@ -740,13 +652,6 @@ pub fn rate_limited(record: &super::state::StepRecord) -> bool {
     record
         .outcome_as::<ActivityOutcome>()
         .is_some_and(|o| o.rate_limited)
-}
-
-fn ceiling(view: &DecideView) -> String {
-    format!(
-        "waits its turn: {} agents are alive, the ceiling (pace.agents)",
-        view.agents_alive
-    )
 }
 
 /// A synchronous landing step: what it needs next, or None when it is done.
@@ -759,7 +664,7 @@ fn sync_step(lane: &Lane, step: StepKey) -> Option<Next> {
         }),
         Some(r) if in_hand(r) => Some(Next::Wait {
             lane: id,
-            why: format!("another call is doing `{step}`"),
+            why: Waiting::DoingStep { step: step.clone() },
         }),
         Some(r) if r.status == StepStatus::Started => Some(Next::Sync {
             lane: id,
@@ -811,7 +716,7 @@ fn land(
         // retire failed): retiring is what is left, and it waits until the request has merged.
         return sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
-            why: "the pull request is open".into(),
+            why: Waiting::PullRequestOpen,
         });
     }
     let round = lane.land_round.max(1);
@@ -843,7 +748,7 @@ fn land(
     }
     Next::Wait {
         lane: id,
-        why: "the lane has landed".into(),
+        why: Waiting::Landed,
     }
 }
 
@@ -909,7 +814,7 @@ fn dod(
     } else if running {
         Some(Next::Wait {
             lane: id,
-            why: "the definition-of-done commands are running".into(),
+            why: Waiting::DodRunning,
         })
     } else {
         None
@@ -942,7 +847,7 @@ fn receipt(
         return if in_hand(record) {
             Next::Wait {
                 lane: id,
-                why: "another call is checking the receipt".into(),
+                why: Waiting::CheckingReceipt,
             }
         } else {
             Next::CheckReceipt { lane: id }
@@ -954,6 +859,11 @@ fn receipt(
     dod(lane, view, expected, crash_budget_left, DodRun::Receipt)
         .unwrap_or(Next::FinishReceipt { lane: id })
 }
+
+/// Where a lane goes once a step's result is in, and what a resume does to it.
+#[path = "decide_moves.rs"]
+pub mod moves;
+pub use moves::*;
 
 #[cfg(test)]
 #[path = "decide_tests.rs"]

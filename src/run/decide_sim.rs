@@ -5,9 +5,8 @@
 //! limited; receipts verified or not; validators' answers and the refuter's decisions; landings
 //! that succeed, fail or find the target moved; a call that dies before recording), then
 //! `settle` and the ending of stranded host agents. A person acts now and then (pause, discard,
-//! release, resume). Where a stage or the stepper moves a lane itself, the model moves it the same
-//! way, and says so ("outside decide"); in one place it does not: a lane blocked when every other
-//! lane is final ends the run as `run_status` says (`Sim::lane_blocked_the_run` says why).
+//! release, resume). Every move of a lane is `decide`'s (`decide::moves`), applied as the real
+//! code applies it.
 //!
 //! Checked on every walk: a paused run moves nothing; a lane starts only while fewer than
 //! `pace.lanes` are active; the agents alive (and any still at work whose attempt ended) never
@@ -228,8 +227,7 @@ pub(super) fn mark_started(r: &mut Run, next: &Next, validator_driver: Driver) -
         }
         Next::CheckReceipt { lane } => {
             let l = r.lane_mut(lane).expect("a move names a lane of the run");
-            // Outside decide: the stepper moves the lane to its receipt (under_lock.rs).
-            l.stage = Stage::Receipt;
+            apply_move(l, after_implementer());
             replace(l, started_record(StepKey::Receipt, l.attempt, None));
             0
         }

@@ -1,8 +1,8 @@
 //! The simulator's stepper and its world: a move applied as `under_lock::apply` applies it, and its
 //! side effect done as `outside_lock::act` and the stages do it, with the world's outcome drawn
 //! from the dice; what finished activities say (`observe`); what the host hands in; what a person
-//! does (`control`). Where the real code moves a lane or a run itself, not through `decide`'s
-//! `LaneMove` or `run_status`, the line says "outside decide".
+//! does (`control`). Every lane moves by `decide`'s `LaneMove`s, every run status is `decide`'s,
+//! as in the real code (tests/cli/layout.rs holds the real code to that).
 
 use super::{
     apply_move, finish, flag, mark_started, new_attempt, nonce, replace, started_record, Activity,
@@ -24,12 +24,8 @@ impl Sim {
                 record.pid = None;
                 finish(&mut record, StepStatus::Done, json!({"sha256": "b"}));
                 replace(l, record);
-                // Outside decide: the brief moves the lane on (under_lock.rs).
-                l.stage = if l.worktree.is_some() {
-                    Stage::Implement
-                } else {
-                    Stage::Worktree
-                };
+                let mv = after_brief(l);
+                apply_move(l, mv);
                 false
             }
             Next::HandToHost { lane } => {
@@ -174,15 +170,12 @@ impl Sim {
                     .expect("marked");
                 if failed {
                     finish(record, StepStatus::Failed, json!({"error": "no room"}));
-                    // Outside decide: a failed worktree blocks the lane (outside_lock.rs).
-                    l.stage = Stage::Blocked;
-                    l.reason = Some("worktree: no room".into());
+                    apply_move(l, after_worktree(Err("no room")));
                     return true;
                 }
                 finish(record, StepStatus::Done, json!({"path": "/w"}));
                 l.worktree = Some(format!("/w/{lane}"));
-                // Outside decide: a worktree made moves the lane to its implementer.
-                l.stage = Stage::Implement;
+                apply_move(l, after_worktree(Ok(())));
                 false
             }
             Next::LaunchImplementer { lane } => {
@@ -240,19 +233,16 @@ impl Sim {
                 }
                 if failed {
                     finish(record, StepStatus::Failed, json!({"error": "git failed"}));
-                    // Outside decide: a failed delivery blocks the lane (stage/deliver.rs).
-                    l.stage = Stage::Blocked;
-                    l.reason = Some("deliver: git failed".into());
+                    let mv = after_deliver(mode.into(), Delivered::Failed("git failed"));
+                    apply_move(l, mv.expect("a failed delivery moves the lane"));
                     return true;
                 }
                 finish(record, StepStatus::Done, json!({"commit": "c1"}));
-                // Outside decide: where a delivered lane goes (stage/deliver.rs).
-                if mode == "none" {
-                    l.stage = Stage::Delivered;
-                } else {
-                    l.stage = Stage::Land;
+                let mv = after_deliver(mode.into(), Delivered::Committed);
+                if mv == Some(LaneMove::To(Stage::Land)) {
                     l.land_round = 1;
                 }
+                apply_move(l, mv.expect("a delivery moves the lane"));
                 false
             }
             Next::PrepareValidators { lane, keys } => {
@@ -341,9 +331,10 @@ impl Sim {
         };
         finish(record, status, outcome);
         if lane_moved {
-            // Outside decide: a validator that changed the lane blocks it (stage/validators.rs).
-            l.stage = Stage::Blocked;
-            l.reason = Some(format!("`{key}` changed the lane itself"));
+            apply_move(
+                l,
+                after_validator_moved_lane(key, &["the lane branch".into()]),
+            );
         }
         lane_moved
     }
@@ -397,50 +388,32 @@ impl Sim {
         let arm_auto = self.case.arm_auto;
         let again = |new_round: bool| {
             let o = json!({"again": true, "new_round": new_round});
-            (StepStatus::Failed, o, None)
+            (StepStatus::Failed, o)
         };
-        let (status, outcome, stage): (StepStatus, Value, Option<Stage>) = if failed {
-            (
-                StepStatus::Failed,
-                json!({"error": "the forge said no"}),
-                None,
-            )
+        let (status, outcome): (StepStatus, Value) = if failed {
+            (StepStatus::Failed, json!({"error": "the forge said no"}))
         } else if moved {
             again(true)
         } else if waits {
             again(false)
         } else {
-            match step {
-                StepKey::Integrate(_) => (StepStatus::Done, json!({"merged": merged}), None),
-                // Outside decide, each below: a landing step says where the lane goes
-                // (stage/land/mod.rs, applied in outside_lock.rs).
-                StepKey::Land(_) => (
-                    StepStatus::Done,
-                    json!({"commit": "l1"}),
-                    Some(Stage::Retire),
-                ),
-                StepKey::PrOpen => {
-                    let stage = (!arm_auto).then_some(Stage::Retire);
-                    (StepStatus::Done, json!({"url": "u"}), stage)
-                }
-                StepKey::PrArm => (
-                    StepStatus::Done,
-                    json!({"armed": true}),
-                    Some(Stage::Retire),
-                ),
-                StepKey::Retire => (
-                    StepStatus::Done,
-                    json!({"retired": true}),
-                    Some(Stage::Delivered),
-                ),
-                _ => (StepStatus::Done, json!({"commit": "t1"}), None),
-            }
+            let o = match step {
+                StepKey::Integrate(_) => json!({"merged": merged}),
+                StepKey::Land(_) => json!({"commit": "l1"}),
+                StepKey::PrOpen => json!({"url": "u"}),
+                StepKey::PrArm => json!({"armed": true}),
+                StepKey::Retire => json!({"retired": true}),
+                _ => json!({"commit": "t1"}),
+            };
+            (StepStatus::Done, o)
         };
         let l = self.lane_mut(lane);
         let record = l.record_mut(step).expect("marked");
         finish(record, status, outcome);
-        if let Some(stage) = stage {
-            l.stage = stage;
+        if status == StepStatus::Done {
+            if let Some(mv) = after_land_step(step, arm_auto) {
+                apply_move(l, mv);
+            }
         }
     }
 
@@ -624,8 +597,7 @@ impl Sim {
                 }
                 if s.step == StepKey::Implement && l.stage == Stage::Implement {
                     finish(s, StepStatus::Done, json!({"receipt_path": "r.json"}));
-                    // Outside decide: a host's receipt moves the lane (stage/receipt.rs).
-                    l.stage = Stage::Receipt;
+                    apply_move(l, after_implementer());
                     break;
                 }
                 if s.step.is_validator() && matches!(l.stage, Stage::Validate | Stage::Refute) {
@@ -816,7 +788,6 @@ impl Sim {
                                 | StepKey::Retire
                         ))
                 });
-                // Outside decide: resuming a landing moves the lane back to it (control.rs).
                 l.stage = Stage::Land;
                 l.released = false;
                 l.land_round = l.land_round.max(1) + 1;

@@ -86,12 +86,23 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
     }
 }
 
-fn waits_naming(next: &Next, words: &str) -> bool {
-    matches!(next, Next::Wait { why, .. } if why.contains(words))
+/// The lane waits for the pace a person or a rate limit set, until [`PACED`].
+fn paced(next: &Next) -> bool {
+    matches!(next, Next::Wait { why: Waiting::Paced { until }, .. } if until == PACED)
+}
+
+/// The lane waits for the agent ceiling (`pace.agents`).
+fn at_ceiling(next: &Next) -> bool {
+    matches!(
+        next,
+        Next::Wait {
+            why: Waiting::Ceiling { .. },
+            ..
+        }
+    )
 }
 
 const PACED: &str = "2026-10-01T09:00:00Z";
-const CEILING: &str = "ceiling (pace.agents)";
 
 #[test]
 fn the_host_gets_a_new_implementer_only_when_the_pace_allows() {
@@ -100,11 +111,11 @@ fn the_host_gets_a_new_implementer_only_when_the_pace_allows() {
     assert_eq!(decide(&r, &v), Next::HandToHost { lane: "a".into() });
     v.paced_until = Some(PACED.into());
     let next = decide(&r, &v);
-    assert!(waits_naming(&next, PACED), "{next:?}");
+    assert!(paced(&next), "{next:?}");
     v.paced_until = None;
     v.agents_alive = 1;
     let next = decide(&r, &v);
-    assert!(waits_naming(&next, CEILING), "{next:?}");
+    assert!(at_ceiling(&next), "{next:?}");
     v.paused = true;
     assert_eq!(decide(&r, &v), Next::Paused);
 }
@@ -128,7 +139,7 @@ fn the_process_driver_keeps_the_same_pace() {
     let mut v = view(Driver::Process);
     assert_eq!(decide(&r, &v), Next::LaunchImplementer { lane: "a".into() });
     v.agents_alive = 1;
-    assert!(waits_naming(&decide(&r, &v), CEILING));
+    assert!(at_ceiling(&decide(&r, &v)));
 }
 
 /// Two lanes of a host-driven project at `pace.agents: 1`: the second, which would need a new
@@ -149,7 +160,7 @@ fn a_lane_waiting_on_the_ceiling_lets_the_handed_one_be_asked_again() {
     // The second lane alone (the first delivered): it waits, naming the ceiling.
     let mut r = r;
     r.lanes[0].stage = Stage::Delivered;
-    assert!(waits_naming(&decide(&r, &v), CEILING));
+    assert!(at_ceiling(&decide(&r, &v)));
 }
 
 #[test]
@@ -183,12 +194,12 @@ fn host_validators_are_handed_out_within_the_pace() {
     v.agents_alive = 0;
     v.paced_until = Some(PACED.into());
     let next = decide(&validating([&prepared, &prepared]), &v);
-    assert!(waits_naming(&next, PACED), "{next:?}");
+    assert!(paced(&next), "{next:?}");
     // At the ceiling with none handed (the agents are another run's): wait, naming it.
     v.paced_until = None;
     v.agents_alive = 2;
     let next = decide(&validating([&prepared, &prepared]), &v);
-    assert!(waits_naming(&next, CEILING), "{next:?}");
+    assert!(at_ceiling(&next), "{next:?}");
 }
 
 // ---- Where a lane goes after its receipt (SPEC 20.4) ----
@@ -709,7 +720,7 @@ fn landing_by_merge_and_by_pull_request_step_by_step() {
         ("merge: the target comes in first", "merge", Stage::Land, 1, vec![], sync(StepKey::Integrate(1))),
         ("merge: the target was in already: the landed commit", "merge", Stage::Land, 1, vec![merged(false)], sync(StepKey::LandCommit(1))),
         ("merge: the target merged in: the definition of done again", "merge", Stage::Land, 1, vec![merged(true)], Next::LaunchDod { lane: "a".into(), run: DodRun::Retest(1), slots: vec![(0, 0)] }),
-        ("merge: it runs: wait", "merge", Stage::Land, 1, vec![merged(true), record("retest-1-0-0", json!({}))], Next::Wait { lane: "a".into(), why: "the definition-of-done commands are running".into() }),
+        ("merge: it runs: wait", "merge", Stage::Land, 1, vec![merged(true), record("retest-1-0-0", json!({}))], Next::Wait { lane: "a".into(), why: Waiting::DodRunning }),
         ("merge: it fails with the target in: blocked", "merge", Stage::Land, 1, vec![merged(true), done("retest-1-0-0", json!({"exit_code": 1}))], Next::Block { lane: "a".into(), reason: red.into() }),
         ("merge: it passes: the landed commit", "merge", Stage::Land, 1, vec![merged(true), done("retest-1-0-0", json!({"exit_code": 0}))], sync(StepKey::LandCommit(1))),
         ("merge: the target moves", "merge", Stage::Land, 1, vec![merged(false), done("landcommit-1", json!({})), failed("land-1", json!({"again": true, "new_round": true}))], Next::LandAgain { lane: "a".into() }),

@@ -34,12 +34,12 @@ pub fn start(
     repace: bool,
 ) -> Result<Admitted, Refusal> {
     // Before admit writes anything or a step starts anything (SPEC 24.10).
-    crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.step)?;
+    crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
     ctx.set_pace_flags(flags)?;
     let (run, resumed) = admit::admit(ctx, unit, session)?;
     if resumed {
         control::check_pace(ctx, &run, repace)?;
-        let state = State::load(&ctx.paths, ctx.step)?;
+        let state = State::load(&ctx.paths, ctx.verb)?;
         if state
             .runs
             .get(&run)
@@ -91,7 +91,7 @@ fn awaits_someone_else(land_mode: LandMode, report: &StepReport) -> bool {
 /// How `run` stands now: its status in the state, else (landed and retired, it has left the
 /// state) the status its record gives; `None` when neither has it.
 pub fn status(ctx: &Ctx<'_>, run: &str) -> Result<Option<RunStatus>, Refusal> {
-    let state = State::load(&ctx.paths, ctx.step)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
     Ok(state.runs.get(run).map(|r| r.status).or_else(|| {
         super::record::read(&ctx.paths, run)
             .and_then(|r| serde_json::from_value::<RunStatus>(r["run"]["status"].clone()).ok())
@@ -104,7 +104,7 @@ pub fn step_live(ctx: &Ctx<'_>, run: Option<&str>) -> Result<StepReport, Refusal
         None => Ok(StepReport::nothing()),
         Some(run) => {
             // Before the step starts anything (SPEC 24.10).
-            crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.step)?;
+            crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
             stepper::step(ctx, &run)
         }
     }
@@ -120,7 +120,7 @@ pub fn receipt(
 ) -> Result<StepReport, Refusal> {
     let run = control::pick_run(ctx, run)?.ok_or_else(|| {
         Refusal::new(
-            ctx.step,
+            ctx.verb,
             "no-live-run",
             "no live run is waiting for a receipt",
             "start one with `iced build <id>`",

@@ -69,7 +69,7 @@ pub(crate) fn agent_spec(
         let settings = (runner.kind == crate::runner::Kind::Claude)
             .then(|| crate::hook::claude::write_agent_settings(start.dir, &ctx.exe))
             .transpose()
-            .map_err(|e| crate::repo::store_refusal(ctx.step, e))?
+            .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?
             .map(|p| p.display().to_string());
         let argv = crate::runner::argv(
             runner.kind,
@@ -128,8 +128,8 @@ pub(crate) fn gate_value(
 }
 
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
-    ensure_dir(dir, ctx.step)?;
-    activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.step, e))?;
+    ensure_dir(dir, ctx.verb)?;
+    activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
     // Wait (briefly, without the lock) for the supervisor to say it is there, so that a caller
     // right behind us does not take a slow start for a crash.
     for _ in 0..250 {

@@ -31,6 +31,7 @@ pub mod stage;
 pub mod state;
 pub mod step_record;
 pub mod stepper;
+pub mod then;
 pub mod under_lock;
 pub mod validate;
 pub mod view;

@@ -2,7 +2,7 @@
 //! its outcome recorded if the step is still current (`records::record_after`).
 
 use super::events::{emit, Event};
-use super::state::{Run, Stage, StepStatus};
+use super::state::{Run, StepStatus};
 use crate::activity::ActivitySpec;
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
@@ -13,6 +13,7 @@ use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::stage::receipt::*;
 use crate::run::stage::worktree::*;
+use crate::run::then::Then;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -71,12 +72,11 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 .to_owned();
             let result = add_worktree(ctx, &path, &branch, &base);
             crate::failpoint::hit("worktree-after-add");
-            record_after(
-                ctx,
-                &snapshot.id,
-                &lane,
-                &StepKey::Worktree,
-                |l, record| match &result {
+            record_after(ctx, &snapshot.id, &lane, &StepKey::Worktree, |l, record| {
+                let mv = super::decide::after_worktree(
+                    result.as_ref().map(|_| ()).map_err(String::as_str),
+                );
+                let said = match &result {
                     Ok(()) => {
                         finish(
                             record,
@@ -84,23 +84,16 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                             json!({"path": path, "branch": branch}),
                         );
                         l.worktree = Some(path.display().to_string());
-                        l.stage = Stage::Implement;
-                        Ok((
-                            Action::Advanced,
-                            "the worktree is ready; call again".to_owned(),
-                        ))
+                        (Action::Advanced, Then::WorktreeReady)
                     }
                     Err(e) => {
                         finish(record, StepStatus::Failed, json!({"error": e}));
-                        l.stage = Stage::Blocked;
-                        l.reason = Some(format!("worktree: {e}"));
-                        Ok((
-                            Action::Blocked,
-                            format!("the worktree could not be made: {e}"),
-                        ))
+                        (Action::Blocked, Then::WorktreeFailed { error: e.clone() })
                     }
-                },
-            )
+                };
+                apply_move(ctx, &snapshot.id, l, mv)?;
+                Ok(said)
+            })
         }
         Pending::LaunchImplementer { lane, nonce } => {
             crate::run::stage::implement::launch(ctx, snapshot, lane, nonce)
@@ -140,7 +133,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 snapshot,
                 l,
                 Action::Waiting,
-                "the definition-of-done commands are running; call again later",
+                Then::DodRunning,
             ))
         }
         Pending::CheckReceipt { lane } => {
@@ -149,10 +142,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             record_after(ctx, &snapshot.id, &lane, &StepKey::Receipt, |_, record| {
                 record.outcome = Some(checks.clone());
                 crate::failpoint::hit("receipt-after-record");
-                Ok((
-                    Action::Advanced,
-                    "the receipt's own checks are recorded; call again".to_owned(),
-                ))
+                Ok((Action::Advanced, Then::ReceiptChecksRecorded))
             })
         }
         Pending::Sync { lane, step } => {
@@ -160,13 +150,17 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             let done = super::stage::land::perform(ctx, snapshot, l, &step);
             record_after(ctx, &snapshot.id, &lane, &step, |l, record| {
                 finish(record, done.status, done.outcome.clone());
-                if let Some(stage) = done.stage {
-                    l.stage = stage;
+                if done.status == StepStatus::Done {
+                    if let Some(mv) =
+                        super::decide::after_land_step(&step, ctx.settings.land.arm == "auto")
+                    {
+                        apply_move(ctx, &snapshot.id, l, mv)?;
+                    }
                 }
                 if let Some(reason) = &done.reason {
                     l.reason = Some(reason.clone());
                 }
-                Ok((done.action, done.next.clone()))
+                Ok((done.action, Then::Landing(done.next.clone())))
             })
         }
         Pending::PrepareValidators { lane, keys } => {

@@ -176,7 +176,7 @@ const HISTORY_LIMIT: u64 = 64 * 1024 * 1024;
 /// Write the record (atomic, 0600). Called when a run ends; kept after the run leaves the state.
 pub fn write(ctx: &Ctx<'_>, run: &Run) {
     let dir = ctx.paths.run_dir(&run.id);
-    if super::state::ensure_dir(&dir, ctx.step).is_err() {
+    if super::state::ensure_dir(&dir, ctx.verb).is_err() {
         return;
     }
     let mut text = serde_json::to_vec_pretty(&record(ctx, run)).expect("serialises");

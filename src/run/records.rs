@@ -46,13 +46,13 @@ pub(crate) fn archive(
     if records.is_empty() {
         return Ok(());
     }
-    ensure_dir(&ctx.paths.run_dir(run_id), ctx.step)?;
+    ensure_dir(&ctx.paths.run_dir(run_id), ctx.verb)?;
     // Appended within a transaction, before the state is saved: a call killed in between leaves
     // these lines, and the next call archives the same records again. A record already there
     // (byte for byte: its nonce, owner and times make it unique) is not appended twice.
     let path = ctx.paths.history(run_id);
     let kept = super::record::read_history(&ctx.paths, run_id)
-        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
     let kept: std::collections::HashSet<&str> = kept.lines().collect();
     let mut text = String::new();
     for r in records {
@@ -68,7 +68,7 @@ pub(crate) fn archive(
         return Ok(());
     }
     crate::store::append(&path, text.as_bytes(), 0o600)
-        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
     crate::failpoint::hit("archive-after-append");
     Ok(())
 }
@@ -77,9 +77,9 @@ pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result
     run.status = status;
     super::host::end_stranded(ctx, run);
     crate::failpoint::hit("end-before-release");
-    ctx.claims().release(&run.unit, &run.id, ctx.step)?;
+    ctx.claims().release(&run.unit, &run.id, ctx.verb)?;
     for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
-        ctx.claims().release(&lane.unit, &run.id, ctx.step)?;
+        ctx.claims().release(&lane.unit, &run.id, ctx.verb)?;
     }
     emit(
         &ctx.paths,
@@ -98,7 +98,7 @@ pub(crate) fn record_after(
     run_id: &str,
     lane_id: &str,
     step: &StepKey,
-    f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(Action, String), Refusal>,
+    f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(Action, crate::run::then::Then), Refusal>,
 ) -> Result<StepReport, Refusal> {
     let (mine, _) = me();
     ctx.transact(|state| {
@@ -128,7 +128,7 @@ pub(crate) fn record_after(
                 run,
                 lane,
                 Action::Waiting,
-                format!("`{step}` moved on while this call worked; call again"),
+                crate::run::then::Then::MovedOn { step: step.clone() },
             ));
         };
         let mut record = lane.steps.remove(index);

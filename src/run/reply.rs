@@ -7,6 +7,7 @@ use crate::refusal::Exit;
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
 use crate::run::outcome::LandOutcome;
+use crate::run::then::{Ending, ProjectStands, Retirement, Then};
 use serde::Serialize;
 
 /// What a call did, as `implement step --json` names it (SPEC 20.2).
@@ -71,16 +72,13 @@ pub struct StepReport {
     pub receipt_path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt_key: Option<String>,
-    pub next: String,
+    /// What the caller does next, as a value; the command line words it (`next` in its JSON).
+    #[serde(skip)]
+    pub next: Then,
 }
 
 impl StepReport {
-    pub(super) fn for_lane(
-        run: &Run,
-        lane: &Lane,
-        action: Action,
-        next: impl Into<String>,
-    ) -> Self {
+    pub(super) fn for_lane(run: &Run, lane: &Lane, action: Action, next: Then) -> Self {
         StepReport {
             run: Some(run.id.clone()),
             lane: Some(lane.id.clone()),
@@ -94,7 +92,7 @@ impl StepReport {
             worktree: None,
             receipt_path: None,
             receipt_key: None,
-            next: next.into(),
+            next,
         }
     }
 
@@ -112,7 +110,7 @@ impl StepReport {
             worktree: None,
             receipt_path: None,
             receipt_key: None,
-            next: "no live run: start one with `iced build <id>`".into(),
+            next: Then::NoLiveRun,
         }
     }
 
@@ -162,41 +160,40 @@ pub(crate) fn ended_report(run: &Run) -> StepReport {
             // A worktree with uncommitted changes is kept (SPEC 23.3): the run stays in the
             // state until `iced run retire` finds it clean.
             let retired = match lane.outcome_as::<LandOutcome>(&StepKey::Retire) {
-                Some(o) if o.retired => "; the lane is retired".to_owned(),
-                Some(o) => format!(
-                    "; the worktree `{}` has uncommitted changes and is kept: clean it, then `iced run retire`",
-                    o.kept.unwrap_or_default()
-                ),
-                None => String::new(),
+                Some(o) if o.retired => Retirement::Retired,
+                Some(o) => Retirement::Kept {
+                    path: o.kept.unwrap_or_default(),
+                },
+                None => Retirement::NotYet,
             };
-            let next = match (landed, pr) {
-                (Some(o), _) => format!(
-                    "landed in `{}` as {}{retired}",
-                    o.target.unwrap_or_default(),
-                    o.commit.unwrap_or_default(),
-                ),
-                (None, Some(url)) => format!("landed through pull request {url}{retired}"),
-                (None, None) => format!(
-                    "delivered on branch `{}` (land.mode none: merge it when you are ready)",
-                    lane.branch.clone().unwrap_or_default()
-                ),
+            let ending = match (landed, pr) {
+                (Some(o), _) => Ending::Landed {
+                    target: o.target.unwrap_or_default(),
+                    commit: o.commit.unwrap_or_default(),
+                    retired,
+                },
+                (None, Some(url)) => Ending::LandedByPullRequest { url, retired },
+                (None, None) => Ending::OnBranch {
+                    branch: lane.branch.clone().unwrap_or_default(),
+                },
             };
-            (Action::Delivered, next)
+            (Action::Delivered, Then::Ended(ending))
         }
         RunStatus::Handback => (
             Action::Handback,
-            format!("handed back: {}", lane.reason.clone().unwrap_or_default()),
+            Then::Ended(Ending::HandedBack {
+                reason: lane.reason.clone().unwrap_or_default(),
+            }),
         ),
-        RunStatus::Abandoned => (Action::Nothing, "the run was abandoned".to_owned()),
+        RunStatus::Abandoned => (Action::Nothing, Then::Ended(Ending::Abandoned)),
         RunStatus::Blocked => (
             Action::Blocked,
-            format!(
-                "{}; fix it, then `iced run resume {}`",
-                lane.reason.clone().unwrap_or_default(),
-                run.id
-            ),
+            Then::FixThenResume {
+                reason: lane.reason.clone().unwrap_or_default(),
+                run: run.id.clone(),
+            },
         ),
-        RunStatus::Paused | RunStatus::Running => (Action::Nothing, String::new()),
+        RunStatus::Paused | RunStatus::Running => (Action::Nothing, Then::Nothing),
     };
     StepReport::for_lane(run, lane, action, next)
 }
@@ -205,42 +202,33 @@ pub(crate) fn ended_report(run: &Run) -> StepReport {
 pub(crate) fn project_report(run: &Run) -> StepReport {
     let lane = focus_lane(run);
     let count = |stage: Stage| run.lanes.iter().filter(|l| l.stage == stage).count();
-    let tally = format!(
-        "{} of {} lanes delivered{}",
-        count(Stage::Delivered),
-        run.lanes.len(),
-        match count(Stage::Discarded) {
-            0 => String::new(),
-            n => format!(", {n} discarded"),
-        }
-    );
-    let (action, next) = match run.status {
-        RunStatus::Delivered => (Action::Delivered, tally),
+    let (action, stands) = match run.status {
+        RunStatus::Delivered => (Action::Delivered, ProjectStands::Tally),
         RunStatus::Handback => (
             Action::Handback,
-            format!(
-                "{tally}; `{}` was handed back: {}",
-                lane.id,
-                lane.reason.clone().unwrap_or_default()
-            ),
+            ProjectStands::HandedBack {
+                lane: lane.id.clone(),
+                reason: lane.reason.clone().unwrap_or_default(),
+            },
         ),
-        RunStatus::Abandoned => (Action::Nothing, "the run was abandoned".to_owned()),
-        RunStatus::Blocked => {
-            let id = &run.id;
-            let l = &lane.id;
-            let why = match lane.stage {
-                Stage::Blocked | Stage::Handback => format!(
-                    "lane `{l}` is {}: {}",
-                    lane.stage.as_str(),
-                    lane.reason.clone().unwrap_or_default()
-                ),
-                _ => format!("lane `{l}` cannot move"),
-            };
-            (Action::Blocked,
-                format!("{tally}; {why}; the other lanes wait before landing. `iced run release {id} {l}` lets them land, `iced run discard {id} {l}` drops it, or fix it and `iced run resume {id}`"),
-            )
-        }
-        RunStatus::Paused | RunStatus::Running => (Action::Nothing, tally),
+        RunStatus::Abandoned => (Action::Nothing, ProjectStands::Abandoned),
+        RunStatus::Blocked => (
+            Action::Blocked,
+            ProjectStands::Blocked {
+                run: run.id.clone(),
+                lane: lane.id.clone(),
+                stage: matches!(lane.stage, Stage::Blocked | Stage::Handback)
+                    .then(|| lane.stage.as_str()),
+                reason: lane.reason.clone().unwrap_or_default(),
+            },
+        ),
+        RunStatus::Paused | RunStatus::Running => (Action::Nothing, ProjectStands::Tally),
+    };
+    let next = Then::Project {
+        delivered: count(Stage::Delivered),
+        lanes: run.lanes.len(),
+        discarded: count(Stage::Discarded),
+        stands,
     };
     StepReport::for_lane(run, lane, action, next)
 }
@@ -251,12 +239,7 @@ pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> Ste
         .record(&StepKey::Implement)
         .and_then(|r| r.nonce.clone());
     let receipt = ctx.receipt_path(&run.id, lane_id, lane.attempt);
-    let mut report = StepReport::for_lane(
-        run,
-        lane,
-        Action::StartAgent,
-        "start a fresh implementer in `worktree` with `brief`; it writes its report to `receipt_path`; then run `iced implement receipt <receipt_path>`",
-    );
+    let mut report = StepReport::for_lane(run, lane, Action::StartAgent, Then::StartImplementer);
     report.role = Some("implementer");
     report.read_only = Some(false);
     report.brief = Some(

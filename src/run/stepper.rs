@@ -152,7 +152,7 @@ fn blocked(ctx: &Ctx<'_>, run_id: &str) -> Result<(), Refusal> {
             return Ok(());
         };
         if !run.status.is_ended() && run.lanes.iter().any(|l| l.stage == Stage::Blocked) {
-            run.status = RunStatus::Blocked;
+            run.status = super::decide::waiting_for_a_person();
             settle(ctx, run)?;
         }
         Ok(())
@@ -171,7 +171,7 @@ pub(crate) fn lane_not_run(ctx: &Ctx<'_>, run_id: &str, mut report: StepReport) 
     if !matches!(report.action, Action::Blocked | Action::Handback) {
         return report;
     }
-    let Ok(state) = State::load(&ctx.paths, ctx.step) else {
+    let Ok(state) = State::load(&ctx.paths, ctx.verb) else {
         return report;
     };
     let Some(run) = state.runs.get(run_id) else {
@@ -180,16 +180,11 @@ pub(crate) fn lane_not_run(ctx: &Ctx<'_>, run_id: &str, mut report: StepReport) 
     if run.lanes.len() < 2 || run.status != RunStatus::Running {
         return report;
     }
-    report.next = format!(
-        "lane `{}` is {}: {}; the other lanes go on: call again",
-        report.lane.as_deref().unwrap_or(""),
-        if report.action == Action::Blocked {
-            "blocked"
-        } else {
-            "handed back"
-        },
-        report.next
-    );
+    report.next = crate::run::then::Then::OthersGoOn {
+        lane: report.lane.clone().unwrap_or_default(),
+        handed_back: report.action != Action::Blocked,
+        then: Box::new(report.next.clone()),
+    };
     report.action = Action::Advanced;
     report
 }

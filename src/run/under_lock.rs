@@ -15,6 +15,7 @@ use crate::run::reply::Action;
 use crate::run::reply::*;
 use crate::run::stage::brief::*;
 use crate::run::stage::receipt::*;
+use crate::run::then::Then;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ pub(crate) fn apply(
     view: &super::decide::DecideView,
 ) -> Result<Pending, Refusal> {
     let run_id = run.id.clone();
-    let report = |run: &Run, lane_id: &str, action: Action, next: String| {
+    let report = |run: &Run, lane_id: &str, action: Action, next: Then| {
         let lane = run.lane(lane_id).expect("the lane exists");
         Pending::Report(Box::new(StepReport::for_lane(run, lane, action, next)))
     };
@@ -40,15 +41,14 @@ pub(crate) fn apply(
                 run,
                 lane,
                 Action::Paused,
-                format!("run `{run_id}` is paused: `iced run resume {run_id}` lets it go on"),
+                Then::Paused {
+                    run: run_id.clone(),
+                },
             )))
         }
-        Next::Wait { lane, why } => report(
-            run,
-            lane,
-            Action::Waiting,
-            format!("{why}; call again later"),
-        ),
+        Next::Wait { lane, why } => {
+            report(run, lane, Action::Waiting, Then::Wait { why: why.clone() })
+        }
         Next::RenderBrief { lane } => {
             let worktree = run
                 .lane(lane)
@@ -58,9 +58,9 @@ pub(crate) fn apply(
             let l = run.lane(lane).expect("lane");
             let text = render_brief(ctx, run, l, &worktree)?;
             let path = ctx.brief_path(&run_id, lane, l.attempt);
-            ensure_dir(&ctx.lane_dir(&run_id, lane), ctx.step)?;
+            ensure_dir(&ctx.lane_dir(&run_id, lane), ctx.verb)?;
             crate::store::write_atomic(&path, text.as_bytes(), 0o600)
-                .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
             crate::failpoint::hit("brief-after-write");
             let sha = sha256_hex(text.as_bytes());
             let l = run.lane_mut(lane).expect("lane");
@@ -73,23 +73,15 @@ pub(crate) fn apply(
             l.steps
                 .retain(|r| !(r.step == StepKey::Brief && r.attempt == record.attempt));
             l.steps.push(record);
-            l.stage = if l.worktree.is_some() {
-                Stage::Implement
-            } else {
-                Stage::Worktree
-            };
+            let mv = super::decide::after_brief(l);
+            apply_move(ctx, &run_id, l, mv)?;
             emit(
                 &ctx.paths,
                 &run_id,
                 Event::StepDone,
                 json!({"lane": lane, "step": "brief", "attempt": l.attempt, "outcome": {"sha256": sha}}),
             );
-            report(
-                run,
-                lane,
-                Action::Advanced,
-                "the brief is written; call again".into(),
-            )
+            report(run, lane, Action::Advanced, Then::BriefWritten)
         }
         Next::AddWorktree { lane } => {
             let l = run.lane_mut(lane).expect("lane");
@@ -124,7 +116,7 @@ pub(crate) fn apply(
         }
         Next::CheckReceipt { lane } => {
             let l = run.lane_mut(lane).expect("lane");
-            l.stage = Stage::Receipt;
+            apply_move(ctx, &run_id, l, super::decide::after_implementer())?;
             let record = started(StepKey::Receipt, l.attempt, None, None);
             l.steps
                 .retain(|r| !(r.step == StepKey::Receipt && r.attempt == record.attempt));
@@ -161,17 +153,13 @@ pub(crate) fn apply(
                 _ => Action::Advanced,
             };
             let next = match l.stage {
-                Stage::Deliver => "the receipt verified; call again to deliver".to_owned(),
-                Stage::Validate => {
-                    "the receipt verified; independent validators judge it next: call again"
-                        .to_owned()
-                }
-                Stage::Brief => format!(
-                    "the receipt did not verify; attempt {} starts: call again",
-                    l.attempt
-                ),
-                _ => l.reason.clone().unwrap_or_default(),
+                Stage::Deliver => Then::ReceiptVerified,
+                Stage::Validate => Then::ReceiptToValidators,
+                Stage::Brief => Then::ReceiptNotVerified { attempt: l.attempt },
+                _ => Then::Reason(l.reason.clone().unwrap_or_default()),
             };
+            // A lane whose stage is final (here blocked or handed back) says why in its reason.
+            let reason = l.reason.clone().unwrap_or_default();
             if run.lanes.iter().all(|l| l.stage.is_final()) {
                 let status = super::decide::run_status(run, view, &|i, j| ctx.expected(i, j));
                 if status.is_ended() {
@@ -182,7 +170,7 @@ pub(crate) fn apply(
                         &ctx.paths,
                         &run_id,
                         Event::RunBlocked,
-                        json!({"reason": next}),
+                        json!({"reason": reason}),
                     );
                 }
             }
@@ -199,10 +187,10 @@ pub(crate) fn apply(
                 run,
                 lane,
                 Action::Advanced,
-                format!(
-                    "attempt {} starts ({reason}); call again",
-                    run.lane(lane).expect("lane").attempt
-                ),
+                Then::AttemptStarts {
+                    attempt: run.lane(lane).expect("lane").attempt,
+                    reason: reason.clone(),
+                },
             )
         }
         Next::Requeue { lane, key } => {
@@ -213,7 +201,10 @@ pub(crate) fn apply(
                 run,
                 lane,
                 Action::Advanced,
-                format!("`{key}` was rate limited; it runs again from {until}: call again"),
+                Then::RateLimited {
+                    key: key.clone(),
+                    until,
+                },
             )
         }
         Next::RelaunchDod { lane, key } => {
@@ -225,14 +216,16 @@ pub(crate) fn apply(
                 run,
                 lane,
                 Action::Advanced,
-                format!("`{key}` crashed; it runs again: call again"),
+                Then::Crashed { key: key.clone() },
             )
         }
         Next::Block { lane, reason } => {
             let l = run.lane_mut(lane).expect("lane");
-            l.stage = Stage::Blocked;
-            l.reason = Some(reason.clone());
-            run.status = RunStatus::Blocked;
+            let mv = super::decide::LaneMove::Block {
+                reason: reason.clone(),
+            };
+            apply_move(ctx, &run_id, l, mv)?;
+            run.status = super::decide::waiting_for_a_person();
             emit(
                 &ctx.paths,
                 &run_id,
@@ -243,7 +236,10 @@ pub(crate) fn apply(
                 run,
                 lane,
                 Action::Blocked,
-                format!("{reason}; fix it, then `iced run resume {run_id}`"),
+                Then::FixThenResume {
+                    reason: reason.clone(),
+                    run: run_id.clone(),
+                },
             )
         }
         Next::Deliver { lane } => {
@@ -292,7 +288,7 @@ pub(crate) fn apply(
         Next::RedoValidator { lane, key } => {
             let l = run.lane_mut(lane).expect("lane");
             let said = super::stage::validators::redo(ctx, &run_id, l, key)?;
-            report(run, lane, Action::Advanced, format!("{said}; call again"))
+            report(run, lane, Action::Advanced, said)
         }
         Next::Judge { lane } => {
             let validators =
@@ -301,19 +297,13 @@ pub(crate) fn apply(
             super::stage::judge::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
-                Stage::Refute => (
-                    Action::Advanced,
-                    "blocking findings go to a refuter first; call again".to_owned(),
+                Stage::Refute => (Action::Advanced, Then::ToRefuter),
+                Stage::Deliver => (Action::Advanced, Then::ValidatorsPass),
+                Stage::Blocked => (
+                    Action::Blocked,
+                    Then::Reason(l.reason.clone().unwrap_or_default()),
                 ),
-                Stage::Deliver => (
-                    Action::Advanced,
-                    "the validators pass it; call again to deliver".to_owned(),
-                ),
-                Stage::Blocked => (Action::Blocked, l.reason.clone().unwrap_or_default()),
-                _ => (
-                    Action::Advanced,
-                    format!("fix round: attempt {} starts; call again", l.attempt),
-                ),
+                _ => (Action::Advanced, Then::FixRound { attempt: l.attempt }),
             };
             report(run, lane, action, next)
         }
@@ -322,17 +312,14 @@ pub(crate) fn apply(
             super::stage::judge::run_blocked(ctx, run, lane);
             let l = run.lane(lane).expect("lane");
             let (action, next) = match l.stage {
-                Stage::Deliver => (
-                    Action::Advanced,
-                    "every blocking finding was refuted; call again to deliver".to_owned(),
+                Stage::Deliver => (Action::Advanced, Then::AllRefuted),
+                Stage::Blocked => (
+                    Action::Blocked,
+                    Then::Reason(l.reason.clone().unwrap_or_default()),
                 ),
-                Stage::Blocked => (Action::Blocked, l.reason.clone().unwrap_or_default()),
                 _ => (
                     Action::Advanced,
-                    format!(
-                        "confirmed findings go to a fix round: attempt {} starts; call again",
-                        l.attempt
-                    ),
+                    Then::ConfirmedFixRound { attempt: l.attempt },
                 ),
             };
             report(run, lane, action, next)
@@ -355,7 +342,7 @@ pub(crate) fn apply(
             Pending::Report(Box::new(ended_report(run)))
         }
         Next::Stall { lane, reason } => {
-            run.status = RunStatus::Blocked;
+            run.status = super::decide::waiting_for_a_person();
             emit(
                 &ctx.paths,
                 &run_id,
@@ -379,12 +366,7 @@ pub(crate) fn apply(
             let l = run.lane_mut(lane).expect("lane");
             l.land_round += 1;
             let round = l.land_round;
-            report(
-                run,
-                lane,
-                Action::Advanced,
-                format!("the target moved under the landing; round {round} brings it in again"),
-            )
+            report(run, lane, Action::Advanced, Then::LandAgain { round })
         }
     })
 }

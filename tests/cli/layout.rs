@@ -223,3 +223,67 @@ fn no_source_file_is_over_a_thousand_lines() {
         .collect();
     assert!(long.is_empty(), "split these along their seams: {long:?}");
 }
+
+/// Files that may write a lane's stage or a run's status: `decide` chooses every move and
+/// `run/records.rs` applies it (`apply_move`, a new attempt, a run's end); `run/control.rs` holds
+/// the person's own verbs (pause, resume, discard, release), whose command is the move.
+const MAY_MOVE: [&str; 3] = ["run/decide_moves.rs", "run/records.rs", "run/control.rs"];
+
+/// The lines of `text` that choose a move themselves: a stage written (`x.stage = ...`) or a run
+/// status named (`status = RunStatus::...`). A status `decide` returned (`run.status = status`,
+/// `run.status = decide::waiting_for_a_person()`) is only applied, and passes.
+fn own_moves(text: &str) -> Vec<String> {
+    let body = text.split("#[cfg(test)]").next().unwrap_or("");
+    body.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .filter(|l| {
+            let l = l.replace(' ', "");
+            (l.contains(".stage=") && !l.contains(".stage=="))
+                || (l.contains("status=RunStatus::") && !l.contains("status==RunStatus::"))
+        })
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+/// `decide` owns every move (docs/architecture.md): no stage, stepper part or verb outside
+/// [`MAY_MOVE`] moves a lane or names a run's status.
+#[test]
+fn only_decide_chooses_where_a_lane_goes_or_what_a_run_is() {
+    let mut found = Vec::new();
+    for path in modules().values() {
+        let rel = path
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let stem = path.file_stem().unwrap().to_string_lossy();
+        // Test-only files: the decide tables, properties and the simulator model the world.
+        if is_test_file(path) || stem.starts_with("decide_sim") || stem == "decide_props" {
+            continue;
+        }
+        if MAY_MOVE.contains(&rel.as_str()) {
+            continue;
+        }
+        for line in own_moves(&std::fs::read_to_string(path).unwrap()) {
+            found.push(format!("{rel}: {line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "moves chosen outside decide (return a LaneMove or a status from decide::moves): {found:#?}"
+    );
+}
+
+/// The reader of moves sees one where there is one (so the test above can fail).
+#[test]
+fn the_move_reader_finds_a_move() {
+    assert_eq!(
+        own_moves("l.stage = Stage::Deliver;\nif l.stage == Stage::Land {}\n"),
+        ["l.stage = Stage::Deliver;"]
+    );
+    assert_eq!(
+        own_moves("run.status = RunStatus::Blocked;\nrun.status = status;\n"),
+        ["run.status = RunStatus::Blocked;"]
+    );
+    assert!(own_moves("#[cfg(test)]\nl.stage = Stage::Land;").is_empty());
+}

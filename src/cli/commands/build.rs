@@ -82,20 +82,18 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         admitted.run
     ));
     let mut last_line = String::new();
-    let mut last_printed: Option<StepReport> = None;
+    let mut last_printed: Option<serde_json::Value> = None;
     // Told a report, the live lines give way to it; asked to wait, they are drawn again.
     let waiter = RefCell::new(Waiter::new(&ctx.paths, &repo.root, live));
     let told = |report: &StepReport| {
         if json {
-            // One line per change, not one per wait (SPEC 20.1).
-            if last_printed.as_ref() != Some(report) {
+            // One line per change, not one per wait (SPEC 20.1): a line that would read the
+            // same as the last one is not printed, whichever step said it.
+            let line = step::json(report);
+            if last_printed.as_ref() != Some(&line) {
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    serde_json::to_string(report).expect("serialises")
-                );
-                last_printed = Some(report.clone());
+                let _ = writeln!(out, "{line}");
+                last_printed = Some(line);
             }
             return;
         }
@@ -106,7 +104,8 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
             if live && report.action == Action::Waiting {
                 say(&format!(
                     "{line} ({})",
-                    report.next.trim_end_matches("; call again later")
+                    super::super::render::then::words(&report.next)
+                        .trim_end_matches("; call again later")
                 ));
             } else {
                 say(&line);

@@ -5,6 +5,7 @@
 pub mod handover;
 pub mod run;
 pub mod step;
+pub mod then;
 
 use super::Output;
 use crate::refusal::Refusal;

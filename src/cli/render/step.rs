@@ -1,5 +1,6 @@
 //! A step report (`implement step`, `implement receipt`, the end of `build`) as text and JSON.
 
+use super::then::words;
 use crate::cli::Output;
 use crate::run::reply::exit_for;
 use crate::run::StepReport;
@@ -25,16 +26,22 @@ pub fn text(r: &StepReport) -> String {
             out.push_str(&format!("\n  {label}: {v}"));
         }
     }
-    out.push_str(&format!("\nnext: {}", r.next));
+    out.push_str(&format!("\nnext: {}", words(&r.next)));
     out
+}
+
+/// The report in JSON (SPEC 20.2): its fields, then `next` in words.
+pub fn json(report: &StepReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(report).expect("serialises");
+    if let Some(o) = v.as_object_mut() {
+        o.insert("next".into(), words(&report.next).into());
+    }
+    v
 }
 
 /// The report as the verb's output: the report itself in JSON, its exit code.
 pub fn output(report: &StepReport) -> Output {
-    let mut out = Output::new(
-        serde_json::to_value(report).expect("serialises"),
-        text(report),
-    );
+    let mut out = Output::new(json(report), text(report));
     out.exit = exit_for(report);
     out
 }

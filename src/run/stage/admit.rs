@@ -22,7 +22,7 @@ pub fn admit(
     reference: &str,
     session: Option<&str>,
 ) -> Result<(String, bool), Refusal> {
-    let step = ctx.step;
+    let step = ctx.verb;
     let repo = ctx.repo;
     let id = repo.resolve(reference, step)?;
     let Some(head) = crate::git::head(&repo.root) else {
@@ -223,7 +223,7 @@ pub(crate) fn check_unit(
     session: Option<&str>,
     numbers: &crate::repo::Numbers,
 ) -> Result<crate::repo::UnitFile, Refusal> {
-    let step = ctx.step;
+    let step = ctx.verb;
     let repo = ctx.repo;
     let id = id.to_owned();
     let unit = repo.read_unit(&id, step)?;
@@ -331,7 +331,7 @@ pub(crate) fn plan_project(
     session: Option<&str>,
     numbers: &crate::repo::Numbers,
 ) -> Result<ProjectPlan, Refusal> {
-    let step = ctx.step;
+    let step = ctx.verb;
     let repo = ctx.repo;
     // Every readable unit; one that cannot be read cannot say whose child it is (lint names it).
     let units: BTreeMap<String, crate::repo::UnitFile> = repo

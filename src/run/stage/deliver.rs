@@ -17,6 +17,7 @@ use crate::run::records::{finish, record_after};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::{Lane, Run, Stage, StepStatus};
+use crate::run::then::Then;
 use crate::unit::frontmatter::{apply, Edit};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -97,24 +98,30 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
         lane_id,
         &StepKey::Deliver,
         |l, record| {
+            use crate::run::decide::{after_deliver, Delivered, LaneMove};
+            let delivered = match &result {
+                Ok(_) => Delivered::Committed,
+                Err(Undelivered::Moved { .. }) => Delivered::Moved,
+                Err(Undelivered::Failed(e)) => Delivered::Failed(e),
+            };
+            let mv = after_deliver(ctx.settings.land.mode, delivered);
+            if mv == Some(LaneMove::To(Stage::Land)) {
+                l.land_round = 1;
+            }
+            if let Some(mv) = mv {
+                crate::run::records::apply_move(ctx, &snapshot.id, l, mv)?;
+            }
             match &result {
                 Ok(commit) => {
                     finish(record, StepStatus::Done, json!({"commit": commit}));
                     if ctx.settings.land.mode == crate::run::settings::LandMode::None {
-                        l.stage = Stage::Delivered;
-                        Ok((
-                            Action::Advanced,
-                            "delivered on the lane branch; call again to finish".to_owned(),
-                        ))
+                        Ok((Action::Advanced, Then::DeliveredOnLane))
                     } else {
-                        l.stage = Stage::Land;
-                        l.land_round = 1;
                         Ok((
                             Action::Advanced,
-                            format!(
-                                "the close is committed; it lands by `{}` next",
-                                ctx.settings.land.mode
-                            ),
+                            Then::CloseCommitted {
+                                mode: ctx.settings.land.mode,
+                            },
                         ))
                     }
                 }
@@ -129,18 +136,16 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
                         StepStatus::Failed,
                         json!({"moved": {"judged": judged, "head": head, "commits": commits}}),
                     );
-                    Ok((Action::Advanced,
-                    format!(
-                        "the lane moved after it was judged ({} commit(s) added); nothing is delivered",
-                        commits.len()
-                    ),
-                ))
+                    Ok((
+                        Action::Advanced,
+                        Then::LaneMovedAfterJudged {
+                            commits: commits.len(),
+                        },
+                    ))
                 }
                 Err(Undelivered::Failed(e)) => {
                     finish(record, StepStatus::Failed, json!({"error": e}));
-                    l.stage = Stage::Blocked;
-                    l.reason = Some(format!("deliver: {e}"));
-                    Ok((Action::Blocked, format!("delivering failed: {e}")))
+                    Ok((Action::Blocked, Then::DeliverFailed { error: e.clone() }))
                 }
             }
         },

@@ -71,6 +71,6 @@ pub(crate) fn launch(
         snapshot,
         l,
         Action::Waiting,
-        "the implementer is running; call again later",
+        crate::run::then::Then::ImplementerRunning,
     ))
 }

@@ -8,7 +8,7 @@ use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::outcome::{JudgeOutcome, ReceiptOutcome};
 use crate::run::records::{apply_move, finish, started};
-use crate::run::state::{Lane, Run, RunStatus, Stage, StepStatus};
+use crate::run::state::{Lane, Run, Stage, StepStatus};
 use crate::run::validate::{self, Finding};
 use serde_json::json;
 
@@ -29,7 +29,7 @@ pub fn judge(
         .map(|v| StepKey::Validate(v.clone()))
         .collect();
     let text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
-        .map_err(|e| e.refusal(ctx.step))?;
+        .map_err(|e| e.refusal(ctx.verb))?;
     let unit = crate::unit::parse_unit(&text);
     let answers = crate::run::answer::answers(lane, &keys);
     let merged = validate::merge(&unit, &answers);
@@ -108,7 +108,7 @@ pub fn run_blocked(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str) {
         return;
     };
     let reason = lane.reason.clone();
-    run.status = RunStatus::Blocked;
+    run.status = crate::run::decide::waiting_for_a_person();
     emit(
         &ctx.paths,
         &run.id,

@@ -285,12 +285,12 @@ pub(crate) fn submit_receipt_once(
         }
         let record = lane.record_mut(&StepKey::Implement).expect("checked above");
         finish(record, StepStatus::Done, json!({"receipt_path": expected, crate::run::host::SAID: said}));
-        lane.stage = Stage::Receipt;
+        apply_move(ctx, run_id, lane, crate::run::decide::after_implementer())?;
         emit(&ctx.paths, run_id, Event::AgentEnd, json!({"lane": lane.id, "attempt": lane.attempt, "role": "implementer", "step": "implement", "driver": "host"}));
         emit(&ctx.paths, run_id, Event::StepDone, json!({"lane": lane.id, "step": "implement", "attempt": lane.attempt, "outcome": {"receipt_path": expected}}));
         let lane_id = lane.id.clone();
         let run = state.runs.get(run_id).expect("run");
         let lane = run.lane(&lane_id).expect("lane");
-        Ok(StepReport::for_lane(run, lane, Action::Advanced, "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent"))
+        Ok(StepReport::for_lane(run, lane, Action::Advanced, crate::run::then::Then::ReceiptIn))
     })
 }

@@ -13,6 +13,7 @@ use crate::run::records::{archive, finish, me, new_nonce, record_after, started}
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::{Driver, Lane, Run, Stage, StepRecord, StepStatus};
+use crate::run::then::{Redo, Then};
 use crate::run::validate::{self, Finding, Fingerprint};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -160,11 +161,10 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
         run,
         lane,
         Action::StartAgent,
-        format!(
-            "start a fresh, read-only {} ({}) in `worktree` with `brief`; it writes its answer to `receipt_path`; then run `iced implement receipt <receipt_path>`",
-            role_of(key),
-            name_of(key)
-        ),
+        Then::StartValidator {
+            role: role_of(key),
+            lens: name_of(key).to_owned(),
+        },
     );
     report.role = Some(role_of(key));
     report.lens = Some(name_of(key).to_owned());
@@ -185,12 +185,7 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
 }
 
 /// Throw away a validator step that crashed or changed its tree; it is prepared again from scratch.
-pub fn redo(
-    ctx: &Ctx<'_>,
-    run_id: &str,
-    lane: &mut Lane,
-    key: &StepKey,
-) -> Result<String, Refusal> {
+pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &StepKey) -> Result<Then, Refusal> {
     let old = lane.take_current(key);
     let mutated = old.iter().any(|r| {
         r.outcome_as::<ValidatorOutcome>()
@@ -203,12 +198,15 @@ pub fn redo(
         lane.crashes += 1;
     }
     archive(ctx, run_id, &lane.id, &old)?;
-    Ok(if mutated {
-        format!("`{key}` changed its tree; its answer is thrown away and it runs again on a clean checkout")
-    } else if limited {
-        format!("`{key}` was rate limited; it runs again once the run may launch agents")
-    } else {
-        format!("`{key}` crashed; it runs again")
+    Ok(Then::ValidatorRedone {
+        key: key.clone(),
+        why: if mutated {
+            Redo::ChangedTree
+        } else if limited {
+            Redo::RateLimited
+        } else {
+            Redo::Crashed
+        },
     })
 }
 
@@ -225,7 +223,7 @@ pub fn prepare(
     let branch = lane.branch.clone().unwrap_or_default();
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
-        .map_err(|e| e.refusal(ctx.step))?;
+        .map_err(|e| e.refusal(ctx.verb))?;
     let receipt = lane
         .outcome(&StepKey::Receipt)
         .cloned()
@@ -288,7 +286,7 @@ pub fn prepare(
     let mut prepared: Vec<(StepKey, Value)> = Vec::new();
     for key in keys {
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
-        crate::run::state::ensure_dir(&dir, ctx.step)?;
+        crate::run::state::ensure_dir(&dir, ctx.verb)?;
         let path = sandbox(lane, key, attempt);
         let shown = path.display().to_string();
         // A fresh sandbox, whatever is at its path. The `git worktree add` of a call that died
@@ -312,17 +310,17 @@ pub fn prepare(
         };
         if let Err(e) = added {
             return Err(crate::refusal::io_error(
-                ctx.step,
+                ctx.verb,
                 format!("the sandbox of `{key}`: {e}"),
             ));
         }
         let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
         let print = validate::fingerprint(&path, root, &branch, lane_worktree.as_deref())
-            .map_err(|e| crate::refusal::io_error(ctx.step, e))?;
+            .map_err(|e| crate::refusal::io_error(ctx.verb, e))?;
         write_json(
             &dir.join("fingerprint.json"),
             &serde_json::to_value(&print).expect("serialises"),
-            ctx.step,
+            ctx.verb,
         )?;
         let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
         let _ = std::fs::remove_file(&output);
@@ -347,7 +345,7 @@ pub fn prepare(
             prompt.as_bytes(),
             0o600,
         )
-        .map_err(|e| crate::repo::store_refusal(ctx.step, e))?;
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
         prepared.push((
             key.clone(),
             json!({"prepared": true, "worktree": shown, "output": output}),
@@ -378,7 +376,7 @@ pub fn prepare(
             run,
             lane,
             Action::Advanced,
-            "the validators are prepared; call again",
+            Then::ValidatorsPrepared,
         ))
     })
 }
@@ -414,7 +412,7 @@ pub(crate) fn record_moved(
             run,
             lane,
             Action::Advanced,
-            "the lane moved after its receipt; nothing unjudged is validated: call again",
+            Then::LaneMovedAfterReceipt,
         ))
     })
 }
@@ -473,7 +471,7 @@ pub fn launch_all(
         snapshot,
         lane,
         Action::Waiting,
-        "the validators are running; call again later",
+        Then::ValidatorsRunning,
     ))
 }
 
@@ -570,7 +568,10 @@ pub fn check(
             );
             return Ok((
                 Action::Advanced,
-                format!("`{key}` failed ({why}); it runs again"),
+                Then::ValidatorFailed {
+                    key: key.clone(),
+                    why: why.to_string(),
+                },
             ));
         }
         if !moved.is_empty() {
@@ -588,25 +589,25 @@ pub fn check(
             if lane_branch_moved {
                 // The lane itself was changed: re-running on a clean tree is no longer possible
                 // without restoring by force, which the loop never does.
-                l.stage = Stage::Blocked;
-                l.reason = Some(format!(
-                    "`{key}` changed the lane itself: {}; restore it and resume",
-                    moved.join("; ")
-                ));
+                let mv = crate::run::decide::after_validator_moved_lane(key, &moved);
+                crate::run::records::apply_move(ctx, &snapshot.id, l, mv)?;
                 emit(
                     &ctx.paths,
                     &snapshot.id,
                     Event::RunBlocked,
                     json!({"lane": lane_id, "reason": l.reason}),
                 );
-                return Ok((Action::Blocked, l.reason.clone().unwrap_or_default()));
+                return Ok((
+                    Action::Blocked,
+                    Then::Reason(l.reason.clone().unwrap_or_default()),
+                ));
             }
             return Ok((
                 Action::Advanced,
-                format!(
-                    "`{key}` changed its tree ({}); its answer is thrown away",
-                    moved.join("; ")
-                ),
+                Then::ValidatorChangedTree {
+                    key: key.clone(),
+                    moved: moved.clone(),
+                },
             ));
         }
         // No usable answer: this lens needs a person (it never blocks by itself).
@@ -618,7 +619,10 @@ pub fn check(
             outcome["harness"] = result.clone();
         }
         finish(record, StepStatus::Done, outcome);
-        Ok((Action::Advanced, format!("`{key}` answered; call again")))
+        Ok((
+            Action::Advanced,
+            Then::ValidatorAnswered { key: key.clone() },
+        ))
     });
     if report.is_ok() {
         remove_sandbox(&ctx.repo.root, &path);
@@ -718,7 +722,7 @@ pub fn host_answer(
         run,
         lane,
         Action::Advanced,
-        format!("the answer of `{key}` is in; call `iced implement step`"),
+        Then::AnswerIn { key: key.clone() },
     )))
 }
 

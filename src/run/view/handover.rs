@@ -76,7 +76,7 @@ fn role(runner: &Option<Runner>, model: &Option<String>) -> Role {
 
 /// The handover of the run `name` names, or of every live run.
 pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> {
-    let state = State::load(&ctx.paths, ctx.step)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
     let chosen: Vec<_> = match name {
         Some(n) => {
             let id = named(ctx, n)?;

@@ -79,7 +79,7 @@ impl RunSummary {
 
 /// Every run in the state, in the order of their ids.
 pub fn list(ctx: &Ctx<'_>) -> Result<Vec<RunSummary>, Refusal> {
-    let state = State::load(&ctx.paths, ctx.step)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
     Ok(state.runs.values().map(RunSummary::of).collect())
 }
 
@@ -88,7 +88,7 @@ pub fn named(ctx: &Ctx<'_>, name: &str) -> Result<String, Refusal> {
     // `pick_run` answers a name with a run or a refusal, never with none.
     control::pick_run(ctx, Some(name))?.ok_or_else(|| {
         Refusal::new(
-            ctx.step,
+            ctx.verb,
             "run-not-found",
             format!("no run `{name}`"),
             "`iced run list` shows the runs",
@@ -143,7 +143,7 @@ pub enum WorkWent {
 /// `run show <name>`: the run in the state when a run's id there holds `name`, else the record of
 /// a run that has left the state whose id holds it.
 pub fn show(ctx: &Ctx<'_>, name: &str) -> Result<Shown, Refusal> {
-    let state = State::load(&ctx.paths, ctx.step)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
     if !state.runs.keys().any(|k| k.contains(name)) {
         return recorded(ctx, name).map(|r| Shown::Recorded(Box::new(r)));
     }
@@ -166,7 +166,7 @@ pub fn show(ctx: &Ctx<'_>, name: &str) -> Result<Shown, Refusal> {
 
 fn not_found(ctx: &Ctx<'_>, name: &str) -> Refusal {
     Refusal::new(
-        ctx.step,
+        ctx.verb,
         "run-not-found",
         format!("no run `{name}`"),
         "`iced run list` shows the runs",

@@ -12,7 +12,8 @@ use crate::run::events::Event;
 use crate::run::keys::StepKey;
 use crate::run::outcome::{DeliverOutcome, LandOutcome};
 use crate::run::reply::Action;
-use crate::run::state::{Lane, Run, Stage, StepStatus};
+use crate::run::state::{Lane, Run, StepStatus};
+use crate::run::then::Landing;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -20,21 +21,18 @@ use std::path::{Path, PathBuf};
 pub struct Done {
     pub status: StepStatus,
     pub outcome: Value,
-    /// Where the lane goes when the step is done (None: stays).
-    pub stage: Option<Stage>,
     pub reason: Option<String>,
     pub action: Action,
-    pub next: String,
+    pub next: Landing,
 }
 
-fn ok(outcome: Value, stage: Option<Stage>, next: impl Into<String>) -> Done {
+fn ok(outcome: Value, next: Landing) -> Done {
     Done {
         status: StepStatus::Done,
         outcome,
-        stage,
         reason: None,
         action: Action::Advanced,
-        next: next.into(),
+        next,
     }
 }
 
@@ -43,10 +41,9 @@ fn failed(error: impl Into<String>) -> Done {
     Done {
         status: StepStatus::Failed,
         outcome: json!({"error": error}),
-        stage: None,
         reason: None,
         action: Action::Advanced,
-        next: format!("{error}; the lane blocks"),
+        next: Landing::Failed { error },
     }
 }
 
@@ -56,10 +53,9 @@ fn again(why: impl Into<String>, new_round: bool) -> Done {
     Done {
         status: StepStatus::Failed,
         outcome: json!({"again": true, "new_round": new_round, "why": why}),
-        stage: None,
         reason: None,
         action: Action::Waiting,
-        next: why,
+        next: Landing::NotYet { why },
     }
 }
 
@@ -192,11 +188,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
         StepKey::Base => match target_commit(ctx, &target) {
             Ok(commit) => ok(
                 json!({"commit": commit, "target": target}),
-                None,
-                format!(
-                    "the lane starts from `{target}` at {}",
-                    &commit[..commit.len().min(12)]
-                ),
+                Landing::Based {
+                    target: target.clone(),
+                    commit: commit[..commit.len().min(12)].to_owned(),
+                },
             ),
             Err(e) => failed(format!("the target `{target}` could not be read: {e}")),
         },
@@ -298,8 +293,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                     }
                     ok(
                         outcome,
-                        None,
-                        if merged { "the target moved: it is merged into the lane and the definition of done runs again" } else { "the lane contains the target" },
+                        Landing::Integrated { merged },
                     )
                 }
                 Ok(Integrated::Conflict { files }) => failed(format!(
@@ -339,8 +333,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             ) {
                 Ok(commit) => ok(
                     json!({"landed": commit, "from": target_head, "head": head, "strategy": settings.strategy}),
-                    None,
-                    "the landed commit is made",
+                    Landing::CommitMade,
                 ),
                 Err(e) => failed(e),
             }
@@ -381,8 +374,9 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             match result {
                 Ok(outcome) => ok(
                     outcome,
-                    Some(Stage::Retire),
-                    format!("landed in `{target}`"),
+                    Landing::Landed {
+                        target: target.clone(),
+                    },
                 ),
                 Err(e) => failed(e),
             }
@@ -395,7 +389,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 return failed(why);
             }
             match land::push(root, &remote, &head, &branch) {
-                Ok(true) => ok(json!({"remote": remote, "branch": branch, "commit": head}), None, "the lane branch is pushed"),
+                Ok(true) => ok(json!({"remote": remote, "branch": branch, "commit": head}), Landing::BranchPushed),
                 Ok(false) => failed(format!("`{remote}` refused the lane branch `{branch}` (it holds other commits there); the loop never forces a push")),
                 Err(e) => failed(e),
             }
@@ -419,8 +413,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                     if let Some((url, number)) = land::pr_from_output(&out) {
                         return ok(
                             json!({"url": url, "number": number, "found": true}),
-                            None,
-                            format!("pull request {url} is open"),
+                            Landing::PullRequestOpen { url: url.clone() },
                         );
                     }
                 }
@@ -432,14 +425,10 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             crate::failpoint::hit("pr-after-open");
             match out {
                 Ok(out) => match land::pr_from_output(&out) {
-                    Some((url, number)) => {
-                        let stage = (settings.arm != "auto").then_some(Stage::Retire);
-                        ok(
-                            json!({"url": url, "number": number}),
-                            stage,
-                            format!("pull request {url} is open"),
-                        )
-                    }
+                    Some((url, number)) => ok(
+                        json!({"url": url, "number": number}),
+                        Landing::PullRequestOpen { url: url.clone() },
+                    ),
                     None => failed(format!(
                         "the open command printed no pull request URL: {}",
                         out.trim()
@@ -463,8 +452,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             match land::forge(root, &crate::run::launch::expand(&settings.pr_arm, &values)) {
                 Ok(_) => ok(
                     json!({"url": url, "armed": true}),
-                    Some(Stage::Retire),
-                    format!("pull request {url} is armed; it lands under the repository's rule"),
+                    Landing::PullRequestArmed { url: url.clone() },
                 ),
                 Err(e) => failed(format!("arming the pull request failed: {e}")),
             }
@@ -497,19 +485,13 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             );
             crate::failpoint::hit("retire-after-remove");
             match retired {
-                Ok(Retired::Removed) => ok(
-                    json!({"retired": true}),
-                    Some(Stage::Delivered),
-                    "the lane is retired: worktree and branch removed",
-                ),
+                Ok(Retired::Removed) => ok(json!({"retired": true}), Landing::Retired),
                 Ok(Retired::DirtyKept(path)) => {
                     let mut d = ok(
                         json!({"retired": false, "kept": path}),
-                        Some(Stage::Delivered),
-                        format!(
-                            "landed; the worktree `{}` has uncommitted changes and is kept",
-                            path.display()
-                        ),
+                        Landing::RetiredKept {
+                            path: path.display().to_string(),
+                        },
                     );
                     d.reason = Some(format!(
                         "worktree kept: `{}` has uncommitted or untracked changes",

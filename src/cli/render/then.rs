@@ -1,0 +1,206 @@
+//! The words for what a call did and what its caller does next (`run::then::Then`): the `next`
+//! line of `implement step`, `implement receipt` and `build`, in text and JSON alike.
+
+use crate::run::decide::Waiting;
+use crate::run::then::{Ending, Landing, ProjectStands, Redo, Retirement, Then};
+
+pub fn words(then: &Then) -> String {
+    match then {
+        Then::NoLiveRun => "no live run: start one with `iced build <id>`".into(),
+        Then::Nothing => String::new(),
+        Then::Paused { run } => {
+            format!("run `{run}` is paused: `iced run resume {run}` lets it go on")
+        }
+        Then::Wait { why } => format!("{}; call again later", waiting(why)),
+        Then::Reason(reason) => reason.clone(),
+        Then::FixThenResume { reason, run } => {
+            format!("{reason}; fix it, then `iced run resume {run}`")
+        }
+        Then::BriefWritten => "the brief is written; call again".into(),
+        Then::WorktreeReady => "the worktree is ready; call again".into(),
+        Then::WorktreeFailed { error } => format!("the worktree could not be made: {error}"),
+        Then::ImplementerRunning => "the implementer is running; call again later".into(),
+        Then::DodRunning => "the definition-of-done commands are running; call again later".into(),
+        Then::ReceiptChecksRecorded => "the receipt's own checks are recorded; call again".into(),
+        Then::ReceiptIn => "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent".into(),
+        Then::ReceiptVerified => "the receipt verified; call again to deliver".into(),
+        Then::ReceiptToValidators => {
+            "the receipt verified; independent validators judge it next: call again".into()
+        }
+        Then::ReceiptNotVerified { attempt } => {
+            format!("the receipt did not verify; attempt {attempt} starts: call again")
+        }
+        Then::AttemptStarts { attempt, reason } => {
+            format!("attempt {attempt} starts ({reason}); call again")
+        }
+        Then::RateLimited { key, until } => {
+            format!("`{key}` was rate limited; it runs again from {until}: call again")
+        }
+        Then::Crashed { key } => format!("`{key}` crashed; it runs again: call again"),
+        Then::ToRefuter => "blocking findings go to a refuter first; call again".into(),
+        Then::ValidatorsPass => "the validators pass it; call again to deliver".into(),
+        Then::FixRound { attempt } => format!("fix round: attempt {attempt} starts; call again"),
+        Then::AllRefuted => "every blocking finding was refuted; call again to deliver".into(),
+        Then::ConfirmedFixRound { attempt } => format!(
+            "confirmed findings go to a fix round: attempt {attempt} starts; call again"
+        ),
+        Then::LandAgain { round } => {
+            format!("the target moved under the landing; round {round} brings it in again")
+        }
+        Then::MovedOn { step } => format!("`{step}` moved on while this call worked; call again"),
+        Then::StartImplementer => "start a fresh implementer in `worktree` with `brief`; it writes its report to `receipt_path`; then run `iced implement receipt <receipt_path>`".into(),
+        Then::StartValidator { role, lens } => format!(
+            "start a fresh, read-only {role} ({lens}) in `worktree` with `brief`; it writes its answer to `receipt_path`; then run `iced implement receipt <receipt_path>`"
+        ),
+        Then::ValidatorsPrepared => "the validators are prepared; call again".into(),
+        Then::LaneMovedAfterReceipt => {
+            "the lane moved after its receipt; nothing unjudged is validated: call again".into()
+        }
+        Then::ValidatorsRunning => "the validators are running; call again later".into(),
+        Then::ValidatorFailed { key, why } => format!("`{key}` failed ({why}); it runs again"),
+        Then::ValidatorChangedTree { key, moved } => format!(
+            "`{key}` changed its tree ({}); its answer is thrown away",
+            moved.join("; ")
+        ),
+        Then::ValidatorAnswered { key } => format!("`{key}` answered; call again"),
+        Then::AnswerIn { key } => {
+            format!("the answer of `{key}` is in; call `iced implement step`")
+        }
+        Then::ValidatorRedone { key, why } => format!(
+            "{}; call again",
+            match why {
+                Redo::ChangedTree => format!("`{key}` changed its tree; its answer is thrown away and it runs again on a clean checkout"),
+                Redo::RateLimited => format!("`{key}` was rate limited; it runs again once the run may launch agents"),
+                Redo::Crashed => format!("`{key}` crashed; it runs again"),
+            }
+        ),
+        Then::DeliveredOnLane => "delivered on the lane branch; call again to finish".into(),
+        Then::CloseCommitted { mode } => format!("the close is committed; it lands by `{mode}` next"),
+        Then::LaneMovedAfterJudged { commits } => format!(
+            "the lane moved after it was judged ({commits} commit(s) added); nothing is delivered"
+        ),
+        Then::DeliverFailed { error } => format!("delivering failed: {error}"),
+        Then::Landing(landing) => landing_words(landing),
+        Then::Ended(ending) => ending_words(ending),
+        Then::Project {
+            delivered,
+            lanes,
+            discarded,
+            stands,
+        } => {
+            let tally = format!(
+                "{delivered} of {lanes} lanes delivered{}",
+                match discarded {
+                    0 => String::new(),
+                    n => format!(", {n} discarded"),
+                }
+            );
+            match stands {
+                ProjectStands::Tally => tally,
+                ProjectStands::HandedBack { lane, reason } => {
+                    format!("{tally}; `{lane}` was handed back: {reason}")
+                }
+                ProjectStands::Abandoned => "the run was abandoned".into(),
+                ProjectStands::Blocked {
+                    run,
+                    lane,
+                    stage,
+                    reason,
+                } => {
+                    let why = match stage {
+                        Some(stage) => format!("lane `{lane}` is {stage}: {reason}"),
+                        None => format!("lane `{lane}` cannot move"),
+                    };
+                    format!("{tally}; {why}; the other lanes wait before landing. `iced run release {run} {lane}` lets them land, `iced run discard {run} {lane}` drops it, or fix it and `iced run resume {run}`")
+                }
+            }
+        }
+        Then::OthersGoOn {
+            lane,
+            handed_back,
+            then,
+        } => format!(
+            "lane `{lane}` is {}: {}; the other lanes go on: call again",
+            if *handed_back {
+                "handed back"
+            } else {
+                "blocked"
+            },
+            words(then)
+        ),
+    }
+}
+
+fn landing_words(landing: &Landing) -> String {
+    match landing {
+        Landing::Integrated { merged: true } => {
+            "the target moved: it is merged into the lane and the definition of done runs again"
+                .into()
+        }
+        Landing::Integrated { merged: false } => "the lane contains the target".into(),
+        Landing::Based { target, commit } => {
+            format!("the lane starts from `{target}` at {commit}")
+        }
+        Landing::CommitMade => "the landed commit is made".into(),
+        Landing::Landed { target } => format!("landed in `{target}`"),
+        Landing::BranchPushed => "the lane branch is pushed".into(),
+        Landing::PullRequestOpen { url } => format!("pull request {url} is open"),
+        Landing::PullRequestArmed { url } => {
+            format!("pull request {url} is armed; it lands under the repository's rule")
+        }
+        Landing::Retired => "the lane is retired: worktree and branch removed".into(),
+        Landing::RetiredKept { path } => {
+            format!("landed; the worktree `{path}` has uncommitted changes and is kept")
+        }
+        Landing::Failed { error } => format!("{error}; the lane blocks"),
+        Landing::NotYet { why } => why.clone(),
+    }
+}
+
+fn ending_words(ending: &Ending) -> String {
+    let retired = |r: &Retirement| {
+        match r {
+        Retirement::NotYet => String::new(),
+        Retirement::Retired => "; the lane is retired".into(),
+        Retirement::Kept { path } => format!(
+            "; the worktree `{path}` has uncommitted changes and is kept: clean it, then `iced run retire`"
+        ),
+    }
+    };
+    match ending {
+        Ending::Landed {
+            target,
+            commit,
+            retired: r,
+        } => format!("landed in `{target}` as {commit}{}", retired(r)),
+        Ending::LandedByPullRequest { url, retired: r } => {
+            format!("landed through pull request {url}{}", retired(r))
+        }
+        Ending::OnBranch { branch } => {
+            format!("delivered on branch `{branch}` (land.mode none: merge it when you are ready)")
+        }
+        Ending::HandedBack { reason } => format!("handed back: {reason}"),
+        Ending::Abandoned => "the run was abandoned".into(),
+    }
+}
+
+/// Why a lane waits.
+pub fn waiting(why: &Waiting) -> String {
+    match why {
+        Waiting::MakingWorktree => "another call is making the worktree".into(),
+        Waiting::Paced { until } => {
+            format!("paced: paused until {until}; no agent starts before then")
+        }
+        Waiting::Ceiling { alive } => {
+            format!("waits its turn: {alive} agents are alive, the ceiling (pace.agents)")
+        }
+        Waiting::ImplementerRunning => "the implementer is running".into(),
+        Waiting::Delivering => "another call is delivering".into(),
+        Waiting::Landed => "the lane has landed".into(),
+        Waiting::ValidatorsWorking => "the validators are working".into(),
+        Waiting::DoingStep { step } => format!("another call is doing `{step}`"),
+        Waiting::PullRequestOpen => "the pull request is open".into(),
+        Waiting::DodRunning => "the definition-of-done commands are running".into(),
+        Waiting::CheckingReceipt => "another call is checking the receipt".into(),
+    }
+}

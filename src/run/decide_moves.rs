@@ -1,0 +1,228 @@
+//! Where a lane goes once a step's result is in, and what a person's resume does to it. `decide`
+//! chooses every move; the stages and the stepper only apply it (`records::apply_move`), so a
+//! stage never names the stage that follows it (tests/cli/layout.rs checks that no file outside
+//! `decide` writes a stage or a run status of its own choosing).
+//!
+//! Paths here are `crate::` paths: this file is `decide::moves`, kept beside `decide.rs`.
+
+use crate::run::decide::DecideView;
+use crate::run::keys::StepKey;
+use crate::run::settings::LandMode;
+use crate::run::state::{Lane, RunStatus, Stage};
+
+/// Where a lane goes once a step's result is in: `decide` chooses, the stages and the stepper
+/// apply it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaneMove {
+    To(Stage),
+    /// A new attempt starts; its brief names the reason.
+    Retry {
+        reason: String,
+    },
+    Block {
+        reason: String,
+    },
+    Handback {
+        reason: String,
+    },
+}
+
+/// What a receipt found, all its checks and commands in.
+#[derive(Debug, Clone, Copy)]
+pub struct ReceiptFound<'a> {
+    pub verified: bool,
+    pub handback: Option<&'a str>,
+    pub missing: &'a [String],
+}
+
+/// After the receipt (SPEC 20.4): handed back; verified, to validation (or straight to delivery
+/// without independent validators); otherwise a new attempt whose brief lists what was missing, or,
+/// with the attempts spent, blocked.
+pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -> LaneMove {
+    if let Some(reason) = found.handback {
+        return LaneMove::Handback {
+            reason: reason.to_owned(),
+        };
+    }
+    if found.verified {
+        return LaneMove::To(if view.independent {
+            Stage::Validate
+        } else {
+            Stage::Deliver
+        });
+    }
+    let gaps = found
+        .missing
+        .iter()
+        .map(|m| format!("- {m}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if lane.attempt >= view.max_attempts {
+        LaneMove::Block {
+            reason: format!(
+                "attempt {} of {} did not verify:\n{gaps}",
+                lane.attempt, view.max_attempts
+            ),
+        }
+    } else {
+        LaneMove::Retry { reason: gaps }
+    }
+}
+
+/// After a round's verdict (SPEC 22.4): findings this round opened go to the refuter first (with
+/// `verify.refute` on); otherwise as [`resolve`].
+pub fn after_judge(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
+    let fresh = lane
+        .findings
+        .iter()
+        .any(|f| f.round == lane.attempt && f.status == "open");
+    if fresh && view.refute {
+        return LaneMove::To(Stage::Refute);
+    }
+    resolve(lane, view, undecided)
+}
+
+/// After judging and refuting (SPEC 22.4): a fix round for open blocking findings (blocked when the
+/// attempts are spent), a person for an expectation no validator could decide, or delivery.
+pub fn resolve(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
+    let open: Vec<String> = lane
+        .findings
+        .iter()
+        .filter(|f| f.status == "open")
+        .map(|f| {
+            format!(
+                "- {} ({}): {}",
+                f.id, f.evidence.severity, f.evidence.summary
+            )
+        })
+        .collect();
+    if !open.is_empty() {
+        let listed = open.join("\n");
+        return if lane.attempt >= view.max_attempts {
+            LaneMove::Block {
+                reason: format!("open findings after {} attempts:\n{listed}", lane.attempt),
+            }
+        } else {
+            LaneMove::Retry {
+                reason: format!("fix round: dispose of every finding below (apply it with a commit, or reject it in writing)\n{listed}"),
+            }
+        };
+    }
+    if !undecided.is_empty() {
+        return LaneMove::Block {
+            reason: format!(
+                "needs a person: no validator could judge {}",
+                undecided.join(", ")
+            ),
+        };
+    }
+    LaneMove::To(Stage::Deliver)
+}
+
+/// The brief is written: the lane's worktree next, or, when it has one (a later attempt), the
+/// implementer.
+pub fn after_brief(lane: &Lane) -> LaneMove {
+    LaneMove::To(if lane.worktree.is_some() {
+        Stage::Implement
+    } else {
+        Stage::Worktree
+    })
+}
+
+/// The worktree step's result: the implementer next, or blocked when git could not make it.
+pub fn after_worktree(made: Result<(), &str>) -> LaneMove {
+    match made {
+        Ok(()) => LaneMove::To(Stage::Implement),
+        Err(e) => LaneMove::Block {
+            reason: format!("worktree: {e}"),
+        },
+    }
+}
+
+/// The implementer ended (its activity, or a host's hand-in): the receipt checks what it did.
+pub fn after_implementer() -> LaneMove {
+    LaneMove::To(Stage::Receipt)
+}
+
+/// What the deliver step found.
+#[derive(Debug, Clone, Copy)]
+pub enum Delivered<'a> {
+    /// The close is committed on the judged head.
+    Committed,
+    /// The lane moved after it was judged: nothing was delivered, and the failed record says so;
+    /// the next `decide` starts a new attempt or blocks.
+    Moved,
+    Failed(&'a str),
+}
+
+/// After the deliver step (SPEC 23.1): delivered on the lane branch when nothing lands it
+/// (`land.mode: none`), otherwise the landing; blocked when the close could not be made.
+pub fn after_deliver(mode: LandMode, delivered: Delivered<'_>) -> Option<LaneMove> {
+    match delivered {
+        Delivered::Committed if mode == LandMode::None => Some(LaneMove::To(Stage::Delivered)),
+        Delivered::Committed => Some(LaneMove::To(Stage::Land)),
+        Delivered::Moved => None,
+        Delivered::Failed(e) => Some(LaneMove::Block {
+            reason: format!("deliver: {e}"),
+        }),
+    }
+}
+
+/// A validator changed the lane branch itself (SPEC 24.6): re-running it on a clean tree would
+/// need the lane restored by force, which the loop never does, so a person restores it.
+pub fn after_validator_moved_lane(key: &StepKey, moved: &[String]) -> LaneMove {
+    LaneMove::Block {
+        reason: format!(
+            "`{key}` changed the lane itself: {}; restore it and resume",
+            moved.join("; ")
+        ),
+    }
+}
+
+/// A landing step that is done (SPEC 23.2): the target moved (or a pull request armed, or opened
+/// when a person arms it) leaves retiring; retiring delivers. Any other step keeps the lane
+/// landing; a failed one is `decide`'s to read on the next call.
+pub fn after_land_step(step: &StepKey, arm_auto: bool) -> Option<LaneMove> {
+    match step {
+        StepKey::Land(_) | StepKey::PrArm => Some(LaneMove::To(Stage::Retire)),
+        StepKey::PrOpen if !arm_auto => Some(LaneMove::To(Stage::Retire)),
+        StepKey::Retire => Some(LaneMove::To(Stage::Delivered)),
+        _ => None,
+    }
+}
+
+/// A lane blocked, or no lane can move: the run waits for a person (SPEC 23.6), until `settle`
+/// finds that its other lanes can move, or that none ever will.
+pub fn waiting_for_a_person() -> RunStatus {
+    RunStatus::Blocked
+}
+
+/// What `iced run resume` does to a blocked lane (SPEC 23.3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnResume {
+    /// Its close is committed: it lands again, in a new round that takes what the person did on
+    /// its branch.
+    LandAgain,
+    /// Its pull request is armed: the loop never pushes to it again, so a resume is refused.
+    PullRequestArmed,
+    /// A fresh attempt with a fresh budget.
+    NewAttempt,
+}
+
+impl OnResume {
+    /// Where a lane that lands again goes: back to the landing, whose new round takes the branch
+    /// as the person left it.
+    pub fn landing_again() -> LaneMove {
+        LaneMove::To(Stage::Land)
+    }
+}
+
+pub fn on_resume(lane: &Lane) -> OnResume {
+    if !lane.is_done(&StepKey::Deliver) {
+        OnResume::NewAttempt
+    } else if lane.is_done(&StepKey::PrArm) {
+        OnResume::PullRequestArmed
+    } else {
+        OnResume::LandAgain
+    }
+}
