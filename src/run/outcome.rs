@@ -90,6 +90,24 @@ pub struct ReceiptOutcome {
     pub handback: Option<String>,
 }
 
+/// One definition-of-done command as the receipt recorded it, as far as a reader words it; the
+/// receipt's `commands` stay as they were written, for `verify.json` to carry whole.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CommandRan {
+    pub command: String,
+    /// None for a command that was skipped, killed by a signal or could not start.
+    pub exit_code: Option<i64>,
+    pub duration_ms: Option<u64>,
+}
+
+impl CommandRan {
+    /// The command a receipt's entry records (defaults for what it does not hold).
+    pub fn of(entry: &Value) -> CommandRan {
+        CommandRan::deserialize(entry).unwrap_or_default()
+    }
+}
+
 /// The lane moved after it was judged: the verdict's head, where the branch is, what was added.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default)]
