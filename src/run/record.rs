@@ -7,7 +7,8 @@ use super::ctx::Ctx;
 use super::kept::load;
 use super::keys::StepKey;
 use super::outcome::{
-    ActivityOutcome, CommandRan, HarnessSaid, JudgeOutcome, ReceiptOutcome, ValidatorOutcome,
+    or_default, ActivityOutcome, CommandRan, HarnessSaid, JudgeOutcome, ReceiptOutcome,
+    ValidatorOutcome,
 };
 use super::report::Report;
 use super::state::{Lane, Run, RunPaths};
@@ -97,14 +98,6 @@ pub struct RunRecord {
     /// Zero when the record has none, or one that does not read.
     #[serde(default, deserialize_with = "or_default")]
     pub cost: Cost,
-}
-
-/// A field that does not read as `T` is `T`'s default, as a missing one is: a record is read as
-/// tolerantly as it was when it was looked up key by key.
-fn or_default<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned + Default>(
-    d: D,
-) -> Result<T, D::Error> {
-    Ok(T::deserialize(Value::deserialize(d)?).unwrap_or_default())
 }
 
 /// The record of a run: the run as the state holds it, every step record of earlier attempts
