@@ -14,7 +14,8 @@ use crate::run::records::*;
 use crate::run::reply::*;
 use crate::run::stage::receipt::*;
 use crate::run::stepper::*;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// The run a call is about: the one named, or the only live one.
@@ -62,9 +63,24 @@ pub fn pick_run(ctx: &Ctx<'_>, run: Option<&str>) -> Result<Option<String>, Refu
     }
 }
 
+/// What `run retire` did to one run: retired (every lane's work gone from the checkout), or kept.
+#[derive(Debug, Clone, Serialize)]
+pub struct Retirement {
+    pub run: String,
+    pub retired: bool,
+    pub lanes: Vec<LaneRetirement>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneRetirement {
+    pub lane: String,
+    /// `retired`, or why the lane was kept.
+    pub result: String,
+}
+
 /// `iced run retire`: retire the lanes of delivered runs whose work is in the target (a person
 /// merged a `none`-mode delivery, or a retire was left undone), and let those runs leave the state.
-pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refusal> {
+pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Retirement>, Refusal> {
     let state = State::load(&ctx.paths, ctx.verb)?;
     let mut out = Vec::new();
     for run in state
@@ -109,7 +125,10 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
                 Err(e) => e,
             };
             all &= said == "retired";
-            lanes.push(json!({"lane": lane.id, "result": said}));
+            lanes.push(LaneRetirement {
+                lane: lane.id.clone(),
+                result: said,
+            });
         }
         if all {
             ctx.transact(|state| {
@@ -121,7 +140,11 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Value>, Refu
             })?;
             emit(&ctx.paths, &run.id, Event::RunRetired, json!({}));
         }
-        out.push(json!({"run": run.id, "retired": all, "lanes": lanes}));
+        out.push(Retirement {
+            run: run.id.clone(),
+            retired: all,
+            lanes,
+        });
     }
     Ok(out)
 }

@@ -6,6 +6,7 @@
 use super::ctx::Ctx;
 use super::state::{Lane, Run};
 use super::validate::Finding;
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -95,6 +96,28 @@ fn applied_in_range(
         return Err("which changes no file".into());
     }
     Ok(())
+}
+
+/// A disposition as the loop wrote it on a finding: the implementer's, with the attempt that
+/// brought it. Read leniently: what a finding does not hold is none.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Disposed {
+    pub action: String,
+    pub commit: Option<String>,
+    pub reason: Option<String>,
+    pub attempt: Option<u64>,
+}
+
+impl Disposed {
+    /// What `finding`'s disposition says (defaults when it has none).
+    pub fn of(finding: &Finding) -> Disposed {
+        finding
+            .disposition
+            .as_ref()
+            .and_then(|d| Disposed::deserialize(d).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// Record a verified fix-round receipt's dispositions on the findings.

@@ -7,9 +7,11 @@
 
 use super::ctx::Ctx;
 use super::events::{emit, Event};
+use super::outcome::{or_default, BriefOutcome};
 use super::state::{Lane, Run, StepRecord, StepStatus};
 use super::step_record::{finish, started};
 use crate::run::keys::StepKey;
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -101,26 +103,64 @@ pub fn was_handed(record: &StepRecord, host_run: bool) -> bool {
     let o = record
         .outcome_as::<super::outcome::ValidatorOutcome>()
         .unwrap_or_default();
-    record.step.is_validator() && (o.handed || o.finished.is_some_and(|f| !f["host"].is_null()))
+    let by_host = |f: &Value| HostMarks::deserialize(f).is_ok_and(|m| m.host.is_some());
+    record.step.is_validator() && (o.handed || o.finished.as_ref().is_some_and(by_host))
+}
+
+/// What a host agent's outcome holds beside the rest: the host's word on its agent (an
+/// implementer's, on the outcome itself), and a validator's answer handed in by the host (under
+/// `finished`, marked `host`, with the host's word).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct HostMarks {
+    /// Not `null`: handed in by the host.
+    #[serde(deserialize_with = "or_default")]
+    host: Option<IgnoredAny>,
+    /// [`SAID`]; `None` unless it reads as one.
+    #[serde(rename = "host_agent", deserialize_with = "or_default")]
+    said: Option<HostAgent>,
+    #[serde(deserialize_with = "or_default")]
+    finished: Option<Box<HostMarks>>,
 }
 
 /// What the host said its agent used, from a step record's outcome (JSON), if it said anything.
 pub fn said(outcome: &Value) -> HostAgent {
-    let at = if outcome[SAID].is_object() {
-        &outcome[SAID]
-    } else {
-        &outcome["finished"][SAID]
-    };
-    HostAgent::deserialize(at).unwrap_or_default()
+    let marks = HostMarks::deserialize(outcome).unwrap_or_default();
+    marks
+        .said
+        .or_else(|| marks.finished.and_then(|f| f.said))
+        .unwrap_or_default()
 }
 
-/// `agent_start`/`agent_end` fields of a host agent: where, who, and a validator's lens.
-fn fields(lane: &str, record: &StepRecord) -> Value {
-    let mut f = json!({"lane": lane, "attempt": record.attempt, "role": record.step.role(), "step": record.step, "driver": "host"});
-    if let StepKey::Validate(lens) = &record.step {
-        f["lens"] = lens.as_str().into();
-    }
-    f
+/// `agent_start`/`agent_end` fields of a host agent: where, who, a validator's lens, and (at its
+/// end without a receipt) why it ended.
+#[derive(Serialize)]
+struct AgentFields<'a> {
+    lane: &'a str,
+    attempt: u32,
+    role: &'static str,
+    step: &'a StepKey,
+    driver: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lens: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a str>,
+}
+
+fn fields(lane: &str, record: &StepRecord, ended: Option<&str>) -> Value {
+    let fields = AgentFields {
+        lane,
+        attempt: record.attempt,
+        role: record.step.role(),
+        step: &record.step,
+        driver: "host",
+        lens: match &record.step {
+            StepKey::Validate(lens) => Some(lens.as_str()),
+            _ => None,
+        },
+        outcome: ended,
+    };
+    serde_json::to_value(fields).expect("serialises")
 }
 
 /// The lane's implementer, handed to the host: recorded started and handed, with no owner
@@ -131,9 +171,9 @@ pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
         return;
     }
     let brief_sha = lane
-        .outcome(&StepKey::Brief)
-        .and_then(|o| o["sha256"].as_str())
-        .map(str::to_owned);
+        .outcome_as::<BriefOutcome>(&StepKey::Brief)
+        .map(|o| o.sha256)
+        .filter(|s| !s.is_empty());
     let mut record = started(
         StepKey::Implement,
         lane.attempt,
@@ -154,7 +194,7 @@ pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
         &ctx.paths,
         run_id,
         Event::AgentStart,
-        fields(&lane.id, &record),
+        fields(&lane.id, &record, None),
     );
     lane.steps.push(record);
 }
@@ -163,11 +203,10 @@ pub fn hand_implementer(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane) {
 /// receipt for it is refused from now on); the fields of its `agent_end`.
 fn end(lane: &str, record: &mut StepRecord, why: &str) -> Value {
     let mut outcome = record.outcome.take().unwrap_or_else(|| json!({}));
+    // A mark added to the outcome as recorded, which stays as it was otherwise.
     outcome["ended"] = why.into();
     finish(record, StepStatus::Failed, outcome);
-    let mut f = fields(lane, record);
-    f["outcome"] = why.into();
-    f
+    fields(lane, record, Some(why))
 }
 
 /// End the live host agents of the lanes that are final (blocked, handed back, discarded,

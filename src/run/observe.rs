@@ -9,8 +9,40 @@ use crate::refusal::Refusal;
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
 use crate::run::launch::*;
+use crate::run::outcome::{or_default, HarnessPace};
 use crate::run::records::*;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// An implementer's or a command's outcome as its step records it: the supervisor's outcome,
+/// then what the loop read of a harness, each only when there is something to say.
+#[derive(Serialize)]
+struct ActivitySummary<'a> {
+    #[serde(flatten)]
+    outcome: &'a activity::Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    harness: Option<&'a Value>,
+    /// The harness failed because the provider asked to slow down (nobody's fault)...
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    rate_limited: bool,
+    /// ...or for any other reason: a crash, whatever it exited with.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    crashed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    harness_failed: Option<&'a str>,
+}
+
+/// What a validator's finished outcome says of its harness's pace, and whether it was applied.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ValidatorPace {
+    /// `None` unless the harness's result is an object.
+    #[serde(deserialize_with = "or_default")]
+    harness: Option<HarnessPace>,
+    /// Present (never written but `true`) once the pace was applied.
+    #[serde(deserialize_with = "or_default")]
+    pace_applied: Option<serde::de::IgnoredAny>,
+}
 
 /// Record the outcomes of finished activities of the run's lanes. A supervisor that is gone
 /// without an outcome, or a launch whose launcher died before its supervisor registered, is a
@@ -89,22 +121,26 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                             )
                         });
                     crate::failpoint::hit("observe-before-record");
-                    let mut summary =
-                        serde_json::to_value(&outcome).expect("an outcome serialises");
+                    let mut summary = ActivitySummary {
+                        outcome: &outcome,
+                        harness: None,
+                        rate_limited: false,
+                        crashed: false,
+                        harness_failed: None,
+                    };
                     if let Some((result, failed)) = &harness {
-                        summary["harness"] = result.clone();
-                        let limited = result["rate_limited"] == true;
+                        summary.harness = Some(result);
+                        let limited = HarnessPace::deserialize(result)
+                            .unwrap_or_default()
+                            .rate_limited;
                         rate_limited = Some(limited || rate_limited == Some(true));
                         if let Some(why) = failed {
                             // The harness says the run failed: a crash, whatever it exited with;
                             // unless the provider asked to slow down, which is nobody's fault.
-                            if limited {
-                                summary["rate_limited"] = true.into();
-                            } else {
-                                summary["crashed"] = true.into();
-                            }
-                            summary["harness_failed"] = why.clone().into();
-                            finish(record, StepStatus::Failed, summary);
+                            summary.rate_limited = limited;
+                            summary.crashed = !limited;
+                            summary.harness_failed = Some(why);
+                            finish(record, StepStatus::Failed, summary.to_value());
                             emit(
                                 &ctx.paths,
                                 &run_id,
@@ -120,7 +156,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                             continue;
                         }
                     }
-                    finish(record, StepStatus::Done, summary);
+                    finish(record, StepStatus::Done, summary.to_value());
                     let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
                     if record.step == StepKey::Implement {
                         emit(
@@ -181,11 +217,14 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             let Some(o) = record.outcome.as_mut() else {
                 continue;
             };
-            if !o["harness"].is_object() || o.get("pace_applied").is_some() {
+            let (Some(harness), None) = ValidatorPace::deserialize(&*o)
+                .map(|p| (p.harness, p.pace_applied))
+                .unwrap_or_default()
+            else {
                 continue;
-            }
-            let limited = o["harness"]["rate_limited"] == true;
-            rate_limited = Some(limited || rate_limited == Some(true));
+            };
+            rate_limited = Some(harness.rate_limited || rate_limited == Some(true));
+            // A mark added to the outcome as recorded, which stays as it was otherwise.
             o["pace_applied"] = true.into();
         }
     }
@@ -265,4 +304,61 @@ pub(crate) fn paced_until(run: &Run) -> Option<String> {
     let until = run.next_eligible_at.as_deref()?;
     let at = chrono::DateTime::parse_from_rfc3339(until).ok()?;
     (at > crate::clock::real_now()).then(|| until.to_owned())
+}
+
+impl ActivitySummary<'_> {
+    fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("an outcome serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary writes the bytes the outcome held when it was built key by key: the
+    /// supervisor's outcome, then `harness`, then `rate_limited` or `crashed`, then
+    /// `harness_failed`, each only when there is something to say.
+    #[test]
+    fn an_activity_summary_keeps_its_bytes() {
+        let outcome: activity::Outcome = serde_json::from_value(json!({
+            "nonce": "n", "exit_code": 1, "signal": null, "timed_out": false, "stopped": false,
+            "duration_ms": 12, "stdout": {"bytes": 3, "lines": 1, "truncated": false},
+            "stderr": {"bytes": 0, "lines": 0, "truncated": false}, "spawn_error": null,
+            "supervisor_max_rss_kb": 900
+        }))
+        .unwrap();
+        let harness = json!({"model": "m", "rate_limited": true});
+        for (limited, failed) in [(false, None), (true, Some("slow down")), (false, Some("x"))] {
+            let mut old = serde_json::to_value(&outcome).unwrap();
+            old["harness"] = harness.clone();
+            if let Some(why) = failed {
+                if limited {
+                    old["rate_limited"] = true.into();
+                } else {
+                    old["crashed"] = true.into();
+                }
+                old["harness_failed"] = why.into();
+            }
+            let new = ActivitySummary {
+                outcome: &outcome,
+                harness: Some(&harness),
+                rate_limited: failed.is_some() && limited,
+                crashed: failed.is_some() && !limited,
+                harness_failed: failed,
+            };
+            assert_eq!(new.to_value().to_string(), old.to_string());
+        }
+        let bare = ActivitySummary {
+            outcome: &outcome,
+            harness: None,
+            rate_limited: false,
+            crashed: false,
+            harness_failed: None,
+        };
+        assert_eq!(
+            bare.to_value().to_string(),
+            serde_json::to_value(&outcome).unwrap().to_string()
+        );
+    }
 }

@@ -90,6 +90,42 @@ pub struct ReceiptOutcome {
     pub handback: Option<String>,
 }
 
+/// One definition-of-done command as the receipt recorded it, as far as a reader words it; the
+/// receipt's `commands` stay as they were written, for `verify.json` to carry whole.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CommandRan {
+    pub command: String,
+    /// None for a command that was skipped, killed by a signal or could not start.
+    pub exit_code: Option<i64>,
+    pub duration_ms: Option<u64>,
+}
+
+impl CommandRan {
+    /// The command a receipt's entry records (defaults for what it does not hold).
+    pub fn of(entry: &Value) -> CommandRan {
+        CommandRan::deserialize(entry).unwrap_or_default()
+    }
+}
+
+/// A field that does not read as `T` is `T`'s default, as a missing one is (with
+/// `#[serde(default, deserialize_with = "or_default")]`): what the loop wrote is read as
+/// tolerantly as it was when it was looked up key by key.
+pub(crate) fn or_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    Ok(T::deserialize(Value::deserialize(d)?).unwrap_or_default())
+}
+
+/// What a harness's result says of the provider's pace: whether it asked to slow down.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct HarnessPace {
+    #[serde(default, deserialize_with = "or_default")]
+    pub rate_limited: bool,
+}
+
 /// The lane moved after it was judged: the verdict's head, where the branch is, what was added.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default)]

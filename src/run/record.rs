@@ -4,13 +4,101 @@
 //! worded by the command line.
 
 use super::ctx::Ctx;
+use super::kept::load;
 use super::keys::StepKey;
-use super::outcome::{ActivityOutcome, HarnessSaid, ValidatorOutcome};
+use super::outcome::{
+    or_default, ActivityOutcome, CommandRan, HarnessSaid, JudgeOutcome, ReceiptOutcome,
+    ValidatorOutcome,
+};
+use super::report::Report;
 use super::state::{Lane, Run, RunPaths};
 use super::state::{StepRecord, StepStatus};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{json, Number, Value};
 use std::fmt::Write;
+
+/// One agent of a run, as the record's `agents` and `run show --json` write it: one the loop
+/// launched with a runner, or one handed to the host (`session` and `ended` only for those). Read
+/// back from a record leniently: what an entry does not hold is none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentEntry {
+    #[serde(deserialize_with = "or_default")]
+    pub lane: String,
+    #[serde(deserialize_with = "or_default")]
+    pub step: String,
+    #[serde(deserialize_with = "or_default")]
+    pub attempt: u32,
+    /// `host` for an agent handed to the host.
+    #[serde(deserialize_with = "or_default")]
+    pub runner: Option<String>,
+    #[serde(deserialize_with = "or_default")]
+    pub model: Option<String>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "or_default"
+    )]
+    pub session: Option<String>,
+    #[serde(deserialize_with = "or_default")]
+    pub turns: Option<u64>,
+    #[serde(deserialize_with = "or_default")]
+    pub cost_usd: CostUsd,
+    #[serde(deserialize_with = "or_default")]
+    pub duration_ms: Option<u64>,
+    #[serde(deserialize_with = "or_default")]
+    pub exit_code: Option<i64>,
+    #[serde(deserialize_with = "or_default")]
+    pub status: Option<StepStatus>,
+    /// A host's agent only, always written (`null` when it answered or failed): why its attempt,
+    /// lane or run ended before it answered.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub ended: Option<Option<String>>,
+}
+
+/// A key that is there, even as `null` or not a string, is `Some`; a missing one (the field's
+/// default) is `None`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Ok(Some(or_default(d)?))
+}
+
+/// What an agent cost, in dollars as its harness reported the number (an integer stays one), or
+/// `"unknown"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CostUsd {
+    Usd(Number),
+    /// Not reported: written `"unknown"`.
+    Unknown(String),
+}
+
+impl Default for CostUsd {
+    fn default() -> Self {
+        CostUsd::Unknown("unknown".to_owned())
+    }
+}
+
+impl CostUsd {
+    /// The dollars, when reported.
+    pub fn usd(&self) -> Option<f64> {
+        match self {
+            CostUsd::Usd(n) => n.as_f64(),
+            CostUsd::Unknown(_) => None,
+        }
+    }
+}
+
+/// A record written when a run left the state, as far as `run show` reads it: the run, and its
+/// agents and their cost (records of older releases have neither).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunRecord {
+    pub run: Run,
+    /// `None` when the record has no list of agents, or one that does not read.
+    #[serde(default, deserialize_with = "or_default")]
+    pub agents: Option<Vec<AgentEntry>>,
+    /// Zero when the record has none, or one that does not read.
+    #[serde(default, deserialize_with = "or_default")]
+    pub cost: Cost,
+}
 
 /// The record of a run: the run as the state holds it, every step record of earlier attempts
 /// (from `history.jsonl`), and the settings it ran under.
@@ -36,7 +124,7 @@ pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
 /// Every agent the run launched or handed to the host, earlier attempts included: runner, model
 /// (as the harness reported it, else as configured; a host's as the host said, else `unknown`),
 /// turns, cost (`unknown` when not reported, and always for a host's), duration, exit.
-pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
+pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
     let s = &ctx.settings;
     // A history line is a step record with its lane beside it.
     let mut records: Vec<(String, StepRecord)> = history
@@ -86,42 +174,48 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<Value> {
             .and_then(|o| o.harness)
             .and_then(|h| HarnessSaid::deserialize(&h).ok())
             .unwrap_or_default();
-        out.push(json!({
-            "lane": lane,
-            "step": r.step,
-            "attempt": r.attempt,
-            "runner": runner.as_ref().map(|r| r.name.clone()),
-            "model": said.model.or_else(|| model.clone()),
-            "turns": said.turns,
-            "cost_usd": said.cost_usd.filter(Value::is_number).unwrap_or_else(|| "unknown".into()),
-            "duration_ms": activity.duration_ms,
-            "exit_code": activity.exit_code,
-            "status": r.status,
-        }));
+        out.push(AgentEntry {
+            lane,
+            step: r.step.to_string(),
+            attempt: r.attempt,
+            runner: runner.as_ref().map(|r| r.name.clone()),
+            model: said.model.or_else(|| model.clone()),
+            session: None,
+            turns: said.turns,
+            cost_usd: match said.cost_usd {
+                Some(Value::Number(n)) => CostUsd::Usd(n),
+                _ => CostUsd::default(),
+            },
+            duration_ms: activity.duration_ms,
+            exit_code: activity.exit_code,
+            status: Some(r.status),
+            ended: None,
+        });
     }
     out
 }
 
 /// An agent handed to the host (SPEC 24.8): what the host said it used, or `unknown`; its cost
 /// is never known to the loop.
-fn host_agent(lane: &str, r: &StepRecord) -> Value {
+fn host_agent(lane: &str, r: &StepRecord) -> AgentEntry {
     let outcome = r.outcome.clone().unwrap_or(Value::Null);
     let said = super::host::said(&outcome);
     let ended = r.outcome_as::<ActivityOutcome>().and_then(|o| o.ended);
-    json!({
-        "lane": lane,
-        "step": r.step,
-        "attempt": r.attempt,
-        "runner": "host",
-        "model": said.model.as_deref().unwrap_or("unknown"),
-        "session": said.session.as_deref().unwrap_or("unknown"),
-        "turns": null,
-        "cost_usd": "unknown",
-        "duration_ms": null,
-        "exit_code": null,
-        "status": r.status,
-        "ended": ended,
-    })
+    let unknown = || Some("unknown".to_owned());
+    AgentEntry {
+        lane: lane.to_owned(),
+        step: r.step.to_string(),
+        attempt: r.attempt,
+        runner: Some("host".to_owned()),
+        model: said.model.or_else(unknown),
+        session: said.session.or_else(unknown),
+        turns: None,
+        cost_usd: CostUsd::default(),
+        duration_ms: None,
+        exit_code: None,
+        status: Some(r.status),
+        ended: Some(ended),
+    }
 }
 
 /// What a run's agents cost: the sum of what was reported, and how many agents reported none (so
@@ -138,11 +232,8 @@ pub struct Cost {
 }
 
 /// The run's cost, from [`agents`].
-pub fn cost(agents: &[Value]) -> Cost {
-    let known: Vec<f64> = agents
-        .iter()
-        .filter_map(|a| a["cost_usd"].as_f64())
-        .collect();
+pub fn cost(agents: &[AgentEntry]) -> Cost {
+    let known: Vec<f64> = agents.iter().filter_map(|a| a.cost_usd.usd()).collect();
     Cost {
         // A fold from 0.0, not `sum`: the sum of no floats is -0.0, printed `"usd": -0.0`.
         usd: (known.iter().fold(0.0, |total, c| total + c) * 1e6).round() / 1e6,
@@ -203,22 +294,20 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
     );
     // The implementer's report as the loop kept it (SPEC 24.5).
     let receipt = lane
-        .outcome(&StepKey::Receipt)
-        .cloned()
-        .unwrap_or(Value::Null);
-    let report: Value = super::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
-    if let Some(summary) = report["summary"].as_str() {
-        let _ = writeln!(b, "{summary}\n");
+        .outcome_as::<ReceiptOutcome>(&StepKey::Receipt)
+        .unwrap_or_default();
+    let report: Option<Report> = receipt.report.as_ref().and_then(load);
+    if let Some(report) = &report {
+        let _ = writeln!(b, "{}\n", report.summary);
     }
     let merged = lane
-        .outcome(&StepKey::Judge)
-        .map(|j| j["merged"].clone())
-        .unwrap_or(Value::Null);
+        .outcome_as::<JudgeOutcome>(&StepKey::Judge)
+        .map(|j| j.merged);
     let _ = writeln!(b, "## Expectations\n");
-    match merged["expectations"].as_object() {
-        Some(map) => {
-            for (id, result) in map {
-                let _ = writeln!(b, "- {id}: {}", result.as_str().unwrap_or("?"));
+    match merged {
+        Some(merged) => {
+            for (id, result) in &merged.expectations {
+                let _ = writeln!(b, "- {id}: {result}");
             }
         }
         None => {
@@ -226,13 +315,11 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
                 b,
                 "Judged by the loop's own checks only (no independent validator): the definition of done passed and the implementer gave evidence for each expectation.\n"
             );
-            for e in report["evidence"].as_array().into_iter().flatten() {
+            for e in report.iter().flat_map(|r| &r.evidence) {
                 let _ = writeln!(
                     b,
                     "- {}: verified by the loop's checks; evidence: {} `{}`",
-                    e["expectation"].as_str().unwrap_or("?"),
-                    e["kind"].as_str().unwrap_or(""),
-                    e["ref"].as_str().unwrap_or("")
+                    e.expectation, e.kind, e.reference
                 );
             }
         }
@@ -249,13 +336,11 @@ pub fn pr_body(run: &Run, lane: &Lane) -> String {
         );
     }
     let _ = writeln!(b, "\n## Definition of done\n");
-    for c in receipt["commands"].as_array().into_iter().flatten() {
-        let _ = writeln!(
-            b,
-            "- `{}`: exit {}",
-            c["command"].as_str().unwrap_or(""),
-            c["exit_code"]
-        );
+    for c in receipt.commands.iter().map(CommandRan::of) {
+        let exit = c
+            .exit_code
+            .map_or_else(|| "null".to_owned(), |e| e.to_string());
+        let _ = writeln!(b, "- `{}`: exit {exit}", c.command);
     }
     let _ = writeln!(
         b,
@@ -270,10 +355,46 @@ mod cost_tests {
     /// printed `"usd": -0.0`.
     #[test]
     fn no_known_cost_sums_to_plus_zero() {
-        let cost = super::cost(&[serde_json::json!({"cost_usd": "unknown"})]);
+        let cost =
+            super::cost(&[
+                serde_json::from_value(serde_json::json!({"cost_usd": "unknown"})).unwrap(),
+            ]);
         assert_eq!(
             serde_json::to_string(&serde_json::to_value(cost).unwrap()["usd"]).unwrap(),
             "0.0"
         );
+    }
+}
+
+#[cfg(test)]
+mod agent_tests {
+    use super::AgentEntry;
+
+    /// An agent entry writes the bytes the record's `agents` always held (`session` and `ended`
+    /// only for a host's, `ended` even as `null`; a reported cost as the harness gave the number),
+    /// and reads them back to the same bytes.
+    #[test]
+    fn agent_entries_keep_their_bytes() {
+        for line in [
+            r#"{"lane":"u1","step":"implement","attempt":1,"runner":"host","model":"m","session":"s","turns":null,"cost_usd":"unknown","duration_ms":null,"exit_code":null,"status":"done","ended":null}"#,
+            r#"{"lane":"u1","step":"implement","attempt":2,"runner":"host","model":"unknown","session":"unknown","turns":null,"cost_usd":"unknown","duration_ms":null,"exit_code":null,"status":"failed","ended":"the run ended (abandoned)"}"#,
+            r#"{"lane":"u1","step":"implement","attempt":1,"runner":"claude","model":"opus","turns":7,"cost_usd":0.25,"duration_ms":1200,"exit_code":0,"status":"done"}"#,
+            r#"{"lane":"u1","step":"validate-tests","attempt":1,"runner":"pi","model":null,"turns":null,"cost_usd":0,"duration_ms":null,"exit_code":null,"status":"failed"}"#,
+        ] {
+            let entry: AgentEntry = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&entry).unwrap(), line);
+        }
+    }
+
+    /// A field that does not read as its type is none, as it was when read key by key.
+    #[test]
+    fn an_odd_field_is_none_and_the_rest_reads() {
+        let entry: AgentEntry =
+            serde_json::from_str(r#"{"lane":"u1","turns":"many","cost_usd":{},"ended":3}"#)
+                .unwrap();
+        assert_eq!(entry.lane, "u1");
+        assert_eq!(entry.turns, None);
+        assert_eq!(entry.cost_usd.usd(), None);
+        assert_eq!(entry.ended, Some(None));
     }
 }

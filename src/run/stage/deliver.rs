@@ -11,14 +11,20 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::Ctx;
+use crate::run::dispositions::Disposed;
 use crate::run::keys::StepKey;
-use crate::run::outcome::{DeliverOutcome, JudgeOutcome, ReceiptOutcome};
+use crate::run::outcome::{
+    CommandRan, DeliverOutcome, JudgeOutcome, ReceiptOutcome, ValidatorOutcome,
+};
 use crate::run::records::{finish, record_after};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
+use crate::run::report::{Evidence, Report};
 use crate::run::state::{Lane, Run, Stage, StepStatus};
 use crate::run::then::Then;
+use crate::run::validate::{Answer, Refutation};
 use crate::unit::frontmatter::{apply, Edit};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -249,9 +255,12 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     let receipt = lane
         .record(&StepKey::Receipt)
         .filter(|r| r.status == StepStatus::Done)
-        .and_then(|r| r.outcome.clone())
+        .and_then(|r| r.outcome_as::<ReceiptOutcome>())
         .ok_or("the lane has no verified receipt")?;
-    let report: Value = crate::run::kept::load_from(Some(&receipt), "report")
+    let report: Report = receipt
+        .report
+        .as_ref()
+        .and_then(crate::run::kept::load)
         .ok_or("the implementer's report, as the loop kept it, is missing or was changed")?;
     let keys: Vec<StepKey> = lane
         .steps
@@ -259,10 +268,10 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         .filter(|r| r.attempt == lane.attempt && matches!(r.step, StepKey::Validate(_)))
         .map(|r| r.step.clone())
         .collect();
-    let answers: BTreeMap<StepKey, Value> = keys
+    let answers: BTreeMap<StepKey, Answer> = keys
         .iter()
         .filter_map(|k| {
-            crate::run::kept::load_from::<Value>(
+            crate::run::kept::load_from::<Answer>(
                 lane.record(k).and_then(|r| r.outcome.as_ref()),
                 "answer",
             )
@@ -453,11 +462,11 @@ pub struct Close<'a> {
     pub unit: &'a crate::unit::ParsedUnit,
     pub lane: &'a Lane,
     pub run: &'a Run,
-    pub receipt: &'a Value,
+    pub receipt: &'a ReceiptOutcome,
     /// The implementer's report as the loop kept it (SPEC 24.5).
-    pub report: &'a Value,
+    pub report: &'a Report,
     /// Each validator's answer of this round as the loop kept it, by step key.
-    pub answers: &'a std::collections::BTreeMap<StepKey, Value>,
+    pub answers: &'a BTreeMap<StepKey, Answer>,
     /// The judged head (SPEC 24.3) and its tree.
     pub head: &'a str,
     pub tree: &'a str,
@@ -477,17 +486,41 @@ pub struct Closed {
     pub validated: bool,
 }
 
+/// An expectation of the unit as the close records it: `verify.json` writes these fields in this
+/// order, and `evidence.md` words them.
+#[derive(Serialize)]
+struct ClosedExpectation<'a> {
+    id: &'a str,
+    text: &'a str,
+    verify: &'a Option<crate::unit::parse::Verify>,
+    result: String,
+    /// What the implementer's report claimed for it.
+    evidence: Vec<&'a Evidence>,
+}
+
+/// A validator of the round as the close records it (`null` for what an unanswered one lacks).
+#[derive(Serialize)]
+struct ClosedValidator<'a> {
+    name: &'a str,
+    answered: bool,
+    verdict: Option<&'a str>,
+    problem: Option<String>,
+    notes: Option<&'a str>,
+}
+
+/// A number as JSON writes it, `null` when there is none.
+fn or_null<T: std::fmt::Display>(n: Option<T>) -> String {
+    n.map_or_else(|| "null".to_owned(), |n| n.to_string())
+}
+
 /// Render the close. Pure: the same inputs give the same bytes (a test holds `evidence.md` to a
 /// snapshot).
 pub fn documents(c: &Close<'_>) -> Closed {
     let lane = c.lane;
     let judge = lane.outcome_as::<JudgeOutcome>(&StepKey::Judge);
     let validated = judge.is_some();
-    // verify.json carries the merge as it is; evidence.md reads it below.
-    let merged = judge
-        .as_ref()
-        .map(|j| serde_json::to_value(&j.merged).expect("serialises"))
-        .unwrap_or(Value::Null);
+    // verify.json carries the merge as it is (`null` without a verdict); evidence.md reads it.
+    let merged = judge.as_ref().map(|j| &j.merged);
     let manual: Vec<String> = judge.as_ref().map(|j| j.manual.clone()).unwrap_or_default();
     let needs_human = !validated || judge.as_ref().is_some_and(|j| j.needs_human);
     let status = if validated && !needs_human && c.effective_autonomy >= 2 {
@@ -497,35 +530,49 @@ pub fn documents(c: &Close<'_>) -> Closed {
     };
     let title = c.unit.title.clone().unwrap_or_default();
 
-    let expectations: Vec<Value> = c
+    let expectations: Vec<ClosedExpectation<'_>> = c
         .unit
         .expectations
         .iter()
         .map(|e| {
-            let claimed: Vec<&Value> = c.report["evidence"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|x| x["expectation"] == e.id.as_str())
+            let claimed: Vec<&Evidence> = c
+                .report
+                .evidence
+                .iter()
+                .filter(|x| x.expectation == e.id)
                 .collect();
             let result = if !validated {
                 "claimed".to_owned()
             } else if manual.contains(&e.id) {
                 "unknown (manual: for the person)".to_owned()
             } else {
-                merged["expectations"][&e.id].as_str().unwrap_or("unknown").to_owned()
+                merged
+                    .and_then(|m| m.expectations.get(&e.id))
+                    .map_or("unknown", String::as_str)
+                    .to_owned()
             };
-            json!({"id": e.id, "text": e.text, "verify": e.verify, "result": result, "evidence": claimed})
+            ClosedExpectation {
+                id: &e.id,
+                text: &e.text,
+                verify: &e.verify,
+                result,
+                evidence: claimed,
+            }
         })
         .collect();
-    let validators: Vec<Value> = lane
+    let validators: Vec<ClosedValidator<'_>> = lane
         .steps
         .iter()
         .filter(|r| r.attempt == lane.attempt && matches!(r.step, StepKey::Validate(_)))
         .map(|r| {
-            let o = r.outcome.clone().unwrap_or(Value::Null);
-            let answer = c.answers.get(&r.step).cloned().unwrap_or(Value::Null);
-            json!({"name": r.step.validator_name().unwrap_or(""), "answered": !answer.is_null(), "verdict": answer["verdict"], "problem": o["problem"], "notes": answer["notes"]})
+            let answer = c.answers.get(&r.step);
+            ClosedValidator {
+                name: r.step.validator_name().unwrap_or(""),
+                answered: answer.is_some(),
+                verdict: answer.map(|a| a.verdict.as_str()),
+                problem: r.outcome_as::<ValidatorOutcome>().and_then(|o| o.problem),
+                notes: answer.map(|a| a.notes.as_str()),
+            }
         })
         .collect();
     let verdict = json!({
@@ -543,11 +590,11 @@ pub fn documents(c: &Close<'_>) -> Closed {
         "head": c.head,
         "tree": c.tree,
         "commits": c.commits.iter().map(|(sha, _)| *sha).collect::<Vec<_>>(),
-        "commands": c.receipt["commands"],
-        "summary": c.report["summary"],
+        "commands": c.receipt.commands,
+        "summary": c.report.summary,
         "expectations": expectations,
-        "failures": merged["failures"],
-        "constraints": merged["constraints"],
+        "failures": merged.map(|m| &m.failures),
+        "constraints": merged.map(|m| &m.constraints),
         "validators": validators,
         "findings": lane.findings,
     });
@@ -557,10 +604,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
     let mut md = String::new();
     let _ = writeln!(md, "# Evidence: {}\n\n{title}\n", lane.unit);
     let how = if validated {
-        let names: Vec<String> = validators
-            .iter()
-            .filter_map(|v| v["name"].as_str().map(str::to_owned))
-            .collect();
+        let names: Vec<&str> = validators.iter().map(|v| v.name).collect();
         format!(
             "independent validators ({}) pass it, and no blocking finding is open",
             names.join(", ")
@@ -573,11 +617,10 @@ pub fn documents(c: &Close<'_>) -> Closed {
         "Verdict: **PASS** (attempt {}, {}, run `{}`): {how}.",
         lane.attempt, c.now, c.run.id
     );
-    let unanswered: Vec<&str> = merged["unanswered"]
-        .as_array()
+    let unanswered: Vec<&str> = merged
         .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+        .flat_map(|m| &m.unanswered)
+        .map(String::as_str)
         .collect();
     let mut why = Vec::new();
     if !validated {
@@ -609,26 +652,18 @@ pub fn documents(c: &Close<'_>) -> Closed {
             ),
         }
     );
-    let _ = writeln!(
-        md,
-        "## Builder summary\n\n{}\n",
-        c.report["summary"].as_str().unwrap_or("")
-    );
+    let _ = writeln!(md, "## Builder summary\n\n{}\n", c.report.summary);
     let _ = writeln!(md, "## Definition of done\n");
-    let commands = c.receipt["commands"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    if commands.is_empty() {
+    if c.receipt.commands.is_empty() {
         let _ = writeln!(md, "No commands are configured (`verify.commands`).");
     }
-    for cmd in &commands {
+    for cmd in c.receipt.commands.iter().map(CommandRan::of) {
         let _ = writeln!(
             md,
             "- `{}`: exit {} ({} ms)",
-            cmd["command"].as_str().unwrap_or(""),
-            cmd["exit_code"],
-            cmd["duration_ms"]
+            cmd.command,
+            or_null(cmd.exit_code),
+            or_null(cmd.duration_ms)
         );
     }
     // The validators of this round that answered, in order.
@@ -640,48 +675,31 @@ pub fn documents(c: &Close<'_>) -> Closed {
         .collect();
     let _ = writeln!(md, "\n## Expectations\n");
     for e in &expectations {
-        let result = e["result"].as_str().unwrap_or("");
-        let _ = writeln!(
-            md,
-            "### [{}] {}\n",
-            e["id"].as_str().unwrap_or(""),
-            e["text"].as_str().unwrap_or("")
-        );
+        let _ = writeln!(md, "### [{}] {}\n", e.id, e.text);
         let _ = writeln!(
             md,
             "- Result: **{}**{}",
-            result,
+            e.result,
             if validated {
                 ""
             } else {
                 " (not independently verified)"
             }
         );
-        if let Some(v) = e["verify"].as_object() {
-            let _ = writeln!(
-                md,
-                "- Verify: {} | {}",
-                v.get("kind").and_then(Value::as_str).unwrap_or(""),
-                v.get("ref").and_then(Value::as_str).unwrap_or("")
-            );
+        if let Some(v) = e.verify {
+            let _ = writeln!(md, "- Verify: {} | {}", v.kind, v.reference);
         }
-        for x in e["evidence"].as_array().into_iter().flatten() {
-            let _ = writeln!(
-                md,
-                "- Builder evidence: {}: {}",
-                x["kind"].as_str().unwrap_or(""),
-                x["ref"].as_str().unwrap_or("")
-            );
+        for x in &e.evidence {
+            let _ = writeln!(md, "- Builder evidence: {}: {}", x.kind, x.reference);
         }
         for r in &answered {
-            let answer = &c.answers[&r.step];
-            for j in answer["expectations"].as_array().into_iter().flatten() {
-                if j["id"] == e["id"] {
-                    let said = j["evidence"].as_str().unwrap_or("");
+            for j in &c.answers[&r.step].expectations {
+                if j.id == e.id {
+                    let said = j.evidence.as_str();
                     let _ = writeln!(
                         md,
                         "- Judged {} by `{}`{}{said}",
-                        j["result"].as_str().unwrap_or(""),
+                        j.result,
                         r.step.validator_name().unwrap_or(""),
                         if said.is_empty() { "" } else { ": " }
                     );
@@ -692,12 +710,15 @@ pub fn documents(c: &Close<'_>) -> Closed {
     }
     if validated {
         let _ = writeln!(md, "## Failure conditions and constraints\n");
-        for (key, bad, items) in [
-            ("failures", "triggered", &c.unit.failures),
-            ("constraints", "violated", &c.unit.constraints),
+        for (judged, bad, items) in [
+            (merged.map(|m| &m.failures), "triggered", &c.unit.failures),
+            (
+                merged.map(|m| &m.constraints),
+                "violated",
+                &c.unit.constraints,
+            ),
         ] {
             // The unit's items in its order, then any other a validator named (an ancestor's).
-            let judged = merged[key].as_object();
             let mut ids: Vec<(String, String)> = items
                 .iter()
                 .map(|i| (i.id.clone(), i.text.clone()))
@@ -708,7 +729,7 @@ pub fn documents(c: &Close<'_>) -> Closed {
                 }
             }
             for (id, text) in ids {
-                let hit = judged.and_then(|m| m.get(&id)) == Some(&Value::Bool(true));
+                let hit = judged.and_then(|m| m.get(&id)) == Some(&true);
                 let said = if hit {
                     bad.to_owned()
                 } else {
@@ -745,27 +766,20 @@ pub fn documents(c: &Close<'_>) -> Closed {
                 "- Scenario: given {}, expected {}, actually {}",
                 e.failure_scenario.inputs, e.failure_scenario.expected, e.failure_scenario.actual
             );
+            let disposed = Disposed::of(f);
             let outcome = match f.status.as_str() {
                 "refuted" => format!(
                     "refuted: {}",
                     f.refutation
                         .as_ref()
-                        .and_then(|r| r["reason"].as_str())
-                        .unwrap_or("")
+                        .and_then(|r| Refutation::deserialize(r).ok())
+                        .map(|r| r.reason)
+                        .unwrap_or_default()
                 ),
-                "applied" => format!(
-                    "applied in {}",
-                    f.disposition
-                        .as_ref()
-                        .and_then(|d| d["commit"].as_str())
-                        .unwrap_or("?")
-                ),
+                "applied" => format!("applied in {}", disposed.commit.as_deref().unwrap_or("?")),
                 "rejected" => format!(
                     "rejected in writing: {}",
-                    f.disposition
-                        .as_ref()
-                        .and_then(|d| d["reason"].as_str())
-                        .unwrap_or("")
+                    disposed.reason.as_deref().unwrap_or("")
                 ),
                 "noted" => "noted (does not block)".to_owned(),
                 other => other.to_owned(),

@@ -1,6 +1,9 @@
 //! One agent of a run as a person reads it: where it ran, who it was, what it cost. Read from the
-//! record's `agents` (`record::agents`), which stay as they are for `--json`.
+//! record's `agents` (`record::AgentEntry`), which stay as they are for `--json`.
 
+use crate::run::record::AgentEntry;
+use crate::run::state::StepStatus;
+use serde::Deserialize;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,32 +45,37 @@ pub enum HostEnd {
 }
 
 impl Agent {
+    /// An agent of a record's `agents`, as JSON (what an entry does not hold is none).
     pub fn read(a: &Value) -> Agent {
-        let text = |key: &str| a[key].as_str().map(str::to_owned);
-        let who = if a["runner"] == "host" {
+        Agent::of(&AgentEntry::deserialize(a).unwrap_or_default())
+    }
+
+    /// An agent as `record::agents` wrote it.
+    pub fn of(a: &AgentEntry) -> Agent {
+        let who = if a.runner.as_deref() == Some("host") {
             Who::Host {
-                model: text("model"),
-                session: text("session"),
-                end: match (a["status"].as_str(), a["ended"].as_str()) {
-                    (Some("done"), _) => HostEnd::Answered,
-                    (_, Some(why)) => HostEnd::Unanswered(why.to_owned()),
+                model: a.model.clone(),
+                session: a.session.clone(),
+                end: match (a.status, a.ended.as_ref().and_then(Option::as_ref)) {
+                    (Some(StepStatus::Done), _) => HostEnd::Answered,
+                    (_, Some(why)) => HostEnd::Unanswered(why.clone()),
                     _ => HostEnd::Failed,
                 },
             }
         } else {
             Who::Runner {
-                runner: text("runner"),
-                model: text("model"),
-                turns: a["turns"].as_u64(),
-                cost_usd: a["cost_usd"].as_f64(),
-                duration_ms: a["duration_ms"].as_u64(),
-                exit_code: a["exit_code"].as_i64(),
+                runner: a.runner.clone(),
+                model: a.model.clone(),
+                turns: a.turns,
+                cost_usd: a.cost_usd.usd(),
+                duration_ms: a.duration_ms,
+                exit_code: a.exit_code,
             }
         };
         Agent {
-            lane: text("lane").unwrap_or_default(),
-            step: text("step").unwrap_or_default(),
-            attempt: a["attempt"].as_u64().unwrap_or_default(),
+            lane: a.lane.clone(),
+            step: a.step.clone(),
+            attempt: u64::from(a.attempt),
             who,
         }
     }

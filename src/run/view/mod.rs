@@ -15,14 +15,18 @@ pub use handover::{
 };
 pub use next::{next_move, NextMove, Release};
 
+/// What `run retire` did, as `control::retire_runs` reports it.
+pub use super::control::{LaneRetirement, Retirement};
+
 use super::control;
 use super::keys::StepKey;
-use super::record::{self, Cost};
+use super::outcome::LandOutcome;
+use super::record::{self, AgentEntry, Cost, RunRecord};
 use super::reply::focus_lane;
 use super::state::{Driver, Run, RunStatus, Stage, State, StepStatus};
 use super::Ctx;
 use crate::refusal::Refusal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One run in a line: `run list`, and the run a verb that changed it prints.
@@ -108,14 +112,14 @@ pub struct LiveRun {
     /// One per lane of `run`, in the same order.
     pub next: Vec<NextMove>,
     /// Every agent the run launched or handed out (the record's `agents`).
-    pub agents: Vec<Value>,
+    pub agents: Vec<AgentEntry>,
     pub cost: Cost,
 }
 
 impl LiveRun {
     /// The agents, read for a person.
     pub fn agent_views(&self) -> Vec<Agent> {
-        self.agents.iter().map(Agent::read).collect()
+        self.agents.iter().map(Agent::of).collect()
     }
 }
 
@@ -183,20 +187,17 @@ fn recorded(ctx: &Ctx<'_>, name: &str) -> Result<RecordedRun, Refusal> {
         .filter(|id| id.contains(name))
         .find_map(|id| {
             let record = record::read(&ctx.paths, &id)?;
-            let run = serde_json::from_value::<Run>(record["run"].clone()).ok()?;
-            Some((record, run))
+            let read = RunRecord::deserialize(&record).ok()?;
+            Some((record, read))
         })
         .ok_or_else(|| not_found(ctx, name))?;
+    let RunRecord { run, agents, cost } = run;
     let went = run.lanes.iter().map(|l| work_went(&l.steps)).collect();
-    let agents = record["agents"]
-        .as_array()
-        .map(|a| a.iter().map(Agent::read).collect());
-    let cost = serde_json::from_value(record["cost"].clone()).unwrap_or_default();
     Ok(RecordedRun {
         record,
         run,
         went,
-        agents,
+        agents: agents.map(|a| a.iter().map(Agent::of).collect()),
         cost,
     })
 }
@@ -208,62 +209,22 @@ fn work_went(steps: &[super::state::StepRecord]) -> Option<WorkWent> {
             .iter()
             .rev()
             .find(|r| r.status == StepStatus::Done && which(&r.step))
-            .and_then(|r| r.outcome.as_ref())
+            .and_then(|r| r.outcome_as::<LandOutcome>())
     };
-    let text = |o: &Value, key: &str| o[key].as_str().map(str::to_owned);
     done(&|k| *k == StepKey::PrOpen)
-        .and_then(|o| text(o, "url"))
+        .and_then(|o| o.url)
         .map(WorkWent::PullRequest)
         .or_else(|| {
             done(&|k| matches!(k, StepKey::Land(_)))
-                .and_then(|o| text(o, "commit"))
+                .and_then(|o| o.commit)
                 .map(WorkWent::Landed)
         })
-}
-
-/// What `run retire` did to one run: retired (every lane's work gone from the checkout), or kept.
-/// Serialised as `control::retire_runs` reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Retirement {
-    pub run: String,
-    pub retired: bool,
-    pub lanes: Vec<LaneRetirement>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LaneRetirement {
-    pub lane: String,
-    /// `retired`, or why the lane was kept.
-    pub result: String,
-}
-
-impl Retirement {
-    /// `control::retire_runs` reports a retirement as JSON it built itself (`run`, `retired`, `lanes`).
-    fn read(v: &Value) -> Retirement {
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        Retirement {
-            run: text(&v["run"]),
-            retired: v["retired"] == true,
-            lanes: v["lanes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|l| LaneRetirement {
-                    lane: text(&l["lane"]),
-                    result: text(&l["result"]),
-                })
-                .collect(),
-        }
-    }
 }
 
 /// `run retire [<name>]`: retire the ended runs (or the one named) whose work is in the target.
 pub fn retire(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Vec<Retirement>, Refusal> {
     let run = name.map(|n| named(ctx, n)).transpose()?;
-    Ok(control::retire_runs(ctx, run.as_deref())?
-        .iter()
-        .map(Retirement::read)
-        .collect())
+    control::retire_runs(ctx, run.as_deref())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use super::super::decide;
 use super::super::state::{Lane, Run, Stage, StepStatus};
 use crate::run::keys::StepKey;
+use crate::run::outcome::LandOutcome;
 use crate::run::Ctx;
 use std::path::PathBuf;
 
@@ -114,10 +115,9 @@ pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> NextMove {
         Delivered => NextMove::Done,
         Retire if lane.outcome(&StepKey::PrOpen).is_some() => NextMove::AwaitingPullRequest {
             url: lane
-                .outcome(&StepKey::PrOpen)
-                .and_then(|o| o["url"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
+                .outcome_as::<LandOutcome>(&StepKey::PrOpen)
+                .and_then(|o| o.url)
+                .unwrap_or_default(),
         },
         _ if !started.is_empty() => NextMove::InProgress { steps: started },
         stage => NextMove::Next { stage },

@@ -87,7 +87,7 @@ fn live_output(live: LiveRun) -> Output {
         agent_lines(&live.agent_views())
     );
     let mut json = serde_json::to_value(run).expect("serialises");
-    json["agents"] = live.agents.into();
+    json["agents"] = serde_json::to_value(&live.agents).expect("serialises");
     json["cost"] = serde_json::to_value(live.cost).expect("serialises");
     Output::new(json, text)
 }
