@@ -1,8 +1,10 @@
 //! How `iced build` waits while its run waits on something (SPEC 20.1): until the state file is
 //! replaced or an outcome appears in the folder of one of the run's running activities (inotify),
-//! and at most [`FALLBACK`], for a change no file shows (a supervisor that died, a pause that ran
-//! out) or an event missed. On a terminal it keeps one live line per running activity: what runs,
-//! for how long, and where its output goes.
+//! until the run's pace lets it launch again, and at most a fallback, for a change no file shows (a
+//! supervisor that died) or an event missed. The fallback starts at [`FALLBACK`] and doubles while
+//! nothing changes, up to [`FALLBACK_CAP`]: a wait of an hour costs a few steps a minute, not
+//! thirty. On a terminal it keeps one live line per running activity: what runs, for how long,
+//! and where its output goes.
 //!
 //! It never decides, records or signals anything: the engine's next step does, and the caller
 //! prints what that step says. Without inotify it waits [`FALLBACK`] each time.
@@ -19,8 +21,11 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The longest wait between two steps when no file said anything changed.
+/// The first fallback: the longest wait between two steps when no file said anything changed.
 pub const FALLBACK: Duration = Duration::from_secs(2);
+/// The longest fallback, reached after a few quiet waits: how late, at most, the driver notices a
+/// change no file shows (a supervisor killed with SIGKILL).
+pub const FALLBACK_CAP: Duration = Duration::from_secs(16);
 /// The shortest: should a step keep seeing a change it does not act on, the driver steps no more
 /// often than this rather than spin.
 const MIN_GAP: Duration = Duration::from_millis(100);
@@ -40,6 +45,8 @@ const ACTIVITY_EVENTS: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
 
 pub struct Waiter {
     watch: Option<Watch>,
+    /// The waits in a row that ended by the fallback, nothing having changed.
+    quiet: u32,
     /// The live lines, when stderr is a terminal and nothing asked for JSON.
     live: Option<LiveLines>,
 }
@@ -50,6 +57,7 @@ impl Waiter {
     pub fn new(paths: &RunPaths, root: &Path, terminal: bool) -> Waiter {
         Waiter {
             watch: Watch::new(&paths.dir),
+            quiet: 0,
             live: terminal.then(|| LiveLines {
                 root: root.to_owned(),
                 shown: 0,
@@ -58,14 +66,28 @@ impl Waiter {
     }
 
     /// Return once the run may have moved on: its state file was replaced, one of its running
-    /// activities wrote its outcome, or [`FALLBACK`] passed.
+    /// activities wrote its outcome, its pace lets it launch again, or the fallback passed.
     pub fn wait(&mut self, ctx: &Ctx<'_>, run_id: &str) {
         let began = Instant::now();
-        let deadline = began + FALLBACK;
+        let mut deadline = began + fallback(self.quiet);
         // A state that cannot be read now is refused by the next step, which says why.
-        let live = State::load(&ctx.paths, ctx.verb)
-            .map(|state| live_activities(ctx, &state, run_id))
+        let state = State::load(&ctx.paths, ctx.verb).ok();
+        let live = state
+            .as_ref()
+            .map(|state| live_activities(ctx, state, run_id))
             .unwrap_or_default();
+        let paced_until = state
+            .as_ref()
+            .and_then(|s| s.runs.get(run_id))
+            .and_then(|r| r.next_eligible_at.as_deref())
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        if let Some(until) = paced_until {
+            // Measured on the loop's clock (pinned in tests), waited on the real one.
+            let left = (until.with_timezone(&chrono::Utc) - crate::clock::now())
+                .to_std()
+                .unwrap_or_default();
+            deadline = deadline.min(began + left);
+        }
         if let Some(watch) = &mut self.watch {
             watch.follow(&live);
         }
@@ -91,6 +113,11 @@ impl Waiter {
                 }
             };
         }
+        self.quiet = if changed {
+            0
+        } else {
+            self.quiet.saturating_add(1)
+        };
         if let Some(short) = MIN_GAP.checked_sub(began.elapsed()) {
             std::thread::sleep(short);
         }
@@ -108,6 +135,12 @@ impl Drop for Waiter {
     fn drop(&mut self) {
         self.clear();
     }
+}
+
+/// The fallback after `quiet` waits in a row that nothing ended: [`FALLBACK`], doubled each time,
+/// at most [`FALLBACK_CAP`].
+fn fallback(quiet: u32) -> Duration {
+    FALLBACK.saturating_mul(1 << quiet.min(8)).min(FALLBACK_CAP)
 }
 
 /// The inotify watches: the run folder (for `state.json`) and the folder of each running activity
@@ -286,6 +319,14 @@ fn terminal_width() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Quiet waits back off from two seconds to the cap, and stay there.
+    #[test]
+    fn the_fallback_doubles_while_nothing_changes_up_to_its_cap() {
+        let secs: Vec<u64> = (0..6).map(|q| fallback(q).as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 16, 16, 16]);
+        assert_eq!(fallback(u32::MAX), FALLBACK_CAP);
+    }
 
     fn activity(dir: &str, launched: Option<SystemTime>) -> LiveActivity {
         LiveActivity {

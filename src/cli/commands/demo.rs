@@ -199,12 +199,16 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let history =
         crate::git::run(&repo, &["log", "--oneline", "--graph", "-8"]).unwrap_or_default();
     log.push_str(&format!("\n$ git log --oneline --graph\n{history}\n"));
-    let run = std::fs::read_dir(repo.join(".iced/run"))
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().into_string().ok())
-        .find(|n| n.starts_with("run-"))
+    // The run the build delivered, as `run show` finds it: it has left the state for its record.
+    let run = crate::repo::Repo::discover(&repo, "demo")
+        .and_then(|r| {
+            let ctx = crate::run::Ctx::new(&r, "demo")?;
+            crate::run::view::show(&ctx, "run-")
+        })
+        .map(|shown| match shown {
+            crate::run::view::Shown::Live(live) => live.run.id,
+            crate::run::view::Shown::Recorded(recorded) => recorded.run.id,
+        })
         .unwrap_or_default();
     log.push_str(&format!(
         "\nLanded: `main` now has the fix and the unit's close (status done, evidence.md, verify.json); the lane's worktree and branch are gone, and the run's record stays. The validator's minor finding is noted in evidence.md.\n\nLook around:\n  cd {}\n  iced run show {run}\n  iced status {id}\n  git log --stat -3\n\nThe demo repository is kept at `{}`; remove it when done.",
