@@ -4,6 +4,7 @@
 //! never reads the loop's files or decides a loop question itself.
 
 mod commands;
+mod interrupt;
 mod render;
 mod wait;
 
@@ -121,7 +122,7 @@ pub enum Command {
     /// Trust what this checkout's config would run (runners, roles, verify.commands, land.pr, hooks): records their sha256 for this root in your own config directory and prints each program and argv; refuses an invalid config.
     #[command(verbatim_doc_comment)]
     Trust,
-    /// Inspect and steer runs: list, show, pause, resume, abandon.
+    /// Inspect and steer runs: list, show, pause, resume, abandon, release, discard, retire, handover.
     Run {
         #[command(subcommand)]
         command: commands::run::RunCommand,

@@ -266,6 +266,8 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                     continue;
                 }
                 lane.released = false;
+                // A fresh budget: `verify.maxAttempts` more, counted from the attempt that starts now.
+                lane.attempts_before = lane.attempt;
                 let reason = lane.reason.clone().unwrap_or_else(|| "resumed".into());
                 let had_worktree = lane.worktree.is_some();
                 new_attempt(

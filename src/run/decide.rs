@@ -53,6 +53,7 @@ pub enum Waiting {
     Delivering,
     Landed,
     ValidatorsWorking,
+    RefuterWorking,
     DoingStep {
         step: StepKey,
     },
@@ -584,7 +585,11 @@ fn validators(
     } else if waiting {
         Some(Next::Wait {
             lane: id,
-            why: Waiting::ValidatorsWorking,
+            why: if keys == [StepKey::Refute] {
+                Waiting::RefuterWorking
+            } else {
+                Waiting::ValidatorsWorking
+            },
         })
     } else {
         None
@@ -615,7 +620,7 @@ fn moved(lane: &Lane, view: &DecideView, record: &super::state::StepRecord) -> N
             format!(" (added: {})", commits.join("; "))
         }
     );
-    if lane.attempt >= view.max_attempts {
+    if lane.attempts_spent() >= view.max_attempts {
         Next::Block {
             lane: lane.id.clone(),
             reason,

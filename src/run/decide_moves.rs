@@ -57,15 +57,26 @@ pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -
         .map(|m| format!("- {m}"))
         .collect::<Vec<_>>()
         .join("\n");
-    if lane.attempt >= view.max_attempts {
+    if lane.attempts_spent() >= view.max_attempts {
         LaneMove::Block {
-            reason: format!(
-                "attempt {} of {} did not verify:\n{gaps}",
-                lane.attempt, view.max_attempts
-            ),
+            reason: format!("{} did not verify:\n{gaps}", attempt_of(lane, view)),
         }
     } else {
         LaneMove::Retry { reason: gaps }
+    }
+}
+
+/// `attempt 2 of 3`; after a resume, `attempt 5 (2 of 3 since the resume)`; past a budget lowered
+/// under the run, `attempt 4 (verify.maxAttempts is 3)`: never "attempt 4 of 3".
+fn attempt_of(lane: &Lane, view: &DecideView) -> String {
+    let (attempt, spent, max) = (lane.attempt, lane.attempts_spent(), view.max_attempts);
+    match (lane.attempts_before, spent <= max) {
+        (0, true) => format!("attempt {attempt} of {max}"),
+        (0, false) => format!("attempt {attempt} (verify.maxAttempts is {max})"),
+        (_, true) => format!("attempt {attempt} ({spent} of {max} since the resume)"),
+        (_, false) => {
+            format!("attempt {attempt} ({spent} since the resume; verify.maxAttempts is {max})")
+        }
     }
 }
 
@@ -98,7 +109,7 @@ pub fn resolve(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove
         .collect();
     if !open.is_empty() {
         let listed = open.join("\n");
-        return if lane.attempt >= view.max_attempts {
+        return if lane.attempts_spent() >= view.max_attempts {
             LaneMove::Block {
                 reason: format!("open findings after {} attempts:\n{listed}", lane.attempt),
             }

@@ -755,7 +755,12 @@ fn new_attempt(l: &mut Lane, reason: String, crashed: bool) {
 /// `records::apply_move`, without the history file.
 fn apply_move(l: &mut Lane, mv: LaneMove) {
     match mv {
-        LaneMove::To(stage) => l.stage = stage,
+        LaneMove::To(stage) => {
+            if matches!(stage, Stage::Land | Stage::Delivered) {
+                l.reason = None;
+            }
+            l.stage = stage;
+        }
         LaneMove::Retry { reason } => new_attempt(l, reason, false),
         LaneMove::Block { reason } => {
             l.stage = Stage::Blocked;

@@ -799,6 +799,7 @@ impl Sim {
                 continue;
             }
             l.released = false;
+            l.attempts_before = l.attempt;
             let had_worktree = l.worktree.is_some();
             new_attempt(l, "resumed".into(), false);
             l.crashes = 0;

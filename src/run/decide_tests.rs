@@ -62,6 +62,7 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         land_round: 0,
         depends: Vec::new(),
         released: false,
+        attempts_before: 0,
     }
 }
 
@@ -271,7 +272,7 @@ fn after_the_receipt_each_row_of_spec_20_4() {
         ("gaps, attempts left: a new attempt whose brief lists them", 2, true, false, None, &gaps, LaneMove::Retry { reason: listed.into() }),
         ("gaps, attempts left, no validators: the same", 1, false, false, None, &gaps, LaneMove::Retry { reason: listed.into() }),
         ("gaps, attempts spent: blocked, naming them", 3, true, false, None, &gaps, LaneMove::Block { reason: format!("attempt 3 of 3 did not verify:\n{listed}") }),
-        ("gaps past a max lowered under the run: blocked", 4, true, false, None, &gaps, LaneMove::Block { reason: format!("attempt 4 of 3 did not verify:\n{listed}") }),
+        ("gaps past a max lowered under the run: blocked, never `4 of 3`", 4, true, false, None, &gaps, LaneMove::Block { reason: format!("attempt 4 (verify.maxAttempts is 3) did not verify:\n{listed}") }),
     ];
     for (why, attempt, independent, verified, handback, missing, expected) in rows {
         let mut v = view(Driver::Process);
@@ -283,6 +284,40 @@ fn after_the_receipt_each_row_of_spec_20_4() {
         };
         assert_eq!(
             after_receipt(&at_attempt(attempt), &v, &found),
+            expected,
+            "{why}"
+        );
+    }
+}
+
+/// A resume gives a blocked lane a fresh budget: `verify.maxAttempts` more attempts, counted from
+/// the one the resume starts, and the reason counts them so.
+#[test]
+fn after_a_resume_the_attempts_count_from_the_resumed_one() {
+    let gaps = vec!["`make test` exited 2, expected [0]".to_owned()];
+    let listed = "- `make test` exited 2, expected [0]";
+    let found = ReceiptFound {
+        verified: false,
+        handback: None,
+        missing: &gaps,
+    };
+    let v = view(Driver::Process);
+    let resumed = |attempt: u32| {
+        let mut l = at_attempt(attempt);
+        l.attempts_before = 3;
+        l
+    };
+    // (what the row says, attempt, the move)
+    #[rustfmt::skip]
+    let rows = [
+        ("the first after the resume: another", 4, LaneMove::Retry { reason: listed.into() }),
+        ("the second: another", 5, LaneMove::Retry { reason: listed.into() }),
+        ("the third: blocked, counted from the resume", 6, LaneMove::Block { reason: format!("attempt 6 (3 of 3 since the resume) did not verify:\n{listed}") }),
+        ("past the budget: blocked, never `4 of 3`", 7, LaneMove::Block { reason: format!("attempt 7 (4 since the resume; verify.maxAttempts is 3) did not verify:\n{listed}") }),
+    ];
+    for (why, attempt, expected) in rows {
+        assert_eq!(
+            after_receipt(&resumed(attempt), &v, &found),
             expected,
             "{why}"
         );

@@ -328,6 +328,7 @@ mod tests {
             land_round: 0,
             depends: Vec::new(),
             released: false,
+            attempts_before: 0,
         }
     }
 

@@ -186,7 +186,14 @@ pub(crate) fn apply_move(
 ) -> Result<(), Refusal> {
     use crate::run::decide::LaneMove;
     match mv {
-        LaneMove::To(stage) => lane.stage = stage,
+        LaneMove::To(stage) => {
+            // Past its delivery a lane's last reason (a fix round's findings, a failed receipt's
+            // gaps) is history: it is kept for the brief only until the close is committed.
+            if matches!(stage, Stage::Land | Stage::Delivered) {
+                lane.reason = None;
+            }
+            lane.stage = stage;
+        }
         LaneMove::Retry { reason } => new_attempt(ctx, run_id, lane, reason, false)?,
         LaneMove::Block { reason } => {
             lane.stage = Stage::Blocked;

@@ -178,6 +178,10 @@ pub struct Lane {
     /// its siblings' landing.
     #[serde(default)]
     pub released: bool,
+    /// Attempts a person's resume put behind the lane: its `verify.maxAttempts` count from the one
+    /// after them (a resume gives a blocked lane a fresh budget). Absent while none was resumed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts_before: u32,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -207,6 +211,11 @@ pub struct StepRecord {
 }
 
 impl Lane {
+    /// The attempts this lane has spent of its budget: since its last resume, this one included.
+    pub fn attempts_spent(&self) -> u32 {
+        self.attempt.saturating_sub(self.attempts_before)
+    }
+
     pub fn record(&self, step: &StepKey) -> Option<&StepRecord> {
         self.steps
             .iter()

@@ -75,9 +75,14 @@ pub enum Then {
         role: &'static str,
         lens: String,
     },
-    ValidatorsPrepared,
+    /// The validators' sandboxes and prompts are made (the refuter's alone, at the refute stage).
+    ValidatorsPrepared {
+        refuter: bool,
+    },
     LaneMovedAfterReceipt,
-    ValidatorsRunning,
+    ValidatorsRunning {
+        refuter: bool,
+    },
     ValidatorFailed {
         key: StepKey,
         why: String,

@@ -1246,7 +1246,7 @@ In force: implementer runner `fake`; no independent validators (the loop's own c
 
 - <unit>: delivered (attempt 1). Delivered on `iced/<unit>/<unit>`: merge it, then `iced run retire`.
 
-Drive it with `iced implement step` (repeat while it says `advanced` or `waiting`).
+It has ended: `iced run show <run>` shows what it did.
 "#;
 const HANDOVER_BLOCKED: &str = r#"# Handover
 
@@ -1356,6 +1356,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 land_round: 0,
                 depends: Vec::new(),
                 released: false,
+                attempts_before: 0,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {

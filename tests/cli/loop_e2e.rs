@@ -16,7 +16,7 @@ pub(crate) const WAIT: Duration = Duration::from_secs(30);
 // ---- helpers ----------------------------------------------------------------------------------
 
 /// The loop's own checks only (no independent validators), with this definition of done.
-fn own_checks(commands: Value) -> Value {
+pub(crate) fn own_checks(commands: Value) -> Value {
     json!({"verify": {"independent": false, "commands": commands}})
 }
 
@@ -152,7 +152,7 @@ pub(crate) fn same_file(a: &str, b: &Path) -> bool {
 }
 
 /// No process runs with this pid any more (absent from /proc, or a zombie nobody reaped yet).
-fn pid_gone(pid: u32) -> bool {
+pub(crate) fn pid_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => stat
@@ -162,7 +162,7 @@ fn pid_gone(pid: u32) -> bool {
 }
 
 /// The pid a fake agent start logged (`... pid=<n>`).
-fn logged_pid(start: &str) -> u32 {
+pub(crate) fn logged_pid(start: &str) -> u32 {
     start
         .split_whitespace()
         .find_map(|token| token.strip_prefix("pid="))

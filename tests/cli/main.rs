@@ -32,3 +32,4 @@ mod survivors;
 mod trust;
 mod validation;
 mod waiting;
+mod words;

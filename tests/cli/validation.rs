@@ -295,7 +295,20 @@ fn a_finding_the_refuter_refutes_is_closed_without_a_fix_round() {
             r#"report {"findings": [{"finding_id": "{lane}-F1", "decision": "refuted", "reason": "the poll sends no credentials: it is not activity"}]}"#,
         );
     let (env, id) = validated(&script, &["expectations", "failures"], json!({}));
-    let (_, run) = build_to_end(&env, &id, 0, "delivered");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    // At the refute stage the steps speak of the refuter, not of "the validators" (issue 11).
+    let at_refute: Vec<String> = crate::loop_e2e::json_lines(&out)
+        .iter()
+        .filter(|l| l["stage"] == "refute")
+        .map(|l| str_of(l, "next").to_owned())
+        .collect();
+    assert!(
+        at_refute.iter().any(|n| n.contains("the refuter is"))
+            && at_refute.iter().all(|n| !n.contains("the validators are")),
+        "{at_refute:#?}"
+    );
 
     assert_eq!(
         attempts_of(&env, "implementer", "*"),

@@ -64,6 +64,12 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         &args.pace.flags(),
         args.pace.repace,
     )?;
+    // Ctrl-C stops this driver only: say that the agents go on, and what picks the run up.
+    crate::cli::interrupt::on_interrupt(&crate::text::for_terminal(&format!(
+        "interrupted: this `iced build` stops here, run {run} does not: its running agents keep running. `iced build {id}` picks it up again; `iced run show {run}` shows where it is.",
+        run = admitted.run,
+        id = args.id,
+    )));
     let live = std::io::stderr().is_terminal() && !json;
     let say = |line: &str| {
         if json {

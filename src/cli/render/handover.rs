@@ -96,9 +96,18 @@ pub fn text(h: &Handover) -> String {
         }
         b.push('\n');
     }
-    let _ = writeln!(
-        b,
-        "Drive it with `iced implement step` (repeat while it says `advanced` or `waiting`)."
-    );
+    if h.runs.iter().all(|r| r.summary.status.is_ended()) {
+        // Nothing to drive: the record says the rest.
+        let _ = writeln!(
+            b,
+            "It has ended: `iced run show {}` shows what it did.",
+            h.runs[0].summary.id
+        );
+    } else {
+        let _ = writeln!(
+            b,
+            "Drive it with `iced implement step` (repeat while it says `advanced` or `waiting`)."
+        );
+    }
     b
 }

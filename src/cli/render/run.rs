@@ -53,7 +53,7 @@ pub fn next_move(next: &NextMove) -> String {
             "Awaiting the implementer's report at `{}`.",
             receipt.display()
         ),
-        NextMove::StartImplementer => "Next: start the implementer.".into(),
+        NextMove::StartImplementer => "Its implementer starts next.".into(),
         NextMove::Awaiting { steps } => format!("Awaiting {}.", steps.join(", ")),
         NextMove::DeliveredOnBranch { branch } => {
             format!("Delivered on `{branch}`: merge it, then `iced run retire`.")
@@ -61,7 +61,7 @@ pub fn next_move(next: &NextMove) -> String {
         NextMove::Done => "Done.".into(),
         NextMove::AwaitingPullRequest { url } => format!("Awaiting pull request {url} to land."),
         NextMove::InProgress { steps } => format!("In progress: {}.", steps.join(", ")),
-        NextMove::Next { stage } => format!("Next: {}.", stage.as_str()),
+        NextMove::Next { stage } => format!("Goes on to {}.", stage.as_str()),
     }
 }
 
@@ -228,16 +228,18 @@ mod tests {
             (NextMove::HandedBack { release }, "Handed back: the contract needs a person. It holds the other lanes: `iced run release r l` or `iced run discard r l`."),
             (NextMove::Discarded, "Discarded; its branch is kept."),
             (NextMove::AwaitingReport { receipt: "/w/report.json".into() }, "Awaiting the implementer's report at `/w/report.json`."),
-            (NextMove::StartImplementer, "Next: start the implementer."),
+            (NextMove::StartImplementer, "Its implementer starts next."),
             (NextMove::Awaiting { steps: vec!["validate-tests".into()] }, "Awaiting validate-tests."),
             (NextMove::DeliveredOnBranch { branch: "iced/u/u".into() }, "Delivered on `iced/u/u`: merge it, then `iced run retire`."),
             (NextMove::Done, "Done."),
             (NextMove::AwaitingPullRequest { url: "https://x/pr/1".into() }, "Awaiting pull request https://x/pr/1 to land."),
             (NextMove::InProgress { steps: vec!["deliver".into()] }, "In progress: deliver."),
-            (NextMove::Next { stage: Stage::Land }, "Next: land."),
+            (NextMove::Next { stage: Stage::Land }, "Goes on to land."),
         ];
         for (next, words) in cases {
             assert_eq!(next_move(&next), words, "{next:?}");
+            // `run show` prints it after `next: `: never "next: Next: ..." (issue 11).
+            assert!(!words.to_lowercase().starts_with("next"), "{words}");
         }
     }
 }

@@ -52,11 +52,19 @@ pub fn words(then: &Then) -> String {
         Then::StartValidator { role, lens } => format!(
             "start a fresh, read-only {role} ({lens}) in `worktree` with `brief`; it writes its answer to `receipt_path`; then run `iced implement receipt <receipt_path>`"
         ),
-        Then::ValidatorsPrepared => "the validators are prepared; call again".into(),
+        Then::ValidatorsPrepared { refuter: false } => {
+            "the validators are prepared; call again".into()
+        }
+        Then::ValidatorsPrepared { refuter: true } => "the refuter is prepared; call again".into(),
         Then::LaneMovedAfterReceipt => {
             "the lane moved after its receipt; nothing unjudged is validated: call again".into()
         }
-        Then::ValidatorsRunning => "the validators are running; call again later".into(),
+        Then::ValidatorsRunning { refuter: false } => {
+            "the validators are running; call again later".into()
+        }
+        Then::ValidatorsRunning { refuter: true } => {
+            "the refuter is running; call again later".into()
+        }
         Then::ValidatorFailed { key, why } => format!("`{key}` failed ({why}); it runs again"),
         Then::ValidatorChangedTree { key, moved } => format!(
             "`{key}` changed its tree ({}); its answer is thrown away",
@@ -198,6 +206,7 @@ pub fn waiting(why: &Waiting) -> String {
         Waiting::Delivering => "another call is delivering".into(),
         Waiting::Landed => "the lane has landed".into(),
         Waiting::ValidatorsWorking => "the validators are working".into(),
+        Waiting::RefuterWorking => "the refuter is working".into(),
         Waiting::DoingStep { step } => format!("another call is doing `{step}`"),
         Waiting::PullRequestOpen => "the pull request is open".into(),
         Waiting::DodRunning => "the definition-of-done commands are running".into(),

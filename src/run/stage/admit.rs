@@ -159,6 +159,7 @@ pub fn admit(
                 land_round: 0,
                 depends: depends.clone(),
                 released: false,
+                attempts_before: 0,
             })
             .collect(),
     };

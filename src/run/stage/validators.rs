@@ -376,7 +376,9 @@ pub fn prepare(
             run,
             lane,
             Action::Advanced,
-            Then::ValidatorsPrepared,
+            Then::ValidatorsPrepared {
+                refuter: keys.iter().all(|k| *k == StepKey::Refute),
+            },
         ))
     })
 }
@@ -471,7 +473,9 @@ pub fn launch_all(
         snapshot,
         lane,
         Action::Waiting,
-        Then::ValidatorsRunning,
+        Then::ValidatorsRunning {
+            refuter: keys.iter().all(|(k, _)| *k == StepKey::Refute),
+        },
     ))
 }
 

@@ -3,7 +3,7 @@
 //! the state alone.
 
 use super::super::settings::Runner;
-use super::super::state::{Stage, State};
+use super::super::state::{Run, Stage, State};
 use super::{named, next_move, NextMove, RunSummary};
 use crate::refusal::Refusal;
 use crate::run::Ctx;
@@ -74,18 +74,23 @@ fn role(runner: &Option<Runner>, model: &Option<String>) -> Role {
     }
 }
 
-/// The handover of the run `name` names, or of every live run.
+/// The handover of the run `name` names (from its record once it has left the state: it shows how
+/// the run ended), or of every live run.
 pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> {
     let state = State::load(&ctx.paths, ctx.verb)?;
-    let chosen: Vec<_> = match name {
+    let chosen: Vec<Run> = match name {
+        Some(n) if !state.runs.keys().any(|k| k.contains(n)) => {
+            vec![super::recorded(ctx, n)?.run]
+        }
         Some(n) => {
             let id = named(ctx, n)?;
-            state.runs.get(&id).into_iter().collect()
+            state.runs.get(&id).cloned().into_iter().collect()
         }
         None => state
             .runs
             .values()
             .filter(|r| !r.status.is_ended())
+            .cloned()
             .collect(),
     };
     let s = &ctx.settings;
@@ -106,7 +111,7 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
         }),
     };
     let runs = chosen
-        .into_iter()
+        .iter()
         .map(|run| HandoverRun {
             summary: RunSummary::of(run),
             lanes: run

@@ -100,6 +100,34 @@ pub fn named(ctx: &Ctx<'_>, name: &str) -> Result<String, Refusal> {
     })
 }
 
+/// The run a verb means when none is named: the one live run in the state; with none live, the
+/// latest run there or, none there, the latest that left it for its record. Several live runs are
+/// ambiguous; no run at all is not found.
+pub fn default_run(ctx: &Ctx<'_>) -> Result<String, Refusal> {
+    if let Some(live) = control::pick_run(ctx, None)? {
+        return Ok(live);
+    }
+    let state = State::load(&ctx.paths, ctx.verb)?;
+    // Run ids begin with their start time (`run-YYYYMMDDTHHMMSS-...`): the greatest is the latest.
+    let latest = state.runs.keys().max().cloned().or_else(|| {
+        std::fs::read_dir(&ctx.paths.dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|id| id.starts_with("run-") && record::read(&ctx.paths, id).is_some())
+            .max()
+    });
+    latest.ok_or_else(|| {
+        Refusal::new(
+            ctx.verb,
+            "run-not-found",
+            "this repository has no run yet",
+            "`iced build <id>` starts one",
+        )
+    })
+}
+
 /// `run show`: a run in the state, or the record of one that has left it.
 pub enum Shown {
     Live(Box<LiveRun>),
@@ -178,7 +206,7 @@ fn not_found(ctx: &Ctx<'_>, name: &str) -> Refusal {
 }
 
 /// The first readable record of a run whose id holds `name`.
-fn recorded(ctx: &Ctx<'_>, name: &str) -> Result<RecordedRun, Refusal> {
+pub(super) fn recorded(ctx: &Ctx<'_>, name: &str) -> Result<RecordedRun, Refusal> {
     let (record, run) = std::fs::read_dir(&ctx.paths.dir)
         .into_iter()
         .flatten()

@@ -12,14 +12,18 @@ use std::fmt::Write;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The run id (or a unique part of it).
-    pub run: String,
+    /// The run id (or a unique part of it); default: the one live run, else the latest run.
+    pub run: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<Output, Refusal> {
     let repo = repo(STEP)?;
     let ctx = Ctx::new(&repo, STEP)?;
-    Ok(match view::show(&ctx, &args.run)? {
+    let name = match args.run {
+        Some(name) => name,
+        None => view::default_run(&ctx)?,
+    };
+    Ok(match view::show(&ctx, &name)? {
         Shown::Live(live) => live_output(*live),
         Shown::Recorded(recorded) => recorded_output(*recorded),
     })

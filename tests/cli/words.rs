@@ -1,0 +1,203 @@
+//! Issue 11, "the loop's words": what the run verbs accept and say is what a person would expect
+//! (a relative receipt path, a run named by default, the handover of a finished run, the help).
+
+use crate::env::{run, TestEnv};
+use crate::loop_e2e::{
+    agent_commit, build, host_run, logged_pid, own_checks, pid_gone, run_show, step_until, str_of,
+    with_agent, GOOD_REPORT,
+};
+use serde_json::json;
+use std::path::Path;
+
+/// `implement receipt` takes the report's path relative to where the host stands, from the
+/// repository root or from a folder under it.
+#[test]
+fn a_receipt_path_relative_to_the_callers_folder_is_the_same_receipt() {
+    for from_sub in [false, true] {
+        let (env, id) = TestEnv::buildable(own_checks(json!([])));
+        let (run_id, agent) = host_run(&env, &id);
+        let receipt = str_of(&agent, "receipt_path").to_owned();
+        agent_commit(
+            Path::new(str_of(&agent, "worktree")),
+            "src/session.rs",
+            "fixed\n",
+        );
+        std::fs::write(&receipt, GOOD_REPORT).unwrap();
+        let relative = format!(".iced/run/{run_id}/{id}/report-1.json");
+        let handed = if from_sub {
+            let sub = env.path("docs");
+            std::fs::create_dir_all(&sub).unwrap();
+            env.iced_json_in(&sub, &["implement", "receipt", &format!("../{relative}")])
+        } else {
+            env.iced_json(&["implement", "receipt", &relative])
+        };
+        let handed = handed.ok().json();
+        assert_eq!(handed["action"], "advanced", "from a subfolder: {from_sub}");
+        assert_eq!(handed["stage"], "receipt");
+    }
+}
+
+/// `run show` and `run handover` need no id when the repository has one run: while it lives, and
+/// (show) once it has left the state for its record; `run handover <id>` of a finished run hands
+/// over how it ended instead of saying it is not found.
+#[test]
+fn run_show_and_handover_find_the_one_run_and_a_finished_one() {
+    let (env, id) = TestEnv::buildable(own_checks(json!([])));
+    let (run_id, agent) = host_run(&env, &id);
+    let shown = env.iced_json(&["run", "show"]).ok().json();
+    assert_eq!(shown["id"], run_id.as_str(), "{shown:#}");
+    let handed = env.iced_json(&["run", "handover"]).ok().json();
+    assert_eq!(handed["runs"][0]["id"], run_id.as_str(), "{handed:#}");
+
+    let receipt = str_of(&agent, "receipt_path").to_owned();
+    agent_commit(
+        Path::new(str_of(&agent, "worktree")),
+        "src/session.rs",
+        "fixed\n",
+    );
+    std::fs::write(&receipt, GOOD_REPORT).unwrap();
+    env.iced_json(&["implement", "receipt", &receipt]).ok();
+    step_until(&env, |s| s["action"] == "delivered");
+
+    let shown = env.iced_json(&["run", "show"]).ok().json();
+    assert_eq!(shown["id"], run_id.as_str(), "{shown:#}");
+    assert_eq!(shown["status"], "delivered");
+    let handed = env.iced_json(&["run", "handover", &run_id]).ok();
+    let handed = handed.json();
+    assert_eq!(handed["runs"][0]["id"], run_id.as_str(), "{handed:#}");
+    assert_eq!(handed["runs"][0]["status"], "delivered", "{handed:#}");
+    assert!(
+        handed["handover"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("It has ended: `iced run show {run_id}`")),
+        "{handed:#}"
+    );
+}
+
+/// With no run at all, `run show` says so and how to start one.
+#[test]
+fn run_show_without_any_run_says_how_to_start_one() {
+    let (env, _id) = TestEnv::buildable(own_checks(json!([])));
+    let refused = env.iced_json(&["run", "show"]).refused(3, "run-not-found");
+    assert!(
+        refused["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("iced build <id>"),
+        "{refused:#}"
+    );
+}
+
+/// `iced run --help` names every run verb.
+#[test]
+fn run_help_names_every_run_verb() {
+    let env = TestEnv::new();
+    let help = run(env.command().args(["run", "--help"]));
+    let about = help.stdout.lines().next().unwrap_or_default().to_owned();
+    for verb in [
+        "list", "show", "pause", "resume", "abandon", "release", "discard", "retire", "handover",
+    ] {
+        assert!(about.contains(verb), "`{verb}` missing from: {about}");
+    }
+}
+
+/// Ctrl-C on `iced build` (SIGINT to its process group, as a terminal sends it) stops the driver
+/// only: it says that the agents keep running and what picks the run up, exits 130, and the
+/// agent it left goes on; `iced build` again takes the run to delivery with that one agent.
+#[test]
+fn ctrl_c_on_build_says_the_agents_keep_running_and_build_picks_the_run_up() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let (env, id) = with_agent(
+        "sleep 3\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(json!([])),
+    );
+    let child = env
+        .command()
+        .args(["build", &id])
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while env.agent_starts().is_empty() {
+        assert!(Instant::now() < give_up, "the agent never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let agent = logged_pid(&env.agent_starts()[0]);
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("its running agents keep running")
+            && stderr.contains(&format!("`iced build {id}` picks it up again")),
+        "{stderr}"
+    );
+    assert!(!pid_gone(agent), "the agent was stopped with the driver");
+    // The progress lines before it depend on when the signal came; what it says does not.
+    let said = stderr.rsplit("\n\n").next().unwrap_or_default();
+    crate::snap::assert_read!(
+        &env,
+        "build_interrupted",
+        format!(
+            "$ iced build <id>, then Ctrl-C\nexit 130\n----- stderr, its last lines -----\n{said}"
+        )
+    );
+
+    let (done, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{done:#?}");
+    assert_eq!(env.agent_starts().len(), 1, "{:?}", env.agent_starts());
+}
+
+/// A person's resume gives a blocked lane a fresh budget of `verify.maxAttempts` attempts, and
+/// its reason counts them from the resume: never "attempt 3 of 2".
+#[test]
+fn a_resumed_lane_gets_a_fresh_budget_of_attempts_counted_from_the_resume() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 2, "commands": ["test -f needed.txt"]}}),
+    );
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let run_id = str_of(&last, "run").to_owned();
+    assert_eq!(env.agent_starts().len(), 2);
+    let reason = |env: &TestEnv| {
+        let shown = run_show(env, &run_id);
+        str_of(&shown["lanes"][0], "reason").to_owned()
+    };
+    assert!(
+        reason(&env).starts_with("attempt 2 of 2 did not verify"),
+        "{}",
+        reason(&env)
+    );
+
+    // Resumed (by `iced build` again): two more attempts, then blocked again, counted so.
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    assert_eq!(env.agent_starts().len(), 4, "{:?}", env.agent_starts());
+    assert!(
+        reason(&env).starts_with("attempt 4 (2 of 2 since the resume) did not verify"),
+        "{}",
+        reason(&env)
+    );
+}
+
+/// A lane delivered after a failed attempt does not keep that attempt's gaps as its reason: `run
+/// show` of the delivered lane gives none.
+#[test]
+fn a_delivered_lane_keeps_no_stale_reason() {
+    // Attempt 1 misses what the definition of done checks; attempt 2 has it.
+    let (env, id) = with_agent(
+        "attempt 1\ncommit src/session.rs fixed\nreport-ok E1 E2\nattempt 2\ncommit src/done.txt done\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 3, "commands": ["test -f src/done.txt"]}}),
+    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let shown = run_show(&env, str_of(&last, "run"));
+    assert_eq!(shown["lanes"][0]["attempt"], 2, "{shown:#}");
+    assert!(shown["lanes"][0]["reason"].is_null(), "{shown:#}");
+}
