@@ -62,6 +62,19 @@ pub enum Waiting {
     CheckingReceipt,
 }
 
+impl Waiting {
+    /// Another call of the loop is doing the lane's step: it ends soon, and the step is then done.
+    pub fn on_another_call(&self) -> bool {
+        matches!(
+            self,
+            Waiting::MakingWorktree
+                | Waiting::Delivering
+                | Waiting::DoingStep { .. }
+                | Waiting::CheckingReceipt
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
     /// The run has ended (delivered, handed back, abandoned) or is blocked: report it.

@@ -80,6 +80,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
             branch: Some("main".into()),
         },
         next_eligible_at: None,
+        overrun: None,
         paced: 0,
         pace: None,
         window_from: None,

@@ -15,6 +15,7 @@ use super::stepper;
 use super::{Ctx, StepReport};
 use crate::refusal::Refusal;
 use crate::run::reply::Action;
+use crate::run::then::Then;
 use std::path::Path;
 
 /// A run `iced build` drives: the one it admitted, or the one it resumed.
@@ -81,9 +82,13 @@ pub fn to_end(
 /// A pull request waiting for the forge is not something a driver polls for: cron or a host
 /// stepping the run later retires the lane once it has landed. Nor is a landed lane whose landing
 /// is not (or no longer) in the target: only a person changes that.
+/// A wait on another call of the loop doing a step (a second `iced build`, cron) is not one: that
+/// call ends soon, and this driver goes on after it (issue 11: it never returns early for it).
 fn awaits_someone_else(land_mode: LandMode, report: &StepReport) -> bool {
     let stage = report.stage.as_deref();
+    let on_another_call = matches!(&report.next, Then::Wait { why } if why.on_another_call());
     report.action == Action::Waiting
+        && !on_another_call
         && (land_mode == LandMode::Pr && matches!(stage, Some("land" | "retire"))
             || stage == Some("retire"))
 }
@@ -171,6 +176,14 @@ mod tests {
                 );
                 // A step that did something is never a wait.
                 assert!(!awaits_someone_else(mode, &report(Action::Advanced, stage)));
+                // Nor is another call doing the step: the driver waits that out.
+                let mut busy = report(Action::Waiting, stage);
+                busy.next = Then::Wait {
+                    why: crate::run::decide::Waiting::DoingStep {
+                        step: crate::run::keys::StepKey::Retire,
+                    },
+                };
+                assert!(!awaits_someone_else(mode, &busy), "{mode} {stage}");
             }
         }
     }

@@ -18,6 +18,9 @@ pub enum Event {
     StepStart,
     StepDone,
     StepFailed,
+    /// A step found the world not there yet (a target that moved, a pull request not merged): it
+    /// is tried again; not a failure.
+    StepWaits,
     AgentStart,
     AgentEnd,
     Superseded,
@@ -45,6 +48,7 @@ impl Event {
             Event::StepStart => "step_start",
             Event::StepDone => "step_done",
             Event::StepFailed => "step_failed",
+            Event::StepWaits => "step_waits",
             Event::AgentStart => "agent_start",
             Event::AgentEnd => "agent_end",
             Event::Superseded => "superseded",

@@ -346,6 +346,7 @@ mod tests {
                 branch: None,
             },
             next_eligible_at: None,
+            overrun: None,
             paced: 0,
             pace: None,
             window_from: None,

@@ -69,9 +69,12 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
             let is_activity = record.step == StepKey::Implement && run.driver == Driver::Process
                 || record.step.is_dod()
                 || validator_process;
+            // A receipt whose own checks are recorded stays started until its commands are in: the
+            // call that checked has ended as it should, and nothing is redone.
+            let checked = record.step == StepKey::Receipt && record.outcome.is_some();
             if !is_activity {
                 // A synchronous step whose call died: clear its owner, so `decide` redoes it.
-                if record.pid.is_some() && !owner_alive(record) {
+                if !checked && record.pid.is_some() && !owner_alive(record) {
                     record.pid = None;
                     record.pid_start = None;
                     emit(

@@ -47,6 +47,27 @@ pub struct AgentEntry {
     pub duration_ms: Option<u64>,
     #[serde(deserialize_with = "or_default")]
     pub exit_code: Option<i64>,
+    /// The signal that ended it, when one did (absent otherwise).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "or_default"
+    )]
+    pub signal: Option<i64>,
+    /// It ran out of its time and was stopped (absent otherwise).
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "or_default"
+    )]
+    pub timed_out: bool,
+    /// Its model is the configured one: its harness reported none (absent when it did).
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "or_default"
+    )]
+    pub model_configured: bool,
     #[serde(deserialize_with = "or_default")]
     pub status: Option<StepStatus>,
     /// A host's agent only, always written (`null` when it answered or failed): why its attempt,
@@ -179,6 +200,7 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
             step: r.step.to_string(),
             attempt: r.attempt,
             runner: runner.as_ref().map(|r| r.name.clone()),
+            model_configured: said.model.is_none() && model.is_some(),
             model: said.model.or_else(|| model.clone()),
             session: None,
             turns: said.turns,
@@ -188,6 +210,8 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
             },
             duration_ms: activity.duration_ms,
             exit_code: activity.exit_code,
+            signal: activity.signal,
+            timed_out: activity.timed_out,
             status: Some(r.status),
             ended: None,
         });
@@ -213,6 +237,9 @@ fn host_agent(lane: &str, r: &StepRecord) -> AgentEntry {
         cost_usd: CostUsd::default(),
         duration_ms: None,
         exit_code: None,
+        signal: None,
+        timed_out: false,
+        model_configured: false,
         status: Some(r.status),
         ended: Some(ended),
     }

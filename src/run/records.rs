@@ -133,8 +133,12 @@ pub(crate) fn record_after(
         };
         let mut record = lane.steps.remove(index);
         let (action, next) = f(lane, &mut record)?;
+        let waits = record
+            .outcome_as::<crate::run::outcome::LandOutcome>()
+            .is_some_and(|o| o.again);
         let event = match record.status {
             StepStatus::Done => Some(Event::StepDone),
+            StepStatus::Failed if waits => Some(Event::StepWaits),
             StepStatus::Failed => Some(Event::StepFailed),
             StepStatus::Started => None,
         };

@@ -89,6 +89,10 @@ pub struct Run {
     /// When the current work window began (real time), with `pace.workMinutes` set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_from: Option<String>,
+    /// How many agents were alive over `pace.agents` when the loop last logged `ceiling_overrun`:
+    /// logged once per overrun (again only if more come alive), not on every call while it lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrun: Option<usize>,
     pub lanes: Vec<Lane>,
 }
 
@@ -483,6 +487,7 @@ mod tests {
                 branch: None,
             },
             next_eligible_at: None,
+            overrun: None,
             paced: 0,
             pace: None,
             window_from: None,

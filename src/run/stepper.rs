@@ -88,7 +88,16 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         let mut view = decide_view(ctx, run);
         // This run's were just observed: those recorded running are.
         view.agents_alive = elsewhere + agents_alive(ctx, run, false);
-        if view.agents_alive > view.pace_agents {
+        let over = (view.agents_alive > view.pace_agents).then_some(view.agents_alive);
+        let newly = match (over, run.overrun) {
+            (Some(alive), Some(logged)) => alive > logged,
+            (over, _) => over.is_some(),
+        };
+        // Remember the overrun logged, and forget it once it is over.
+        if over.is_none() || newly {
+            run.overrun = over;
+        }
+        if newly {
             emit(
                 &ctx.paths,
                 run_id,

@@ -361,3 +361,30 @@ fn a_model_or_session_that_is_not_one_short_line_is_a_usage_error() {
         "{shown:#}"
     );
 }
+
+/// A count found over the ceiling is logged once as `ceiling_overrun`, not on every call while it
+/// lasts (issue 11, item 17); again only if more agents come alive.
+#[test]
+fn an_overrun_of_the_ceiling_is_logged_once() {
+    let (env, a) = host_env(json!({"pace": {"agents": 2}}));
+    let b = second_unit(&env);
+    let c = env.approved_unit("sessions survive restarts");
+    env.commit_all("a third unit");
+    host_run(&env, &a);
+    let (out, last) = build(&env, &b, &["--no-wait"], 0);
+    assert_eq!(last["action"], "start_agent", "{out:#?}");
+    // A run kept to one agent, built while two are alive: over its ceiling.
+    let (out, last) = build(&env, &c, &["--no-wait", "--pace-agents", "1"], 0);
+    assert_eq!(last["action"], "waiting", "{out:#?}");
+    let run_c = str_of(&last, "run").to_owned();
+    for _ in 0..3 {
+        assert_eq!(step_run(&env, &run_c)["action"], "waiting");
+    }
+    let overruns: Vec<Value> = events(&env)
+        .into_iter()
+        .filter(|e| e["event"] == "ceiling_overrun")
+        .collect();
+    assert_eq!(overruns.len(), 1, "{overruns:#?}");
+    assert_eq!(overruns[0]["alive"], 2);
+    assert_eq!(overruns[0]["ceiling"], 1);
+}

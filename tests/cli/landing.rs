@@ -806,6 +806,19 @@ fn a_pull_request_is_pushed_opened_armed_and_never_pushed_again() {
         str_of(&waiting, "next"),
         format!("the pull request {PR_URL} has not landed in `main` yet")
     );
+    // A retire that waits on the pull request is logged as waiting, never as a failure.
+    let retire_events: Vec<String> = env
+        .read(".iced/run/events.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["step"] == "retire")
+        .map(|e| str_of(&e, "event").to_owned())
+        .collect();
+    assert!(
+        retire_events.contains(&"step_waits".to_owned())
+            && !retire_events.contains(&"step_failed".to_owned()),
+        "{retire_events:?}"
+    );
 
     // Pushed, then found nothing, opened, armed: in that order, each once.
     let log = calls(&forge);
@@ -1414,6 +1427,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
             branch: Some("main".to_owned()),
         },
         next_eligible_at: None,
+        overrun: None,
         paced: 0,
         pace: None,
         window_from: None,

@@ -201,3 +201,85 @@ fn a_delivered_lane_keeps_no_stale_reason() {
     assert_eq!(shown["lanes"][0]["attempt"], 2, "{shown:#}");
     assert!(shown["lanes"][0]["reason"].is_null(), "{shown:#}");
 }
+
+/// The event log of a host-driven run tells what happened and nothing else (issue 11, item 17):
+/// no `owner_gone` when nothing died, and every `agent_end` after its `agent_start`.
+#[test]
+fn a_host_runs_events_say_only_what_happened() {
+    let (env, id) = TestEnv::buildable(own_checks(json!([])));
+    let (_, agent) = host_run(&env, &id);
+    let receipt = str_of(&agent, "receipt_path").to_owned();
+    agent_commit(
+        Path::new(str_of(&agent, "worktree")),
+        "src/session.rs",
+        "fixed\n",
+    );
+    std::fs::write(&receipt, GOOD_REPORT).unwrap();
+    env.iced_json(&["implement", "receipt", &receipt]).ok();
+    step_until(&env, |s| s["action"] == "delivered");
+    let events: Vec<serde_json::Value> = env
+        .read(".iced/run/events.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let named = |e: &serde_json::Value, what: &str| e["event"] == what || e["type"] == what;
+    assert!(
+        !events.iter().any(|e| named(e, "owner_gone")),
+        "{events:#?}"
+    );
+    let mut started = Vec::new();
+    for e in &events {
+        let who = (e["lane"].clone(), e["attempt"].clone(), e["role"].clone());
+        if named(e, "agent_start") {
+            started.push(who);
+        } else if named(e, "agent_end") {
+            assert!(
+                started.contains(&who),
+                "agent_end before its agent_start: {e}\n{events:#?}"
+            );
+        }
+    }
+}
+
+/// An implementer that ran out of time: the lane's reason says so first, and `run show` says
+/// "timed out", never "exit none" (issue 11, item 11).
+#[test]
+fn a_timed_out_implementer_is_named_as_timed_out() {
+    let (env, id) = with_agent(
+        "sleep 30\n",
+        json!({"runners": {"fake": {"timeoutSec": 1}},
+               "verify": {"independent": false, "maxAttempts": 1, "commands": []}}),
+    );
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let run_id = str_of(&last, "run").to_owned();
+    let shown = run_show(&env, &run_id);
+    let reason = str_of(&shown["lanes"][0], "reason");
+    assert!(
+        reason.starts_with("attempt 1 of 1 did not verify:\n- the implementer timed out after "),
+        "{reason}"
+    );
+    let text = env.iced(&["run", "show", &run_id]).ok().stdout;
+    let line = text
+        .lines()
+        .find(|l| l.contains("agent ") && l.contains(" implement attempt 1"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.ends_with(", timed out"), "{line}");
+}
+
+/// A definition-of-done program that does not exist: the gap says it could not start, and why.
+#[test]
+fn a_definition_of_done_program_that_does_not_exist_could_not_start() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 1, "commands": ["no-such-program-iced-test"]}}),
+    );
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let shown = run_show(&env, str_of(&last, "run"));
+    let reason = str_of(&shown["lanes"][0], "reason");
+    assert!(
+        reason.contains("`no-such-program-iced-test` could not start: "),
+        "{reason}"
+    );
+}

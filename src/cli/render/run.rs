@@ -2,7 +2,7 @@
 
 use crate::run::record::Cost;
 use crate::run::state::{Driver, StepStatus};
-use crate::run::view::{Agent, HostEnd, NextMove, Release, RunSummary, Who};
+use crate::run::view::{Agent, HostEnd, NextMove, Release, RunSummary, RunnerEnd, Who};
 use serde_json::Value;
 
 /// A run's summary as JSON: what every verb that changed a run prints with `--json`.
@@ -117,15 +117,26 @@ pub fn agent_lines(agents: &[Agent]) -> String {
                 turns,
                 cost_usd,
                 duration_ms,
-                exit_code,
+                end,
+                model_configured,
             } => format!(
-                "{head}: runner {}, model {}, {} turns, {}, {} ms, exit {}",
+                "{head}: runner {}, model {}{}, {} turns, {}, {} ms, {}",
                 runner.as_deref().unwrap_or("?"),
                 model.as_deref().unwrap_or("not reported"),
+                if *model_configured {
+                    " (configured; the harness reported none)"
+                } else {
+                    ""
+                },
                 turns.map_or("?".to_owned(), |t| t.to_string()),
                 cost_usd.map_or_else(|| "cost unknown".to_owned(), |c| format!("${c}")),
                 duration_ms.map_or("?".to_owned(), |d| d.to_string()),
-                exit_code.map_or("none".to_owned(), |c| c.to_string()),
+                match end {
+                    RunnerEnd::Exited(c) => format!("exit {c}"),
+                    RunnerEnd::Signalled(s) => format!("killed by signal {s}"),
+                    RunnerEnd::TimedOut => "timed out".to_owned(),
+                    RunnerEnd::Unknown => "exit not recorded".to_owned(),
+                },
             ),
         };
         b.push_str(&line);
@@ -199,6 +210,12 @@ mod tests {
             json!({"lane": "u1", "step": "validate-tests", "attempt": 1, "runner": null,
                    "model": null, "turns": null, "cost_usd": "unknown", "duration_ms": null,
                    "exit_code": null, "status": "failed"}),
+            json!({"lane": "u1", "step": "implement", "attempt": 2, "runner": "fake",
+                   "model": "m1", "model_configured": true, "turns": null, "cost_usd": "unknown",
+                   "duration_ms": 900, "exit_code": null, "timed_out": true, "status": "done"}),
+            json!({"lane": "u1", "step": "implement", "attempt": 3, "runner": "fake",
+                   "model": null, "turns": null, "cost_usd": "unknown", "duration_ms": 10,
+                   "exit_code": null, "signal": 9, "status": "done"}),
         ];
         let agents: Vec<Agent> = agents.iter().map(Agent::read).collect();
         assert_eq!(
@@ -207,7 +224,9 @@ mod tests {
   agent u1 implement attempt 2: runner host, model unknown, session unknown, cost unknown, ended unanswered: the run ended (abandoned)
   agent u1 implement attempt 3: runner host, model unknown, session unknown, cost unknown, failed
   agent u1 implement attempt 1: runner claude, model opus, 7 turns, $0.25, 1200 ms, exit 0
-  agent u1 validate-tests attempt 1: runner ?, model not reported, ? turns, cost unknown, ? ms, exit none
+  agent u1 validate-tests attempt 1: runner ?, model not reported, ? turns, cost unknown, ? ms, exit not recorded
+  agent u1 implement attempt 2: runner fake, model m1 (configured; the harness reported none), ? turns, cost unknown, 900 ms, timed out
+  agent u1 implement attempt 3: runner fake, model not reported, ? turns, cost unknown, 10 ms, killed by signal 9
 "
         );
     }

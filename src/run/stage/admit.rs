@@ -137,6 +137,7 @@ pub fn admit(
             branch: branch_base,
         },
         next_eligible_at: None,
+        overrun: None,
         paced: 0,
         pace: Some(ctx.settings.pace.to_value()),
         window_from: None,

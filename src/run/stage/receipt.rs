@@ -121,7 +121,36 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         }
         Err(p) => missing.push(format!("{}: {}", p.code, p.message)),
     }
+    // What is missing may be so because the implementer did not end well: say how it ended first.
+    if !missing.is_empty() {
+        if let Some(how) = lane
+            .outcome_as::<crate::run::outcome::ActivityOutcome>(&StepKey::Implement)
+            .and_then(|o| ended_badly(&o))
+        {
+            missing.insert(0, format!("the implementer {how}"));
+        }
+    }
     json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "report": kept})
+}
+
+/// How an activity ended, when not with exit 0: `timed out after 30 s`, `exited 3`, `was killed by
+/// signal 9`, `could not start: ...`. None for a clean exit, or an outcome that says nothing (a
+/// host's agent).
+fn ended_badly(o: &crate::run::outcome::ActivityOutcome) -> Option<String> {
+    if o.timed_out {
+        return Some(match o.duration_ms {
+            Some(ms) => format!("timed out after {} s", ms / 1000),
+            None => "timed out".to_owned(),
+        });
+    }
+    if let Some(e) = &o.spawn_error {
+        return Some(format!("could not start: {e}"));
+    }
+    match (o.signal, o.exit_code) {
+        (Some(s), _) => Some(format!("was killed by signal {s}")),
+        (None, Some(0)) | (None, None) => None,
+        (None, Some(c)) => Some(format!("exited {c}")),
+    }
 }
 
 /// All commands and checks are in: the receipt verifies or names every gap at once.
@@ -153,16 +182,13 @@ pub(crate) fn finish_receipt(
                         missing.push(format!(
                             "`{}` {}",
                             command.display(),
-                            if o.timed_out {
-                                "timed out".to_owned()
-                            } else {
-                                match code {
-                                    Some(c) => format!(
-                                        "exited {c}, expected {:?}",
-                                        command.expected_exit_codes
-                                    ),
-                                    None => "was killed by a signal or could not start".to_owned(),
-                                }
+                            match (code, ended_badly(&o)) {
+                                (Some(c), _) if !o.timed_out => format!(
+                                    "exited {c}, expected {:?}",
+                                    command.expected_exit_codes
+                                ),
+                                (_, Some(how)) => how,
+                                (_, None) => "ended without an exit code".to_owned(),
                             }
                         ));
                     }

@@ -30,8 +30,21 @@ pub enum Who {
         turns: Option<u64>,
         cost_usd: Option<f64>,
         duration_ms: Option<u64>,
-        exit_code: Option<i64>,
+        /// How it ended: an exit code, a signal, or its timeout.
+        end: RunnerEnd,
+        /// Its model is the configured one, its harness having reported none.
+        model_configured: bool,
     },
+}
+
+/// How an agent the loop launched ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunnerEnd {
+    Exited(i64),
+    Signalled(i64),
+    TimedOut,
+    /// Nothing recorded says (a record of an older release, or one still running).
+    Unknown,
 }
 
 /// How a host's agent ended.
@@ -69,7 +82,13 @@ impl Agent {
                 turns: a.turns,
                 cost_usd: a.cost_usd.usd(),
                 duration_ms: a.duration_ms,
-                exit_code: a.exit_code,
+                end: match (a.timed_out, a.signal, a.exit_code) {
+                    (true, _, _) => RunnerEnd::TimedOut,
+                    (false, Some(s), _) => RunnerEnd::Signalled(s),
+                    (false, None, Some(c)) => RunnerEnd::Exited(c),
+                    (false, None, None) => RunnerEnd::Unknown,
+                },
+                model_configured: a.model_configured,
             }
         };
         Agent {

@@ -9,7 +9,7 @@ mod agent;
 mod handover;
 mod next;
 
-pub use agent::{Agent, HostEnd, Who};
+pub use agent::{Agent, HostEnd, RunnerEnd, Who};
 pub use handover::{
     handover, Handover, HandoverLane, HandoverRun, InForce, Role, Ruling, Validators,
 };
