@@ -105,7 +105,7 @@ pub fn config_refusal(step: &str, e: ConfigError) -> Refusal {
             step,
             "config-invalid",
             e.to_string(),
-            "fix `.iced/config.json` (spec/schema/config.schema.json lists every key and its type)",
+            "fix `.iced/config.json` (`iced schema config` lists every key and its type)",
         ),
     }
 }

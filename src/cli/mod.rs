@@ -122,7 +122,7 @@ pub enum Command {
     /// Trust what this checkout's config would run (runners, roles, verify.commands, land.pr, hooks): records their sha256 for this root in your own config directory and prints each program and argv; refuses an invalid config.
     #[command(verbatim_doc_comment)]
     Trust,
-    /// Inspect and steer runs: list, show, pause, resume, abandon, release, discard, retire, handover.
+    /// Inspect and steer runs: list, show, pause, resume, abandon, release, discard, arm, retire, handover.
     Run {
         #[command(subcommand)]
         command: commands::run::RunCommand,
@@ -141,6 +141,9 @@ pub enum Command {
     /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl: writes nothing, and refuses a metrics file it cannot read.
     #[command(verbatim_doc_comment)]
     Stats,
+    /// Print the JSON Schema of a file iced reads or writes (config, report, validator, state, unit): writes nothing, refuses nothing.
+    #[command(verbatim_doc_comment)]
+    Schema(commands::schema::Args),
 }
 
 /// Run the command line and return the process exit code.

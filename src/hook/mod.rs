@@ -216,9 +216,8 @@ fn load_config(root: &Path) -> Result<Config, Problem> {
     let problem = |reason: String| Problem {
         code: "config-invalid",
         reason,
-        remedy:
-            "fix `.iced/config.json` (spec/schema/config.schema.json lists every key and its type)"
-                .into(),
+        remedy: "fix `.iced/config.json` (`iced schema config` lists every key and its type)"
+            .into(),
     };
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(Config::default());

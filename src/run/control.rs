@@ -383,6 +383,63 @@ pub fn release(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
     })
 }
 
+/// `iced run arm <run> [<lane>]` (SPEC 23.2, `land.arm: human`): a person says the lane's open
+/// pull request may be armed; the next step arms it with `land.pr.arm`, and from then on the loop
+/// never pushes to it. Asked again, or of one armed already, nothing changes. The lane, when the
+/// run has one only, need not be named.
+pub fn request_arm(ctx: &Ctx<'_>, run_id: &str, lane: Option<&str>) -> Result<Run, Refusal> {
+    use crate::run::settings::LandMode;
+    ctx.transact(|state| {
+        let run = open_run(ctx, state, run_id, "arm")?;
+        let run_key = run.id.clone();
+        let l = match lane {
+            Some(name) => named_lane(ctx, run, name)?,
+            None if run.lanes.len() == 1 => &mut run.lanes[0],
+            None => {
+                return Err(ctx.refuse(
+                    "lane-ambiguous",
+                    format!("run `{run_key}` has several lanes"),
+                    format!("name the lane: `iced run arm {run_key} <lane>`"),
+                ))
+            }
+        };
+        let open = ctx.settings.land.mode == LandMode::Pr
+            && l.stage == Stage::Retire
+            && l.is_done(&StepKey::PrOpen);
+        if !open {
+            return Err(ctx.refuse(
+                "pr-not-open",
+                format!(
+                    "lane `{}` has no open pull request waiting for a person (land.mode {}, the lane is at {})",
+                    l.id,
+                    ctx.settings.land.mode,
+                    l.stage.as_str()
+                ),
+                format!("`iced run show {run_key}` says where the lane stands"),
+            ));
+        }
+        if ctx.settings.land.pr_arm.is_empty() {
+            return Err(ctx.refuse(
+                "config-invalid",
+                "`land.pr.arm` is not set: nothing can arm the pull request",
+                "set `land.pr.arm` to the argv that arms a pull request (`iced schema config`), run `iced trust`, then arm it again",
+            ));
+        }
+        if !l.arm_requested && !l.is_done(&StepKey::PrArm) {
+            l.arm_requested = true;
+            let lane_id = l.id.clone();
+            run.updated_at = crate::clock::now_iso();
+            emit(
+                &ctx.paths,
+                run_id,
+                Event::ArmRequested,
+                json!({"lane": lane_id}),
+            );
+        }
+        Ok(run.clone())
+    })
+}
+
 /// `iced run discard <run> <lane>`: the lane leaves the run (SPEC 23.6): its activities are
 /// stopped, its claim released; its worktree and branch are kept.
 pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> {

@@ -491,6 +491,15 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             _ => Next::Deliver { lane: id },
         },
         Stage::Land => land(lane, view, expected, crash_budget_left),
+        // A person asked for the open pull request to be armed: that first (SPEC 23.2).
+        Stage::Retire if lane.arm_requested && !view.arm_auto && lane.is_done(&StepKey::PrOpen) => {
+            sync_step(lane, StepKey::PrArm)
+                .or_else(|| sync_step(lane, StepKey::Retire))
+                .unwrap_or(Next::Wait {
+                    lane: id,
+                    why: Waiting::Landed,
+                })
+        }
         Stage::Retire => sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
             why: Waiting::Landed,

@@ -63,6 +63,7 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         depends: Vec::new(),
         released: false,
         attempts_before: 0,
+        arm_requested: false,
     }
 }
 

@@ -32,6 +32,7 @@ pub enum Event {
     LaneMoved,
     LandAccepted,
     ValidatorMutation,
+    ArmRequested,
 }
 
 impl Event {
@@ -60,6 +61,7 @@ impl Event {
             Event::LaneMoved => "lane_moved",
             Event::LandAccepted => "land_accepted",
             Event::ValidatorMutation => "validator_mutation",
+            Event::ArmRequested => "arm_requested",
         }
     }
 }

@@ -329,6 +329,7 @@ mod tests {
             depends: Vec::new(),
             released: false,
             attempts_before: 0,
+            arm_requested: false,
         }
     }
 

@@ -114,7 +114,7 @@ impl ReportProblem {
             "report-forged" => "the report is the agent's claim; the verdict and finding ids are the loop's: remove the field and hand it in again",
             "path-symlink" | "not-a-regular-file" => "have the agent write the report as a regular file at that path (not a link, not a FIFO), then hand it in again",
             "report-too-large" => "shorten the report to 256 KiB or less (evidence points at tests and files; it does not hold them), then hand it in again",
-            _ => "fix the report (spec/schema/report.schema.json), then hand it in again",
+            _ => "fix the report (`iced schema report` prints its shape), then hand it in again",
         }
     }
 }

@@ -125,7 +125,7 @@ fn invalid(step: &str, key: &str, expected: &str) -> Refusal {
         step,
         "config-invalid",
         format!("`.iced/config.json`: `{key}` {expected}"),
-        "fix `.iced/config.json` (spec/SPEC.md section 20.1 shows the runner and role settings)",
+        "fix `.iced/config.json` (`iced schema config` shows the runner and role settings)",
     )
 }
 

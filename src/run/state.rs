@@ -186,6 +186,10 @@ pub struct Lane {
     /// after them (a resume gives a blocked lane a fresh budget). Absent while none was resumed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attempts_before: u32,
+    /// A person asked for its pull request to be armed (`iced run arm`, `land.arm: human`): the
+    /// next step arms it. Absent until asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arm_requested: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -347,7 +351,10 @@ fn invalid(step: &str, path: &Path, why: impl std::fmt::Display) -> Refusal {
         step,
         "state-invalid",
         format!("`{}` {why}", path.display()),
-        "inspect it (`iced run list`); if it is damaged beyond use, move it aside: the runs it held are then forgotten, their worktrees and branches stay",
+        format!(
+            "read it (`cat {0}`; `iced schema state` prints its shape) and repair it, or, damaged beyond use, move it aside (`mv {0} {0}.damaged`): its runs are then forgotten, their worktrees and branches stay",
+            path.display()
+        ),
     )
 }
 

@@ -955,7 +955,7 @@ pub fn render_prompt(p: &PromptInput<'_>) -> String {
     let _ = writeln!(b, "## Rubric\n\n{}\n", RUBRIC.trim_end());
     let _ = writeln!(
         b,
-        "## Your answer\n\nWrite one JSON object to `{}` (spec/schema/validator.schema.json):\n\n```json\n\
+        "## Your answer\n\nWrite one JSON object to `{}`, shaped as below (`iced schema validator` prints its full schema):\n\n```json\n\
 {{\"verdict\": \"pass|fail\",\n \"expectations\": [{{\"id\": \"E1\", \"result\": \"pass|fail|unknown\", \"evidence\": \"...\"}}],\n \
 \"failures\": [{{\"id\": \"F1\", \"triggered\": false, \"evidence\": \"...\"}}],\n \"constraints\": [{{\"id\": \"C1\", \"violated\": false, \"evidence\": \"...\"}}],\n \
 \"findings\": [{{\"file_path\": \"src/x.rs\", \"criterion_ref\": \"E1\", \"finding_category\": \"correctness\", \"severity\": \"S2-major\", \"summary\": \"...\", \

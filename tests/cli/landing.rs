@@ -1370,6 +1370,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 depends: Vec::new(),
                 released: false,
                 attempts_before: 0,
+                arm_requested: false,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {
@@ -1917,5 +1918,52 @@ fn a_landing_killed_after_its_merge_of_the_target_lands_on_resume() {
     assert_eq!(
         env.git_out(&["show", "main:docs/person.md"]),
         "the person's own work\n"
+    );
+}
+
+/// `land.arm: human`: a person arms the open pull request with `iced run arm`; the loop arms it
+/// once, records it, never pushes after, and retires the lane once the forge merged it.
+#[test]
+fn with_arm_human_a_person_arms_the_pull_request_with_run_arm() {
+    let (env, id, forge, remote, path) = pr_env("human", false);
+    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let run = str_of(&json_lines(&out).pop().unwrap(), "run").to_owned();
+
+    let armed = iced_with_path(&env, &path, &["run", "arm", &run, "--json"]);
+    assert_eq!(armed.code, 0, "{armed:#?}");
+    // Asked again: nothing more is done.
+    let again = iced_with_path(&env, &path, &["run", "arm", &run, "--json"]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    let log = calls(&forge);
+    let kinds: Vec<&str> = log.iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["git push", "forge find", "forge open", "forge arm"],
+        "{log:#?}"
+    );
+    assert_no_push_after(&log, "arm");
+    let s = state(&env);
+    let lane = &s.runs[&run].lanes[0];
+    assert!(lane.is_done(&crate::env::key("pr-arm")), "{lane:#?}");
+    assert_eq!(lane.stage, Stage::Retire);
+
+    // The forge merges it; the next build retires the lane.
+    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.git(&[
+        "push",
+        "-q",
+        &remote.display().to_string(),
+        &format!("{delivery}:refs/heads/main"),
+    ]);
+    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        json_lines(&out).pop().unwrap()["status"],
+        "delivered",
+        "{out:#?}"
     );
 }

@@ -113,4 +113,6 @@ fn a_delivered_lane_and_its_pull_request_read_well() {
     text.push(b'\n');
     std::fs::write(env.path(".iced/run/state.json"), &text).unwrap();
     assert_refused!(&env, "pr-armed", 3, &["run", "resume", &run]);
+    // Nor can a person arm a pull request the lane is not waiting on.
+    assert_refused!(&env, "pr-not-open", 3, &["run", "arm", &run]);
 }

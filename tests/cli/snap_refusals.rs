@@ -79,6 +79,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("state-full", In("snap_refusals")),
     // SPEC 23: landing and project runs
     ("pr-armed", In("snap_land")),
+    ("pr-not-open", In("snap_land")),
     ("project-empty", In("snap_refusals")),
     ("dependency-unknown", In("snap_refusals")),
     ("dependency-cycle", In("snap_refusals")),

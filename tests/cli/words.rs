@@ -96,7 +96,8 @@ fn run_help_names_every_run_verb() {
     let help = run(env.command().args(["run", "--help"]));
     let about = help.stdout.lines().next().unwrap_or_default().to_owned();
     for verb in [
-        "list", "show", "pause", "resume", "abandon", "release", "discard", "retire", "handover",
+        "list", "show", "pause", "resume", "abandon", "release", "discard", "arm", "retire",
+        "handover",
     ] {
         assert!(about.contains(verb), "`{verb}` missing from: {about}");
     }
@@ -282,4 +283,90 @@ fn a_definition_of_done_program_that_does_not_exist_could_not_start() {
         reason.contains("`no-such-program-iced-test` could not start: "),
         "{reason}"
     );
+}
+
+/// Every `iced ...` command a refusal's remedy names is a command this iced has (issue 11, item
+/// 14): each is run with `--help`, from every refusal snapshot.
+#[test]
+fn every_command_a_remedy_names_exists() {
+    let env = TestEnv::new();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/snapshots");
+    let mut named = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().contains("__refused_") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for hint in text.lines().filter_map(|l| l.strip_prefix("hint: ")) {
+            for (i, part) in hint.split('`').enumerate() {
+                let Some(rest) = part.strip_prefix("iced ").filter(|_| i % 2 == 1) else {
+                    continue;
+                };
+                let words: Vec<&str> = rest
+                    .split_whitespace()
+                    .take_while(|w| !w.starts_with(['<', '[', '-', '"']))
+                    .collect();
+                named.insert(words.join(" "));
+            }
+        }
+    }
+    assert!(named.len() > 5, "the reader finds the remedies: {named:?}");
+    for command in &named {
+        let mut args: Vec<&str> = command.split(' ').filter(|w| !w.is_empty()).collect();
+        args.push("--help");
+        let out = run(env.command().args(&args));
+        assert_eq!(
+            out.code, 0,
+            "`iced {command}` is named by a remedy:\n{out:#?}"
+        );
+    }
+}
+
+/// `iced schema <name>` prints each shipped schema (the remedies point at it), as text and JSON.
+#[test]
+fn iced_schema_prints_every_shipped_schema() {
+    let env = TestEnv::new();
+    for name in ["config", "report", "validator", "state", "unit"] {
+        let out = env.iced_json(&["schema", name]).ok().json();
+        assert_eq!(
+            out["$schema"], "https://json-schema.org/draft/2020-12/schema",
+            "{name}"
+        );
+        let text = env.iced(&["schema", name]).ok().stdout;
+        assert!(text.contains("\"$id\""), "{name}: {text}");
+    }
+}
+
+/// A state file that does not parse: the remedy's commands work as printed. Reading it works,
+/// and moving it aside as the remedy says lets the run verbs work again.
+#[test]
+fn a_damaged_state_files_remedy_works_as_printed() {
+    let (env, _id) = TestEnv::buildable(own_checks(json!([])));
+    std::fs::create_dir_all(env.path(".iced/run")).unwrap();
+    std::fs::write(
+        env.path(".iced/run/state.json"),
+        "{\"schema\": 1, \"runs\": ",
+    )
+    .unwrap();
+    let refused = env.iced_json(&["run", "list"]).refused(3, "state-invalid");
+    let remedy = str_of(&refused, "remedy").to_owned();
+    let commands: Vec<&str> = remedy
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| c.starts_with("cat ") || c.starts_with("mv "))
+        .collect();
+    assert_eq!(commands.len(), 2, "{remedy}");
+    for command in commands {
+        let argv: Vec<&str> = command.split_whitespace().collect();
+        let status = std::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .current_dir(env.root())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "`{command}`");
+    }
+    env.iced_json(&["run", "list"]).ok();
 }

@@ -12,6 +12,7 @@ pub mod lint;
 pub mod list;
 pub mod new;
 pub mod run;
+pub mod schema;
 pub mod stats;
 pub mod status;
 pub mod supervise;
@@ -39,6 +40,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Decision(args) => lifecycle::decision(args),
         Command::Autonomy(args) => lifecycle::autonomy(args),
         Command::Stats => stats::run(),
+        Command::Schema(args) => schema::run(args),
         Command::Trust => trust::run(),
         Command::Guard => guard::guard(),
         Command::Hook { command } => guard::hook(command),

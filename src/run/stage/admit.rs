@@ -161,6 +161,7 @@ pub fn admit(
                 depends: depends.clone(),
                 released: false,
                 attempts_before: 0,
+                arm_requested: false,
             })
             .collect(),
     };

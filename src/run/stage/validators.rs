@@ -696,7 +696,7 @@ pub fn host_answer(
                 "answer-too-large" => "shorten the answer (at most 256 KiB) and hand it in again",
                 "path-symlink" | "not-a-regular-file" => "have the agent write the answer as a regular file at that path (not a link, not a FIFO), then hand it in again",
                 "answer-missing" => "write the answer, then hand it in again",
-                _ => "fix the answer (spec/schema/validator.schema.json) and hand it in again; ids and verdicts of findings are the loop's",
+                _ => "fix the answer (`iced schema validator` prints its shape) and hand it in again; ids and verdicts of findings are the loop's",
             };
             return Err(ctx.refuse_pub(
                 p.code,

@@ -2,6 +2,7 @@
 //! function that runs it; the runs themselves are asked of `run::view` and changed by `run::control` and the stepper.
 
 pub mod abandon;
+pub mod arm;
 pub mod discard;
 pub mod handover;
 pub mod list;
@@ -33,6 +34,8 @@ pub enum RunCommand {
     Release(release::Args),
     /// Drop a lane from a project run: stops its activities, releases its unit, keeps its worktree and branch; refuses a lane that has begun landing.
     Discard(discard::Args),
+    /// Arm a lane's open pull request (land.arm human): the run's next step, taken now, arms it with land.pr.arm; refuses a lane with no open pull request.
+    Arm(arm::Args),
     /// Retire the lanes of delivered runs whose work is in the target: removes their worktrees and branches (never a dirty worktree) and lets the runs leave the state; refuses nothing.
     Retire(retire::Args),
     /// Print what a fresh driver needs to continue: settings in force, each lane's next move, what is awaited, hazards; writes nothing.
@@ -49,6 +52,7 @@ pub fn run(command: RunCommand) -> Result<Output, Refusal> {
         RunCommand::Release(args) => release::run(args),
         RunCommand::Discard(args) => discard::run(args),
         RunCommand::Retire(args) => retire::run(args),
+        RunCommand::Arm(args) => arm::run(args),
         RunCommand::Handover(args) => handover::run(args),
     }
 }
