@@ -72,6 +72,9 @@ pub struct StepReport {
     pub receipt_path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt_key: Option<String>,
+    /// What a receipt that did not verify lacked, one gap each (absent otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
     /// What the caller does next, as a value; the command line words it (`next` in its JSON).
     #[serde(skip)]
     pub next: Then,
@@ -92,6 +95,7 @@ impl StepReport {
             worktree: None,
             receipt_path: None,
             receipt_key: None,
+            missing: Vec::new(),
             next,
         }
     }
@@ -110,6 +114,7 @@ impl StepReport {
             worktree: None,
             receipt_path: None,
             receipt_key: None,
+            missing: Vec::new(),
             next: Then::NoLiveRun,
         }
     }

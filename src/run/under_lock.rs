@@ -160,6 +160,16 @@ pub(crate) fn apply(
             };
             // A lane whose stage is final (here blocked or handed back) says why in its reason.
             let reason = l.reason.clone().unwrap_or_default();
+            // A receipt that did not verify listed its gaps in the reason, one `- ` line each.
+            let missing: Vec<String> = if matches!(l.stage, Stage::Brief | Stage::Blocked) {
+                reason
+                    .lines()
+                    .filter_map(|g| g.strip_prefix("- "))
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             if run.lanes.iter().all(|l| l.stage.is_final()) {
                 let status = super::decide::run_status(run, view, &|i, j| ctx.expected(i, j));
                 if status.is_ended() {
@@ -174,7 +184,10 @@ pub(crate) fn apply(
                     );
                 }
             }
-            report(run, lane, action, next)
+            let lane_ref = run.lane(lane).expect("lane");
+            let mut told = StepReport::for_lane(run, lane_ref, action, next);
+            told.missing = missing;
+            Pending::Report(Box::new(told))
         }
         Next::Retry {
             lane,

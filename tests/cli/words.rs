@@ -370,3 +370,63 @@ fn a_damaged_state_files_remedy_works_as_printed() {
     }
     env.iced_json(&["run", "list"]).ok();
 }
+
+/// A receipt that did not verify says what was missing in the step's own object (`missing`, one
+/// gap each) and text, not only in the state (issue 11, item 16).
+#[test]
+fn a_failed_receipts_step_says_what_was_missing() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 2, "commands": ["test -f needed.txt"]}}),
+    );
+    let (out, _) = build(&env, &id, &[], 4);
+    let lines = crate::loop_e2e::json_lines(&out);
+    let failed = lines
+        .iter()
+        .find(|l| str_of(l, "next").starts_with("the receipt did not verify"))
+        .unwrap_or_else(|| panic!("{out:#?}"));
+    assert_eq!(
+        failed["missing"],
+        json!(["`test -f needed.txt` exited 1, expected [0]"]),
+        "{failed:#}"
+    );
+    let blocked = lines.iter().find(|l| l["action"] == "blocked").unwrap();
+    assert!(
+        blocked["missing"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("`test -f needed.txt` exited 1, expected [0]")),
+        "{blocked:#}"
+    );
+    // Steps that lacked nothing say nothing of it.
+    assert!(
+        lines.iter().filter(|l| l.get("missing").is_some()).count() == 2,
+        "{lines:#?}"
+    );
+}
+
+/// The handover names a pause a person set with `--until`, and each live lane's attempts left
+/// (issue 11, item 16).
+#[test]
+fn the_handover_names_a_pause_and_the_attempts_left() {
+    let (env, id) = TestEnv::buildable(own_checks(json!([])));
+    let (run_id, _) = host_run(&env, &id);
+    env.iced_json(&["run", "pause", &run_id, "--until", "2099-01-01T00:00:00Z"])
+        .ok();
+    let text = env.iced(&["run", "handover"]).ok().stdout;
+    assert!(
+        text.contains("Paced: no agent starts before 2099-01-01T00:00:00Z"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "- {id}: implement (attempt 1, 2 more before it blocks)."
+        )),
+        "{text}"
+    );
+    crate::snap::assert_read!(
+        &env,
+        "run_handover_paced",
+        crate::snap::both(&env, &["run", "handover"])
+    );
+}

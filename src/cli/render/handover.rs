@@ -78,13 +78,25 @@ pub fn text(h: &Handover) -> String {
             s.status.as_str(),
             driver(s.driver)
         );
+        if let Some(until) = &run.paced_until {
+            let _ = writeln!(
+                b,
+                "Paced: no agent starts before {until} (`iced run resume {}` lifts a pause a person set).\n",
+                s.id
+            );
+        }
         for lane in &run.lanes {
             let _ = writeln!(
                 b,
-                "- {}: {} (attempt {}). {}",
+                "- {}: {} (attempt {}{}). {}",
                 lane.id,
                 lane.stage.as_str(),
                 lane.attempt,
+                if lane.stage.is_final() || matches!(lane.stage.as_str(), "land" | "retire") {
+                    String::new()
+                } else {
+                    format!(", {} more before it blocks", lane.attempts_left)
+                },
                 next_move(&lane.next)
             );
             if !lane.open_findings.is_empty() {

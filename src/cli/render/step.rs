@@ -26,6 +26,9 @@ pub fn text(r: &StepReport) -> String {
             out.push_str(&format!("\n  {label}: {v}"));
         }
     }
+    for gap in &r.missing {
+        out.push_str(&format!("\n  missing: {gap}"));
+    }
     out.push_str(&format!("\nnext: {}", words(&r.next)));
     out
 }

@@ -13,9 +13,7 @@ pub fn words(then: &Then) -> String {
         }
         Then::Wait { why } => format!("{}; call again later", waiting(why)),
         Then::Reason(reason) => reason.clone(),
-        Then::FixThenResume { reason, run } => {
-            format!("{reason}; fix it, then `iced run resume {run}`")
-        }
+        Then::FixThenResume { reason, run } => fix_then_resume(reason, run),
         Then::BriefWritten => "the brief is written; call again".into(),
         Then::WorktreeReady => "the worktree is ready; call again".into(),
         Then::WorktreeFailed { error } => format!("the worktree could not be made: {error}"),
@@ -211,5 +209,41 @@ pub fn waiting(why: &Waiting) -> String {
         Waiting::PullRequestOpen => "the pull request is open".into(),
         Waiting::DodRunning => "the definition-of-done commands are running".into(),
         Waiting::CheckingReceipt => "another call is checking the receipt".into(),
+    }
+}
+
+/// A blocked lane's reason and the resume after the fix; a reason that already says to resume
+/// (`restore it and resume`) is given the command only, not the advice a second time.
+fn fix_then_resume(reason: &str, run: &str) -> String {
+    if reason.contains("resume") {
+        format!("{reason} (`iced run resume {run}`)")
+    } else {
+        format!("{reason}; fix it, then `iced run resume {run}`")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "fix it, then resume" is said once, never after a reason that says it already.
+    #[test]
+    fn a_blocked_lanes_remedy_is_said_once() {
+        let said = words(&Then::FixThenResume {
+            reason: "`validate-full` changed the lane itself: x; restore it and resume".into(),
+            run: "r1".into(),
+        });
+        assert_eq!(
+            said,
+            "`validate-full` changed the lane itself: x; restore it and resume (`iced run resume r1`)"
+        );
+        let said = words(&Then::FixThenResume {
+            reason: "deliver: git failed".into(),
+            run: "r1".into(),
+        });
+        assert_eq!(
+            said,
+            "deliver: git failed; fix it, then `iced run resume r1`"
+        );
     }
 }

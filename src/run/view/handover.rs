@@ -51,12 +51,17 @@ pub struct Ruling {
 pub struct HandoverRun {
     pub summary: RunSummary,
     pub lanes: Vec<HandoverLane>,
+    /// No agent starts before this time (a person's `--until`, a rate limit's backoff).
+    pub paced_until: Option<String>,
 }
 
 pub struct HandoverLane {
     pub id: String,
     pub stage: Stage,
     pub attempt: u32,
+    /// Attempts it may still start before it blocks (`verify.maxAttempts`, counted since its last
+    /// resume).
+    pub attempts_left: u32,
     pub next: NextMove,
     /// The ids of its open findings.
     pub open_findings: Vec<String>,
@@ -114,6 +119,10 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
         .iter()
         .map(|run| HandoverRun {
             summary: RunSummary::of(run),
+            paced_until: run
+                .next_eligible_at
+                .clone()
+                .filter(|_| !run.status.is_ended()),
             lanes: run
                 .lanes
                 .iter()
@@ -121,6 +130,7 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
                     id: lane.id.clone(),
                     stage: lane.stage,
                     attempt: lane.attempt,
+                    attempts_left: s.max_attempts.saturating_sub(lane.attempts_spent()),
                     next: next_move(ctx, run, lane),
                     open_findings: lane
                         .findings
