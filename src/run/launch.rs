@@ -9,6 +9,7 @@ use crate::activity::{self, ActivitySpec, Observation};
 use crate::refusal::{io_error, Refusal};
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -117,6 +118,18 @@ pub(crate) fn base_env() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// What a launch asks the gate about: the step record in the repository's state that must still
+/// hold the launch's nonce. Written into the activity's spec, read back by its supervisor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Gate {
+    pub root: PathBuf,
+    pub run: String,
+    pub lane: String,
+    pub step: StepKey,
+    pub attempt: u32,
+}
+
+/// The gate of the launch of `step` of `lane`, as its spec carries it.
 pub(crate) fn gate_value(
     ctx: &Ctx<'_>,
     run: &str,
@@ -124,7 +137,14 @@ pub(crate) fn gate_value(
     step: &StepKey,
     attempt: u32,
 ) -> Value {
-    json!({"root": ctx.repo.root, "run": run, "lane": lane, "step": step, "attempt": attempt})
+    let gate = Gate {
+        root: ctx.repo.root.clone(),
+        run: run.to_owned(),
+        lane: lane.to_owned(),
+        step: step.clone(),
+        attempt,
+    };
+    serde_json::to_value(gate).expect("a gate serialises")
 }
 
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
@@ -156,7 +176,7 @@ pub(crate) fn read_harness(
     let kind = runner.kind;
     let stdout = crate::store::read_no_follow(&dir.join(activity::files::STDOUT), 1 << 20)
         .unwrap_or_default();
-    let Some(result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
+    let Some(mut result) = crate::runner::parse(kind, &String::from_utf8_lossy(&stdout)) else {
         let why = if timed_out {
             "it timed out before reporting a result".to_owned()
         } else {
@@ -186,26 +206,29 @@ pub(crate) fn read_harness(
             crate::failpoint::hit("answer-after-write");
         }
     }
-    let mut value = result.to_value();
-    if let (Some(session), Some(to)) = (&result.session_id, transcript) {
-        if let Some(copied) = copy_transcript(runner, session, to) {
-            // pi's session file holds every message once: its usage is whole, where the output's
-            // kept tail may not be.
-            if kind == crate::runner::Kind::Pi {
-                let text = crate::store::read_no_follow(Path::new(&copied), 64 << 20)
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                if let Some((turns, input, output, cost)) = crate::runner::pi_session_usage(&text) {
-                    value["turns"] = turns.into();
-                    value["input_tokens"] = input.into();
-                    value["output_tokens"] = output.into();
-                    if let (Some(c), false) = (cost, result.is_error && input + output == 0) {
-                        value["cost_usd"] = c.into();
-                    }
-                }
+    let copied = result
+        .session_id
+        .as_deref()
+        .zip(transcript)
+        .and_then(|(session, to)| copy_transcript(runner, session, to));
+    // pi's session file holds every message once: its usage is whole, where the output's kept
+    // tail may not be. (pi's own result always has turns and tokens: the keys keep their order.)
+    if let (Some(copied), crate::runner::Kind::Pi) = (&copied, kind) {
+        let text = crate::store::read_no_follow(Path::new(copied), 64 << 20)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        if let Some((turns, input, output, cost)) = crate::runner::pi_session_usage(&text) {
+            result.turns = Some(turns);
+            result.input_tokens = Some(input);
+            result.output_tokens = Some(output);
+            if let (Some(c), false) = (cost, result.is_error && input + output == 0) {
+                result.cost_usd = Some(c);
             }
-            value["transcript"] = copied.into();
         }
+    }
+    let mut value = result.to_value();
+    if let Some(copied) = copied {
+        value["transcript"] = copied.into();
     }
     (value, failed)
 }
@@ -271,28 +294,24 @@ impl activity::Gate for RunGate {
         pid: u32,
         pid_start: u64,
     ) -> Result<bool, String> {
-        let root = gate["root"].as_str().ok_or("the gate names no root")?;
-        let run_id = gate["run"].as_str().ok_or("the gate names no run")?;
-        let lane_id = gate["lane"].as_str().ok_or("the gate names no lane")?;
-        let step: StepKey = gate["step"]
-            .as_str()
-            .ok_or("the gate names no step")?
-            .parse()
-            .map_err(|e: crate::run::keys::UnknownKey| e.to_string())?;
-        let attempt = gate["attempt"]
-            .as_u64()
-            .ok_or("the gate names no attempt")? as u32;
-        let paths = RunPaths::new(Path::new(root));
+        let Gate {
+            root,
+            run: run_id,
+            lane: lane_id,
+            step,
+            attempt,
+        } = Gate::deserialize(gate).map_err(|e| format!("the gate does not read: {e}"))?;
+        let paths = RunPaths::new(&root);
         let _lock = StateLock::acquire(&paths, "supervise", std::time::Duration::from_secs(60))
             .map_err(|r| r.reason)?;
         let mut state = State::load(&paths, "supervise").map_err(|r| r.reason)?;
-        let Some(run) = state.runs.get_mut(run_id) else {
+        let Some(run) = state.runs.get_mut(&run_id) else {
             return Ok(false);
         };
         if run.status.is_ended() {
             return Ok(false);
         }
-        let Some(lane) = run.lane_mut(lane_id) else {
+        let Some(lane) = run.lane_mut(&lane_id) else {
             return Ok(false);
         };
         if lane.attempt != attempt || lane.stage.is_final() {
@@ -314,6 +333,24 @@ impl activity::Gate for RunGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The supervisor reads the gate the loop wrote into the spec: the same keys, in the same
+    /// order, as it always was.
+    #[test]
+    fn a_gate_is_written_as_it_always_was_and_reads_back() {
+        let written = r#"{"root":"/r","run":"run-1","lane":"a","step":"dod-0-1","attempt":2}"#;
+        let gate = Gate {
+            root: "/r".into(),
+            run: "run-1".into(),
+            lane: "a".into(),
+            step: StepKey::Dod { seq: 0, cmd: 1 },
+            attempt: 2,
+        };
+        assert_eq!(serde_json::to_value(&gate).unwrap().to_string(), written);
+        let read: Value = serde_json::from_str(written).unwrap();
+        assert_eq!(Gate::deserialize(&read).unwrap(), gate);
+        assert!(Gate::deserialize(&serde_json::json!({"root": "/r"})).is_err());
+    }
 
     #[test]
     fn a_launch_is_stale_ten_seconds_after_its_spec_was_written() {

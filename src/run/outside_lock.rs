@@ -11,6 +11,7 @@ use crate::run::launch::*;
 use crate::run::records::*;
 use crate::run::reply::Action;
 use crate::run::reply::*;
+use crate::run::settings::Arm;
 use crate::run::stage::receipt::*;
 use crate::run::stage::worktree::*;
 use crate::run::then::Then;
@@ -152,7 +153,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 finish(record, done.status, done.outcome.clone());
                 if done.status == StepStatus::Done {
                     if let Some(mv) =
-                        super::decide::after_land_step(&step, ctx.settings.land.arm == "auto")
+                        super::decide::after_land_step(&step, ctx.settings.land.arm == Arm::Auto)
                     {
                         apply_move(ctx, &snapshot.id, l, mv)?;
                     }

@@ -3,20 +3,59 @@
 //! config, the repository's config, the latest dated ruling in force, the command line's flags.
 //! Pure: every source is handed in.
 
+use super::outcome::or_default;
 use chrono::{DateTime, Utc};
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, PartialEq)]
+/// The pace in force. A run records it as it serialises (`pace` on the run, keys as the config
+/// spells them) and reads it back the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Pace {
     pub lanes: u64,
     pub agents: u64,
     pub backoff_sec: f64,
     pub backoff_max_sec: f64,
-    /// A work window: this long working, then `pause_minutes` launching nothing.
+    /// A work window: this long working, then `pause_minutes` launching nothing. Read back, a
+    /// value that is not a number is none, as it always was.
+    #[serde(default, deserialize_with = "or_default")]
     pub work_minutes: Option<f64>,
+    #[serde(default, deserialize_with = "or_default")]
     pub pause_minutes: Option<f64>,
-    /// The ruling in force, if one is: its `from` and `why`.
-    pub ruling: Option<Value>,
+    /// The ruling in force, if one is.
+    #[serde(default, deserialize_with = "or_default")]
+    pub ruling: Option<Ruling>,
+}
+
+/// The dated ruling a pace comes from (SPEC 20.11), as a run records it and its `paced` and
+/// `repaced` events cite it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ruling {
+    /// When it took effect: RFC 3339, UTC, to the second.
+    pub from: String,
+    /// Why, as the ruling gave it: SPEC 20.11 has a sentence, but whatever the config held is
+    /// carried as it was (null when it gave none), so a run records what it always recorded.
+    #[serde(default)]
+    pub why: Value,
+}
+
+impl Ruling {
+    /// The reason, when the ruling gave it in words.
+    pub fn reason(&self) -> Option<&str> {
+        self.why.as_str()
+    }
+}
+
+/// An entry of `pace.rulings` as the config gives it: `from`, `why`, and any of the pace's keys
+/// (checked only for the entry that wins).
+#[derive(Deserialize)]
+struct Entry {
+    from: String,
+    #[serde(default)]
+    why: Value,
+    #[serde(flatten)]
+    values: Map<String, Value>,
 }
 
 impl Default for Pace {
@@ -67,36 +106,24 @@ impl Pace {
         pace.apply(user, "user config pace")?;
         pace.apply(repo, "pace")?;
         // Rulings: the latest whose `from` has come wins, over the values it names.
-        let mut latest: Option<(DateTime<Utc>, &Map<String, Value>)> = None;
+        let mut latest: Option<(DateTime<Utc>, Entry)> = None;
         for (i, r) in repo["rulings"].as_array().into_iter().flatten().enumerate() {
-            let where_ = format!("pace.rulings[{i}]");
-            let map = r
-                .as_object()
-                .ok_or((where_.clone(), "must be an object".to_owned()))?;
-            let from = map
-                .get("from")
-                .and_then(Value::as_str)
-                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-                .map(|t| t.with_timezone(&Utc))
-                .ok_or((
-                    format!("{where_}.from"),
-                    "must be an RFC 3339 time".to_owned(),
-                ))?;
-            if from <= now && latest.is_none_or(|(t, _)| from >= t) {
-                latest = Some((from, map));
+            let (from, entry) = dated(i, r)?;
+            if from <= now && latest.as_ref().is_none_or(|(t, _)| from >= *t) {
+                latest = Some((from, entry));
             }
         }
-        if let Some((from, map)) = latest {
-            let values: Map<String, Value> = map
-                .iter()
+        if let Some((from, entry)) = latest {
+            let values: Map<String, Value> = entry
+                .values
+                .into_iter()
                 .filter(|(k, _)| KEYS.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             pace.apply(&Value::Object(values), "pace.rulings")?;
-            pace.ruling = Some(json!({
-                "from": from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                "why": map.get("why").cloned().unwrap_or(Value::Null),
-            }));
+            pace.ruling = Some(Ruling {
+                from: from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                why: entry.why,
+            });
         }
         if let Some(n) = flags.lanes {
             pace.lanes = checked(n, 1, 64, "--pace-lanes")?;
@@ -154,28 +181,12 @@ impl Pace {
 
     /// What a run records of its pace, and what a resume is compared with.
     pub fn to_value(&self) -> Value {
-        json!({
-            "lanes": self.lanes,
-            "agents": self.agents,
-            "backoffSec": self.backoff_sec,
-            "backoffMaxSec": self.backoff_max_sec,
-            "workMinutes": self.work_minutes,
-            "pauseMinutes": self.pause_minutes,
-            "ruling": self.ruling,
-        })
+        serde_json::to_value(self).expect("a pace serialises")
     }
 
     /// A pace a run recorded; `None` when it is not one.
     pub fn from_value(v: &Value) -> Option<Pace> {
-        Some(Pace {
-            lanes: v["lanes"].as_u64()?,
-            agents: v["agents"].as_u64()?,
-            backoff_sec: v["backoffSec"].as_f64()?,
-            backoff_max_sec: v["backoffMaxSec"].as_f64()?,
-            work_minutes: v["workMinutes"].as_f64(),
-            pause_minutes: v["pauseMinutes"].as_f64(),
-            ruling: Some(v["ruling"].clone()).filter(|r| !r.is_null()),
-        })
+        Pace::deserialize(v).ok()
     }
 
     /// How `other` differs from this pace, key by key (`lanes 2 -> 3`), for a refusal.
@@ -186,6 +197,25 @@ impl Pace {
             .map(|k| format!("{k} {} -> {}", a[*k], b[*k]))
             .collect()
     }
+}
+
+/// `pace.rulings[i]`, read: when it takes effect, and the entry. Refused, naming where, when it is
+/// not an object or its `from` is not an RFC 3339 time.
+fn dated(i: usize, r: &Value) -> Result<(DateTime<Utc>, Entry), Invalid> {
+    let where_ = format!("pace.rulings[{i}]");
+    if !r.is_object() {
+        return Err((where_, "must be an object".to_owned()));
+    }
+    Entry::deserialize(r)
+        .ok()
+        .and_then(|entry| {
+            let from = DateTime::parse_from_rfc3339(&entry.from).ok()?;
+            Some((from.with_timezone(&Utc), entry))
+        })
+        .ok_or((
+            format!("{where_}.from"),
+            "must be an RFC 3339 time".to_owned(),
+        ))
 }
 
 fn checked(n: u64, min: u64, max: u64, key: &str) -> Result<u64, Invalid> {
@@ -202,6 +232,7 @@ fn checked(n: u64, min: u64, max: u64, key: &str) -> Result<u64, Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
@@ -225,7 +256,7 @@ mod tests {
         ]});
         let p = Pace::resolve(&user, &repo, &none, now).unwrap();
         assert_eq!((p.lanes, p.agents), (4, 1), "the latest ruling in force");
-        assert_eq!(p.ruling.as_ref().unwrap()["why"], "quota halved");
+        assert_eq!(p.ruling.as_ref().unwrap().why, "quota halved");
         let flags = Flags {
             lanes: Some(1),
             agents: Some(6),
@@ -266,6 +297,27 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.0, "pace.rulings[0].from");
+        let refused = |rulings: Value| {
+            Pace::resolve(&Value::Null, &json!({"rulings": rulings}), &none, now).unwrap_err()
+        };
+        assert_eq!(
+            refused(json!([{"from": "2026-01-01T00:00:00Z"}, 5])),
+            ("pace.rulings[1]".into(), "must be an object".into())
+        );
+        assert_eq!(
+            refused(json!([{"from": 2026, "why": "x"}])),
+            (
+                "pace.rulings[0].from".into(),
+                "must be an RFC 3339 time".into()
+            )
+        );
+        assert_eq!(
+            refused(json!([{"from": "2026-01-01T00:00:00Z", "agents": 0}])),
+            (
+                "pace.rulings.agents".into(),
+                "must be an integer from 1 to 64".into()
+            )
+        );
     }
 
     #[test]
@@ -281,5 +333,31 @@ mod tests {
             ..p.clone()
         };
         assert_eq!(p.differences(&q), vec!["agents 2 -> 4".to_owned()]);
+    }
+
+    /// A run's `pace` is written in the order and shape it always was (the ruling's `why` as the
+    /// config gave it, whatever it is), and a state an older iced wrote reads back.
+    #[test]
+    fn a_recorded_pace_keeps_its_bytes() {
+        let repo = json!({"rulings": [{"from": "2026-11-29T01:00:00+01:00", "agents": 1, "why": {"by": "ops"}}]});
+        let p = Pace::resolve(
+            &Value::Null,
+            &repo,
+            &Flags::default(),
+            at("2026-11-30T12:00:00Z"),
+        )
+        .unwrap();
+        let written = r#"{"lanes":2,"agents":1,"backoffSec":60.0,"backoffMaxSec":900.0,"workMinutes":null,"pauseMinutes":null,"ruling":{"from":"2026-11-29T00:00:00Z","why":{"by":"ops"}}}"#;
+        assert_eq!(p.to_value().to_string(), written);
+        let read = Pace::from_value(&serde_json::from_str(written).unwrap()).unwrap();
+        assert_eq!(read, p);
+        assert_eq!(read.ruling.unwrap().reason(), None);
+        let bare = json!({"lanes": 3, "agents": 2, "backoffSec": 5, "backoffMaxSec": 60, "workMinutes": "x"});
+        let p = Pace::from_value(&bare).unwrap();
+        assert_eq!(
+            (p.lanes, p.backoff_sec, p.work_minutes, p.ruling),
+            (3, 5.0, None, None)
+        );
+        assert_eq!(Pace::from_value(&json!({"lanes": 2})), None);
     }
 }

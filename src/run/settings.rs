@@ -47,14 +47,12 @@ pub struct Landing {
     pub mode: LandMode,
     /// The branch landed into; `None` is the branch the run started from.
     pub target: Option<String>,
-    /// `ff`, `merge` or `squash`.
-    pub strategy: String,
+    pub strategy: Strategy,
     pub remote: Option<String>,
     pub pr_open: Vec<String>,
     pub pr_arm: Vec<String>,
     pub pr_find: Option<Vec<String>>,
-    /// `auto` or `human`.
-    pub arm: String,
+    pub arm: Arm,
 }
 
 /// `land.mode` (SPEC 23.2): where a delivered lane's work goes.
@@ -88,6 +86,47 @@ impl std::fmt::Display for LandMode {
             LandMode::None => "none",
             LandMode::Merge => "merge",
             LandMode::Pr => "pr",
+        })
+    }
+}
+
+/// `land.strategy` (SPEC 23.2): the commit a merge landing moves its target to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// The lane's head itself (it contains the target).
+    Ff,
+    /// A merge commit of the target and the lane's head.
+    Merge,
+    /// One commit on the target with the lane's tree.
+    Squash,
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Strategy::Ff => "ff",
+            Strategy::Merge => "merge",
+            Strategy::Squash => "squash",
+        })
+    }
+}
+
+/// `land.arm` (SPEC 23.2): who arms a pull request once it is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arm {
+    /// The loop, through `land.pr.arm`.
+    Auto,
+    /// A person; the loop leaves the pull request open.
+    Human,
+}
+
+impl std::fmt::Display for Arm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Arm::Auto => "auto",
+            Arm::Human => "human",
         })
     }
 }
@@ -421,14 +460,22 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
         Some("pr") => LandMode::Pr,
         _ => LandMode::None,
     };
+    // In the order the keys have always been checked: the first bad one is the one refused.
     let land = Landing {
         target: text("target", None, &[])?,
-        strategy: text("strategy", Some("merge"), &["ff", "merge", "squash"])?.unwrap_or_default(),
+        strategy: match text("strategy", Some("merge"), &["ff", "merge", "squash"])?.as_deref() {
+            Some("ff") => Strategy::Ff,
+            Some("squash") => Strategy::Squash,
+            _ => Strategy::Merge,
+        },
         remote: text("remote", None, &[])?,
         pr_open: argv("open")?.unwrap_or_default(),
         pr_arm: argv("arm")?.unwrap_or_default(),
         pr_find: argv("find")?,
-        arm: text("arm", Some("auto"), &["auto", "human"])?.unwrap_or_default(),
+        arm: match text("arm", Some("auto"), &["auto", "human"])?.as_deref() {
+            Some("human") => Arm::Human,
+            _ => Arm::Auto,
+        },
         mode,
     };
     if land.mode == LandMode::Pr {
@@ -446,7 +493,7 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
                 "must be the argv that opens a pull request",
             ));
         }
-        if land.arm == "auto" && land.pr_arm.is_empty() {
+        if land.arm == Arm::Auto && land.pr_arm.is_empty() {
             return Err(invalid(
                 step,
                 "land.pr.arm",
@@ -757,5 +804,45 @@ mod tests {
         let e = settings(json!({"roles": {"implementer": {"runner": "nope"}}})).unwrap_err();
         assert_eq!(e.code, "config-invalid");
         assert!(settings(json!({})).unwrap().implementer.is_none());
+    }
+
+    /// `record.json`, the landed commit's message and the land outcome write these as the words
+    /// the config spells; a word outside the set is refused as it always was.
+    #[test]
+    fn land_words_read_and_write_as_the_config_spells_them() {
+        let default = settings(json!({})).unwrap().land;
+        assert_eq!(
+            (default.strategy, default.arm),
+            (Strategy::Merge, Arm::Auto)
+        );
+        for (word, strategy) in [
+            ("ff", Strategy::Ff),
+            ("merge", Strategy::Merge),
+            ("squash", Strategy::Squash),
+        ] {
+            let land = settings(json!({"land": {"strategy": word}})).unwrap().land;
+            assert_eq!(land.strategy, strategy);
+            assert_eq!(strategy.to_string(), word);
+            assert_eq!(serde_json::to_value(strategy).unwrap(), word);
+        }
+        for (word, arm) in [("auto", Arm::Auto), ("human", Arm::Human)] {
+            let land = settings(json!({"land": {"arm": word}})).unwrap().land;
+            assert_eq!(land.arm, arm);
+            assert_eq!(arm.to_string(), word);
+            assert_eq!(serde_json::to_value(arm).unwrap(), word);
+        }
+        let e = settings(json!({"land": {"strategy": "rebase"}})).unwrap_err();
+        assert_eq!(
+            (e.code, e.reason.as_str()),
+            (
+                "config-invalid",
+                "`.iced/config.json`: `land.strategy` must be one of ff, merge, squash"
+            )
+        );
+        let e = settings(json!({"land": {"arm": "robot"}})).unwrap_err();
+        assert_eq!(
+            e.reason,
+            "`.iced/config.json`: `land.arm` must be one of auto, human"
+        );
     }
 }

@@ -17,6 +17,7 @@ use crate::run::observe::*;
 use crate::run::outside_lock::{self, Pending};
 use crate::run::reply::Action;
 use crate::run::reply::*;
+use crate::run::settings::Arm;
 use crate::run::stage::brief::*;
 use crate::run::under_lock;
 use serde_json::json;
@@ -50,7 +51,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         validator_driver: super::stage::validators::validator_driver(ctx),
         max_mutations: ctx.settings.max_mutations,
         land_mode: ctx.settings.land.mode,
-        arm_auto: ctx.settings.land.arm == "auto",
+        arm_auto: ctx.settings.land.arm == Arm::Auto,
         refute: ctx.settings.refute,
     }
 }

@@ -54,7 +54,7 @@ fn in_force(s: &InForce) -> String {
         plural(s.pace_agents),
         s.ruling.as_ref().map_or(String::new(), |r| format!(
             " (ruling of {}: {})",
-            r.from.as_deref().unwrap_or("?"),
+            r.from,
             r.why.as_deref().unwrap_or("no reason given")
         ))
     )

@@ -42,9 +42,9 @@ pub struct Validators {
     pub reviewers: Vec<String>,
 }
 
-/// A pace ruling as the settings carry it: who ruled and why, each when given.
+/// A pace ruling as the settings carry it: when it took effect, and why when it says so in words.
 pub struct Ruling {
-    pub from: Option<String>,
+    pub from: String,
     pub why: Option<String>,
 }
 
@@ -111,8 +111,8 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
         pace_lanes: s.pace.lanes,
         pace_agents: s.pace.agents,
         ruling: s.pace.ruling.as_ref().map(|r| Ruling {
-            from: r["from"].as_str().map(str::to_owned),
-            why: r["why"].as_str().map(str::to_owned),
+            from: r.from.clone(),
+            why: r.reason().map(str::to_owned),
         }),
     };
     let runs = chosen

@@ -3,6 +3,7 @@
 //! there, so their files follow), push, run the forge's commands, and retire a landed lane.
 //! Every function is idempotent or says what it found: the stepper records each outcome.
 
+use crate::run::settings::Strategy;
 use std::path::{Path, PathBuf};
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
@@ -82,28 +83,27 @@ pub fn integrate(
 /// Make the commit the target moves to, by strategy, from a lane head that contains the target.
 pub fn landed_commit(
     dir: &Path,
-    strategy: &str,
+    strategy: Strategy,
     lane_head: &str,
     target_commit: &str,
     message: &str,
     identity: &[String],
 ) -> Result<String, String> {
     match strategy {
-        "ff" => Ok(lane_head.to_owned()),
-        "merge" | "squash" => {
+        Strategy::Ff => Ok(lane_head.to_owned()),
+        Strategy::Merge | Strategy::Squash => {
             if lane_head == target_commit {
                 return Ok(lane_head.to_owned());
             }
             let tree = git(dir, &["rev-parse", &format!("{lane_head}^{{tree}}")])?;
             let mut args: Vec<&str> = identity.iter().map(String::as_str).collect();
             args.extend(["commit-tree", &tree, "-p", target_commit]);
-            if strategy == "merge" {
+            if strategy == Strategy::Merge {
                 args.extend(["-p", lane_head]);
             }
             args.extend(["-m", message]);
             git(dir, &args)
         }
-        other => Err(format!("unknown land.strategy `{other}`")),
     }
 }
 

@@ -325,7 +325,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             );
             match land::landed_commit(
                 root,
-                &settings.strategy,
+                settings.strategy,
                 &head,
                 &target_head,
                 &message,
