@@ -47,6 +47,7 @@ pub const ALL: &[&str] = &[
     "deliver-after-prepare",
     "deliver-after-commit",
     "deliver-after-record",
+    "end-after-metrics",
     "end-before-release",
     "land-after-integrate",
     "land-after-move",

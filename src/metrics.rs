@@ -29,7 +29,7 @@ pub fn append(root: &Path, id: &str, event: &str, data: Value) -> Result<(), Sto
 
 /// A metrics file over this is refused rather than read: at a few hundred bytes an event, it holds
 /// hundreds of thousands of them.
-const READ_LIMIT: u64 = 256 * 1024 * 1024;
+pub const READ_LIMIT: u64 = 256 * 1024 * 1024;
 
 /// Every event that parses as a JSON object; other lines are skipped. The file is iced's own, so a
 /// link or anything but a regular file is refused (SPEC 24.6).

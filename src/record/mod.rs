@@ -13,7 +13,9 @@ pub use lifecycle::{
     DecisionLogged, HoldChanged, Moved,
 };
 pub use show::{children_of, list_units, unit_status, ListEntry, UnitSummary, UnitView};
-pub use signoff::{approve, declined, prepare_approval, Approval, Approved};
+pub use signoff::{
+    approve, decline, declined, prepare_approval, Approval, Approved, NotApproved, SignoffDeclined,
+};
 
 use crate::refusal::Refusal;
 use crate::repo::{Repo, UnitFile};
@@ -144,7 +146,14 @@ pub(crate) fn record_metric(
 
 /// Metric data every event about a unit carries: its risk and autonomy where known.
 pub(crate) fn metric_tags(unit: &UnitFile) -> serde_json::Map<String, serde_json::Value> {
-    let fm = &unit.parsed.frontmatter;
+    tags_of(&unit.parsed)
+}
+
+/// [`metric_tags`] of a unit as parsed.
+pub(crate) fn tags_of(
+    unit: &crate::unit::ParsedUnit,
+) -> serde_json::Map<String, serde_json::Value> {
+    let fm = &unit.frontmatter;
     let mut data = serde_json::Map::new();
     if let Some(risk) = fm.str("risk") {
         data.insert("risk".into(), risk.into());

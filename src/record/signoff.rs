@@ -122,11 +122,24 @@ pub fn approve(repo: &Repo, approval: Approval, step: &str) -> Result<Approved, 
         step,
         "",
     )?;
+    let mut warnings = Vec::new();
+    let asked = uncounted_questions(repo, unit);
+    if asked > 0 {
+        let mut data = metric_tags(unit);
+        data.insert("count".into(), asked.into());
+        record_metric(repo, &unit.id, "questions", data, &mut warnings);
+    }
     let mut data = metric_tags(unit);
     data.insert("result".into(), "approved".into());
     data.insert("auto".into(), approval.auto.into());
-    let mut warnings = Vec::new();
     record_metric(repo, &unit.id, "signoff", data, &mut warnings);
+    // The approved unit is the one being worked on now (seed 000's sign-off).
+    if let Err(r) = repo.set_active(Some(&unit.id), step) {
+        warnings.push(format!(
+            "approved, but `.iced/active` could not name it ({}): `iced use {}`",
+            r.reason, unit.id
+        ));
+    }
     Ok(Approved {
         id: unit.id.clone(),
         status: Status::Approved,
@@ -139,6 +152,21 @@ pub fn approve(repo: &Repo, approval: Approval, step: &str) -> Result<Approved, 
     })
 }
 
+/// The unit's Q items that no earlier `questions` event of it counted (SPEC 12.1): each question
+/// is counted once, at the first sign-off that sees it.
+fn uncounted_questions(repo: &Repo, unit: &UnitFile) -> u64 {
+    let counted: u64 = metrics::read(&repo.root)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| {
+            e.get("id").and_then(|v| v.as_str()) == Some(unit.id.as_str())
+                && e.get("event").and_then(|v| v.as_str()) == Some("questions")
+        })
+        .filter_map(|e| e.get("count").and_then(|v| v.as_u64()))
+        .sum();
+    (unit.parsed.questions.len() as u64).saturating_sub(counted)
+}
+
 /// The person declined at the prompt: nothing changes but the metric.
 pub fn declined(repo: &Repo, approval: &Approval, step: &str) -> Result<(), Refusal> {
     let mut data = metric_tags(&approval.unit);
@@ -146,4 +174,90 @@ pub fn declined(repo: &Repo, approval: &Approval, step: &str) -> Result<(), Refu
     data.insert("auto".into(), false.into());
     metrics::append(&repo.root, &approval.unit.id, "signoff", data.into())
         .map_err(|e| store_refusal(step, e))
+}
+
+/// What a person said at the sign-off instead of approving (SPEC 14.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotApproved {
+    /// Changes asked for: the unit stays as it is.
+    Changes,
+    /// Rejected: the unit is closed.
+    Rejected,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SignoffDeclined {
+    pub id: String,
+    pub status: Status,
+    pub approved: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A person's answer at the sign-off other than yes, with their words: the words go to the unit's
+/// decision log and the `signoff` event; a rejection closes the unit. Only a draft or blocked unit
+/// is signed off, so only one is answered; lint errors do not stop a person from saying no.
+pub fn decline(
+    repo: &Repo,
+    id: &str,
+    answer: NotApproved,
+    text: &str,
+    step: &str,
+) -> Result<SignoffDeclined, Refusal> {
+    let unit = repo.read_unit(id, step)?;
+    let status = status_of(&unit, step)?;
+    refuse_if_closed(&unit, status, step)?;
+    if !matches!(status, Status::Draft | Status::Blocked) {
+        return Err(Refusal::new(
+            step,
+            "transition-illegal",
+            format!("`{id}` is {status}; only a draft or blocked unit is signed off, or answered at its sign-off"),
+            format!("run `iced status {id}` to see where it stands"),
+        ));
+    }
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (result, decision, status) = match answer {
+        NotApproved::Changes => ("changes", "changes requested at sign-off", status),
+        NotApproved::Rejected => ("rejected", "rejected at sign-off", Status::Rejected),
+    };
+    if answer == NotApproved::Rejected {
+        move_status(
+            repo,
+            &unit,
+            Status::Rejected,
+            Actor::Person,
+            vec![],
+            step,
+            "",
+        )?;
+    }
+    let mut warnings = Vec::new();
+    if let Err(r) = repo.append_decision(
+        id,
+        "person",
+        &[("Decision", decision), ("Why", &text)],
+        step,
+    ) {
+        warnings.push(format!(
+            "recorded, but the words could not be added to decisions.md ({}); add them by hand: {text}",
+            r.reason
+        ));
+    }
+    let mut data = metric_tags(&unit);
+    data.insert("result".into(), result.into());
+    data.insert("auto".into(), false.into());
+    data.insert("text".into(), text.clone().into());
+    record_metric(repo, id, "signoff", data, &mut warnings);
+    Ok(SignoffDeclined {
+        id: id.to_owned(),
+        status,
+        approved: false,
+        changes: (answer == NotApproved::Changes).then(|| text.clone()),
+        rejected: (answer == NotApproved::Rejected).then_some(text),
+        warnings,
+    })
 }

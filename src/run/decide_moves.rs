@@ -22,6 +22,11 @@ pub enum LaneMove {
     Block {
         reason: String,
     },
+    /// The attempt did not verify and the attempts are spent: blocked, like `Block`, and the
+    /// attempt counts as a failed verification (SPEC 12.1).
+    Spent {
+        reason: String,
+    },
     Handback {
         reason: String,
     },
@@ -58,7 +63,7 @@ pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -
         .collect::<Vec<_>>()
         .join("\n");
     if lane.attempts_spent() >= view.max_attempts {
-        LaneMove::Block {
+        LaneMove::Spent {
             reason: format!("{} did not verify:\n{gaps}", attempt_of(lane, view)),
         }
     } else {
@@ -110,7 +115,7 @@ pub fn resolve(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove
     if !open.is_empty() {
         let listed = open.join("\n");
         return if lane.attempts_spent() >= view.max_attempts {
-            LaneMove::Block {
+            LaneMove::Spent {
                 reason: format!("open findings after {} attempts:\n{listed}", lane.attempt),
             }
         } else {

@@ -64,6 +64,8 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         released: false,
         attempts_before: 0,
         arm_requested: false,
+        metrics: Vec::new(),
+        rejected: None,
     }
 }
 
@@ -82,6 +84,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         },
         next_eligible_at: None,
         overrun: None,
+        brief_layout: 1,
         paced: 0,
         pace: None,
         window_from: None,
@@ -273,8 +276,8 @@ fn after_the_receipt_each_row_of_spec_20_4() {
         ("verified, no independent validators: delivered", 1, false, true, None, none, LaneMove::To(Stage::Deliver)),
         ("gaps, attempts left: a new attempt whose brief lists them", 2, true, false, None, &gaps, LaneMove::Retry { reason: listed.into() }),
         ("gaps, attempts left, no validators: the same", 1, false, false, None, &gaps, LaneMove::Retry { reason: listed.into() }),
-        ("gaps, attempts spent: blocked, naming them", 3, true, false, None, &gaps, LaneMove::Block { reason: format!("attempt 3 of 3 did not verify:\n{listed}") }),
-        ("gaps past a max lowered under the run: blocked, never `4 of 3`", 4, true, false, None, &gaps, LaneMove::Block { reason: format!("attempt 4 (verify.maxAttempts is 3) did not verify:\n{listed}") }),
+        ("gaps, attempts spent: blocked, naming them", 3, true, false, None, &gaps, LaneMove::Spent { reason: format!("attempt 3 of 3 did not verify:\n{listed}") }),
+        ("gaps past a max lowered under the run: blocked, never `4 of 3`", 4, true, false, None, &gaps, LaneMove::Spent { reason: format!("attempt 4 (verify.maxAttempts is 3) did not verify:\n{listed}") }),
     ];
     for (why, attempt, independent, verified, handback, missing, expected) in rows {
         let mut v = view(Driver::Process);
@@ -314,8 +317,8 @@ fn after_a_resume_the_attempts_count_from_the_resumed_one() {
     let rows = [
         ("the first after the resume: another", 4, LaneMove::Retry { reason: listed.into() }),
         ("the second: another", 5, LaneMove::Retry { reason: listed.into() }),
-        ("the third: blocked, counted from the resume", 6, LaneMove::Block { reason: format!("attempt 6 (3 of 3 since the resume) did not verify:\n{listed}") }),
-        ("past the budget: blocked, never `4 of 3`", 7, LaneMove::Block { reason: format!("attempt 7 (4 since the resume; verify.maxAttempts is 3) did not verify:\n{listed}") }),
+        ("the third: blocked, counted from the resume", 6, LaneMove::Spent { reason: format!("attempt 6 (3 of 3 since the resume) did not verify:\n{listed}") }),
+        ("past the budget: blocked, never `4 of 3`", 7, LaneMove::Spent { reason: format!("attempt 7 (4 since the resume; verify.maxAttempts is 3) did not verify:\n{listed}") }),
     ];
     for (why, attempt, expected) in rows {
         assert_eq!(
@@ -354,7 +357,7 @@ fn after_the_verdict_each_row_of_spec_22_4() {
         ("fresh open finding, refute on, attempts spent: the refuter first all the same", 3, true, vec![fresh_open(3)], none, LaneMove::To(Stage::Refute)),
         ("fresh open finding, refute on, undecided too: the refuter first", 1, true, vec![fresh_open(1)], &undecided, LaneMove::To(Stage::Refute)),
         ("fresh open finding, refute off, attempts left: a fix round", 2, false, vec![fresh_open(2)], none, retry(f1)),
-        ("fresh open finding, refute off, attempts spent: blocked", 3, false, vec![fresh_open(3)], none, LaneMove::Block { reason: format!("open findings after 3 attempts:\n{f1}") }),
+        ("fresh open finding, refute off, attempts spent: blocked", 3, false, vec![fresh_open(3)], none, LaneMove::Spent { reason: format!("open findings after 3 attempts:\n{f1}") }),
         ("open finding and an undecided expectation: the finding first", 1, false, vec![fresh_open(1)], &undecided, retry(f1)),
         ("an earlier round's open finding goes to no refuter: a fix round", 2, true, vec![finding("a", 1, 1, "S1-stop-the-line", "open")], none, retry("- a-F1 (S1-stop-the-line): finding 1")),
         ("a fresh noted finding (S3) blocks nothing: delivered", 1, true, vec![finding("a", 1, 1, "S3-minor", "noted")], none, LaneMove::To(Stage::Deliver)),
@@ -388,7 +391,7 @@ fn after_the_refuter_each_row_of_spec_22_4() {
     #[rustfmt::skip]
     let rows: Vec<RefuteRow> = vec![
         ("confirmed findings, attempts left: a fix round listing each (never the refuter again)", 2, open_two.clone(), none, LaneMove::Retry { reason: format!("{FIX}\n{listed}") }),
-        ("confirmed findings, attempts spent: blocked, naming them", 3, open_two, none, LaneMove::Block { reason: format!("open findings after 3 attempts:\n{listed}") }),
+        ("confirmed findings, attempts spent: blocked, naming them", 3, open_two, none, LaneMove::Spent { reason: format!("open findings after 3 attempts:\n{listed}") }),
         ("every finding refuted: delivered", 2, vec![finding("a", 1, 2, "S1-stop-the-line", "refuted")], none, LaneMove::To(Stage::Deliver)),
         ("every finding refuted, an expectation undecided: a person", 2, vec![finding("a", 1, 2, "S2-major", "refuted")], &undecided, LaneMove::Block { reason: "needs a person: no validator could judge E1".into() }),
     ];

@@ -330,6 +330,8 @@ mod tests {
             released: false,
             attempts_before: 0,
             arm_requested: false,
+            metrics: Vec::new(),
+            rejected: None,
         }
     }
 
@@ -348,6 +350,7 @@ mod tests {
             },
             next_eligible_at: None,
             overrun: None,
+            brief_layout: 1,
             paced: 0,
             pace: None,
             window_from: None,

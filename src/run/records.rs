@@ -4,7 +4,10 @@
 //! steer.
 
 use super::events::{emit, Event};
-use super::state::{ensure_dir, Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
+use super::state::{
+    ensure_dir, EscalationKind, Lane, LaneMetric, Run, RunStatus, Stage, State, StepRecord,
+    StepStatus,
+};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
@@ -64,7 +67,7 @@ pub(crate) fn archive(
             text.push('\n');
         }
     }
-    if text.is_empty() {
+    if text.trim().is_empty() {
         return Ok(());
     }
     crate::store::append(&path, text.as_bytes(), 0o600)
@@ -76,6 +79,7 @@ pub(crate) fn archive(
 pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusal> {
     run.status = status;
     super::host::end_stranded(ctx, run);
+    write_undelivered_metrics(ctx, run)?;
     crate::failpoint::hit("end-before-release");
     ctx.claims().release(&run.unit, &run.id, ctx.verb)?;
     for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
@@ -88,6 +92,54 @@ pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result
         json!({"status": status.as_str()}),
     );
     super::record::write(ctx, run);
+    Ok(())
+}
+
+/// The metrics of each lane that ends without a delivery commit to carry them (SPEC 12.1), appended
+/// to the checkout's `.iced/metrics.jsonl`. Within the run's last transaction, before the state is
+/// saved: a line already in the file is not appended again, so a replay writes each once.
+fn write_undelivered_metrics(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
+    let undelivered = run.lanes.iter().filter(|l| {
+        !l.metrics.is_empty() && !matches!(l.stage, Stage::Land | Stage::Retire | Stage::Delivered)
+    });
+    let mut lines = Vec::new();
+    for lane in undelivered {
+        let tags = ctx
+            .repo
+            .read_unit(&lane.unit, ctx.verb)
+            .map(|u| crate::record::metric_tags(&u))
+            .unwrap_or_default();
+        lines.extend(lane.metrics.iter().map(|m| m.line(&lane.unit, &tags)));
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let path = crate::metrics::path(&ctx.repo.root);
+    let kept = crate::store::read_no_follow(&path, crate::metrics::READ_LIMIT)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .or_else(|e| {
+            if e.is_not_found() {
+                Ok(String::new())
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+    let mut text = String::new();
+    if !kept.is_empty() && !kept.ends_with('\n') {
+        text.push('\n');
+    }
+    let kept: std::collections::HashSet<&str> = kept.lines().collect();
+    for line in lines.iter().filter(|l| !kept.contains(l.as_str())) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if text.is_empty() {
+        return Ok(());
+    }
+    crate::store::append(&path, text.as_bytes(), 0o644)
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+    crate::failpoint::hit("end-after-metrics");
     Ok(())
 }
 
@@ -198,12 +250,26 @@ pub(crate) fn apply_move(
             }
             lane.stage = stage;
         }
-        LaneMove::Retry { reason } => new_attempt(ctx, run_id, lane, reason, false)?,
+        LaneMove::Retry { reason } => {
+            lane.metrics.push(LaneMetric::failed(lane.attempt));
+            new_attempt(ctx, run_id, lane, reason, false)?
+        }
         LaneMove::Block { reason } => {
+            lane.metrics
+                .push(LaneMetric::escalation(EscalationKind::Blocked, &reason));
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(reason);
+        }
+        LaneMove::Spent { reason } => {
+            lane.metrics.push(LaneMetric::failed(lane.attempt));
+            lane.metrics
+                .push(LaneMetric::escalation(EscalationKind::Blocked, &reason));
             lane.stage = Stage::Blocked;
             lane.reason = Some(reason);
         }
         LaneMove::Handback { reason } => {
+            lane.metrics
+                .push(LaneMetric::escalation(EscalationKind::Handback, &reason));
             lane.stage = Stage::Handback;
             lane.reason = Some(reason);
         }

@@ -51,6 +51,9 @@ pub struct Disposition {
     pub reason: Option<String>,
 }
 
+/// What a piece of evidence can be (seed 000's verify kinds).
+pub const EVIDENCE_KINDS: &[&str] = &["test", "check", "metric", "manual"];
+
 /// Fields only the loop writes. A report carrying one is forged, not merely malformed.
 const LOOP_ONLY: &[&str] = &[
     "verdict",
@@ -164,6 +167,19 @@ pub fn parse(bytes: &[u8]) -> Result<Report, ReportProblem> {
     if report.summary.trim().is_empty() {
         return Err(problem("report-invalid", "`summary` is empty"));
     }
+    for (i, e) in report.evidence.iter().enumerate() {
+        if !EVIDENCE_KINDS.contains(&e.kind.as_str()) {
+            return Err(problem(
+                "report-invalid",
+                format!(
+                    "evidence[{i}] ({}): kind `{}` is not one of {}",
+                    e.expectation,
+                    e.kind.chars().take(40).collect::<String>(),
+                    EVIDENCE_KINDS.join(", ")
+                ),
+            ));
+        }
+    }
     for d in &report.dispositions {
         if !matches!(d.action.as_str(), "applied" | "rejected") {
             return Err(problem(
@@ -195,6 +211,24 @@ pub fn parse(bytes: &[u8]) -> Result<Report, ReportProblem> {
 mod tests {
     use super::*;
 
+    /// Regression (issue 11, item 16): `kind: "bogus"` was taken, and the receipt later said "no
+    /// evidence for E1".
+    #[test]
+    fn evidence_of_an_unknown_kind_is_refused_naming_it() {
+        let p = parse(br#"{"summary": "x", "evidence": [{"expectation": "E1", "kind": "bogus", "ref": "r"}]}"#).unwrap_err();
+        assert_eq!(p.code, "report-invalid");
+        assert_eq!(
+            p.message,
+            "evidence[0] (E1): kind `bogus` is not one of test, check, metric, manual"
+        );
+        for kind in EVIDENCE_KINDS {
+            let text = format!(
+                r#"{{"summary": "x", "evidence": [{{"expectation": "E1", "kind": "{kind}", "ref": "r"}}]}}"#
+            );
+            assert!(parse(text.as_bytes()).is_ok(), "{kind}");
+        }
+    }
+
     #[test]
     fn a_good_report_parses() {
         let r = parse(br#"{"summary": "did it", "evidence": [{"expectation": "E1", "kind": "test", "ref": "t"}]}"#).unwrap();
@@ -214,7 +248,7 @@ mod tests {
         );
         assert_eq!(
             code(
-                r#"{"summary": "x", "evidence": [{"expectation": "E1", "kind": "t", "ref": "r", "result": "pass"}]}"#
+                r#"{"summary": "x", "evidence": [{"expectation": "E1", "kind": "test", "ref": "r", "result": "pass"}]}"#
             ),
             "report-forged"
         );

@@ -157,6 +157,8 @@ pub struct Settings {
     pub kill_grace: Duration,
     pub max_crash_retries: u32,
     pub knowledge: Vec<String>,
+    /// `memory.product`: what the product is and must do, for every brief (SPEC 20.4).
+    pub product: Option<String>,
 }
 
 fn invalid(step: &str, key: &str, expected: &str) -> Refusal {
@@ -415,6 +417,10 @@ impl Settings {
             knowledge: at("/memory/knowledge")
                 .and_then(strings)
                 .unwrap_or_default(),
+            product: at("/memory/product")
+                .and_then(Value::as_str)
+                .filter(|p| !p.trim().is_empty())
+                .map(str::to_owned),
         })
     }
 }

@@ -93,7 +93,23 @@ pub struct Run {
     /// logged once per overrun (again only if more come alive), not on every call while it lasts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overrun: Option<usize>,
+    /// Which brief layout the run renders (SPEC 20.4): fixed when it is admitted, so a run an
+    /// older iced began renders the same bytes all run long. Absent: layout 1, without the
+    /// decision log, the product memory or a rejection.
+    #[serde(default = "brief_layout_1", skip_serializing_if = "is_brief_layout_1")]
+    pub brief_layout: u32,
     pub lanes: Vec<Lane>,
+}
+
+/// The brief layout a run admitted now renders.
+pub const BRIEF_LAYOUT: u32 = 2;
+
+fn brief_layout_1() -> u32 {
+    1
+}
+
+fn is_brief_layout_1(n: &u32) -> bool {
+    *n == 1
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -190,6 +206,80 @@ pub struct Lane {
     /// next step arms it. Absent until asked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub arm_requested: bool,
+    /// The loop's metrics of this lane as they happened (SPEC 12.1), written once: in the
+    /// delivery commit, or to the checkout's metrics when the lane ends without delivering.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<LaneMetric>,
+    /// The reason a person gave when they rejected the unit's last delivery (SPEC 20.3): it is
+    /// built again, and each brief says why. Absent for a unit built the first time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+}
+
+/// One metric event of a lane, with the time it happened (`ts`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LaneMetric {
+    /// An attempt that did not verify (only failures are kept: a pass is the delivery's).
+    Verify {
+        ts: String,
+        result: VerifyResult,
+        attempt: u32,
+    },
+    Escalation {
+        ts: String,
+        kind: EscalationKind,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyResult {
+    Pass,
+    Fail,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EscalationKind {
+    /// The implementer handed the lane back.
+    Handback,
+    /// The loop stopped the lane for a person.
+    Blocked,
+}
+
+impl LaneMetric {
+    /// An attempt of the lane that did not verify, now.
+    pub fn failed(attempt: u32) -> LaneMetric {
+        LaneMetric::Verify {
+            ts: crate::clock::now_iso(),
+            result: VerifyResult::Fail,
+            attempt,
+        }
+    }
+
+    /// The lane stopped for a person, now.
+    pub fn escalation(kind: EscalationKind, reason: &str) -> LaneMetric {
+        LaneMetric::Escalation {
+            ts: crate::clock::now_iso(),
+            kind,
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// The metrics line (SPEC 12.1): `{ts, id, event, ...}`, then the unit's risk and autonomy.
+    pub fn line(&self, unit: &str, tags: &serde_json::Map<String, Value>) -> String {
+        let Value::Object(fields) = serde_json::to_value(self).expect("serialises") else {
+            unreachable!("a tagged enum serialises as an object")
+        };
+        let mut line = serde_json::Map::new();
+        line.insert("ts".into(), fields["ts"].clone());
+        line.insert("id".into(), unit.into());
+        line.extend(fields.into_iter().filter(|(k, _)| k != "ts"));
+        line.extend(tags.clone());
+        serde_json::to_string(&line).expect("serialises")
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -495,6 +585,7 @@ mod tests {
             },
             next_eligible_at: None,
             overrun: None,
+            brief_layout: 1,
             paced: 0,
             pace: None,
             window_from: None,
@@ -505,6 +596,50 @@ mod tests {
         assert_eq!(refused.code, "state-full");
         assert_eq!(std::fs::read(paths.state()).unwrap(), good);
         assert!(State::load(&paths, "test").is_ok());
+    }
+
+    /// The schema `iced schema state` ships names every field the state file is written with
+    /// (issue 11: a schema that lags the struct tells a reader what is not so).
+    #[test]
+    fn the_shipped_schema_names_every_field_the_state_writes() {
+        let full = br#"{"schema": 1, "runs": {"r": {
+            "id": "r", "unit": "001-a", "status": "running", "driver": "host", "session": "s",
+            "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
+            "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null, "paced": 1,
+            "pace": {}, "window_from": "2026-09-30T11:00:00Z", "overrun": 3, "brief_layout": 2,
+            "lanes": [{"id": "001-a", "unit": "001-a", "stage": "brief", "attempt": 2,
+                "crashes": 0, "worktree": null, "branch": null, "reason": null,
+                "steps": [{"step": "brief", "attempt": 2, "status": "done",
+                    "started_at": "t", "ended_at": null, "inputs": null, "nonce": null,
+                    "pid": null, "pid_start": null, "outcome": null}],
+                "findings": [], "mutations": 1, "validators": ["full"], "land_round": 1,
+                "depends": ["002-b"], "released": true, "attempts_before": 1,
+                "arm_requested": true,
+                "metrics": [{"event": "verify", "ts": "t", "result": "fail", "attempt": 1},
+                    {"event": "escalation", "ts": "t", "kind": "blocked", "reason": "r"}],
+                "rejected": "why"}]}}}"#;
+        let state = State::parse(full).unwrap();
+        let written = serde_json::to_value(&state).unwrap();
+        let schema: Value =
+            serde_json::from_str(include_str!("../../spec/schema/state.schema.json")).unwrap();
+        let named = |def: &str| -> Vec<String> {
+            schema["$defs"][def]["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let run = &written["runs"]["r"];
+        let lane = &run["lanes"][0];
+        for (def, value) in [("run", run), ("lane", lane), ("step", &lane["steps"][0])] {
+            let mut have = keys(value);
+            let mut want = named(def);
+            have.sort();
+            want.sort();
+            assert_eq!(have, want, "`{def}`: written vs the schema");
+        }
     }
 
     #[test]

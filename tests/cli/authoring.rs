@@ -105,17 +105,20 @@ fn new_edit_lint_approve_records_the_signoff() {
         .contains(&format!("\ncontract_hash: {hash}\n")));
 
     let events = env.metrics();
-    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events.len(), 3, "{events:?}");
     assert_eq!(events[0]["event"], "created");
     assert_eq!(events[0]["id"], id);
     assert_eq!(events[0]["ts"], NOW);
     assert_eq!(events[0]["type"], "feature");
     assert_eq!(events[0]["tier"], "M");
     assert_eq!(events[0]["risk"], "medium");
-    assert_eq!(events[1]["event"], "signoff");
-    assert_eq!(events[1]["id"], id);
-    assert_eq!(events[1]["result"], "approved");
-    assert_eq!(events[1]["auto"], false);
+    // The unit's one Q item, counted at its first sign-off (SPEC 12.1).
+    assert_eq!(events[1]["event"], "questions");
+    assert_eq!(events[1]["count"], 1);
+    assert_eq!(events[2]["event"], "signoff");
+    assert_eq!(events[2]["id"], id);
+    assert_eq!(events[2]["result"], "approved");
+    assert_eq!(events[2]["auto"], false);
 }
 
 #[test]

@@ -1203,9 +1203,13 @@ fn variants(driver: Driver) -> Vec<Variant> {
             });
             continue;
         }
-        if name == "discard-before-release" || name == "answer-after-write" {
-            // Reached only by `iced run discard` (tests/cli/project.rs), or with a harness runner
-            // (tests/cli/harness.rs).
+        if matches!(
+            name,
+            "discard-before-release" | "answer-after-write" | "end-after-metrics"
+        ) {
+            // Reached only by `iced run discard` (tests/cli/project.rs), with a harness runner
+            // (tests/cli/harness.rs), or by a run that ends without delivering what it measured
+            // (tests/cli/metrics.rs).
             continue;
         }
         if name == "archive-after-append" {
@@ -1262,6 +1266,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "deliver-after-prepare",
             "deliver-after-commit",
             "deliver-after-record",
+            "end-after-metrics",
             "end-before-release",
             "land-after-integrate",
             "land-after-move",

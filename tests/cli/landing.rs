@@ -1371,6 +1371,8 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 released: false,
                 attempts_before: 0,
                 arm_requested: false,
+                metrics: Vec::new(),
+                rejected: None,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {
@@ -1429,6 +1431,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
         },
         next_eligible_at: None,
         overrun: None,
+        brief_layout: 1,
         paced: 0,
         pace: None,
         window_from: None,

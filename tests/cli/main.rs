@@ -19,6 +19,7 @@ mod interop;
 mod landing;
 mod layout;
 mod loop_e2e;
+mod metrics;
 mod mock_api;
 mod output;
 mod project;

@@ -430,3 +430,40 @@ fn the_handover_names_a_pause_and_the_attempts_left() {
         crate::snap::both(&env, &["run", "handover"])
     );
 }
+
+/// Regression (item 16): evidence of `kind: "bogus"` was taken at the receipt and reported later
+/// as "no evidence for E1". `implement receipt` refuses it at once, naming the entry and the word,
+/// so the host has it fixed within the same attempt.
+#[test]
+fn evidence_of_an_unknown_kind_is_refused_at_the_receipt() {
+    let (env, id) = TestEnv::buildable(own_checks(json!([])));
+    let (_, agent) = host_run(&env, &id);
+    agent_commit(
+        Path::new(str_of(&agent, "worktree")),
+        "src/session.rs",
+        "fixed\n",
+    );
+    let receipt = str_of(&agent, "receipt_path").to_owned();
+    std::fs::write(
+        &receipt,
+        r#"{"summary": "done", "evidence": [{"expectation": "E1", "kind": "test", "ref": "t"}, {"expectation": "E2", "kind": "bogus", "ref": "t"}]}"#,
+    )
+    .unwrap();
+    let refused = env.iced_json(&["implement", "receipt", &receipt]);
+    let refused = refused.json();
+    assert_eq!(refused["refused"]["code"], "report-invalid", "{refused:#}");
+    assert!(
+        refused["refused"]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("evidence[1] (E2): kind `bogus` is not one of test, check, metric, manual"),
+        "{refused:#}"
+    );
+    // Fixed within the same attempt, the receipt is taken.
+    std::fs::write(&receipt, GOOD_REPORT).unwrap();
+    let taken = env
+        .iced_json(&["implement", "receipt", &receipt])
+        .ok()
+        .json();
+    assert_eq!(taken["action"], "advanced", "{taken:#}");
+}

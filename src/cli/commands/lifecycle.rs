@@ -48,7 +48,7 @@ pub struct AutonomyArgs {
     pub id: Option<String>,
 }
 
-fn reason_text(words: &[String], step: &str) -> Result<String, Refusal> {
+pub(super) fn reason_text(words: &[String], step: &str) -> Result<String, Refusal> {
     let reason = words
         .join(" ")
         .split_whitespace()
@@ -90,7 +90,7 @@ pub fn reject(args: ReasonArgs) -> Result<Output, Refusal> {
     let moved = record::reject(&repo, &id, &reason, step)?;
     Ok(Output::new(
         json(&moved),
-        format!("Rejected {id}: back to building. The reason is in intent/{id}/decisions.md."),
+        format!("Rejected {id}: back to building. The reason is in intent/{id}/decisions.md.\nCommit the unit, then `iced build {id}` builds it again; its brief starts with the reason."),
     ))
 }
 

@@ -162,8 +162,11 @@ pub fn admit(
                 released: false,
                 attempts_before: 0,
                 arm_requested: false,
+                metrics: Vec::new(),
+                rejected: rejection_of(repo, unit, step),
             })
             .collect(),
+        brief_layout: crate::run::state::BRIEF_LAYOUT,
     };
     ensure_dir(&ctx.paths.dir, step)?;
     let _ = crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600);
@@ -217,6 +220,29 @@ pub fn admit(
     }
 }
 
+/// Why a unit is built again: a `building` unit with no live run is one a person rejected at
+/// acceptance, and the reason is the last `reject` event of it in the metrics (SPEC 20.3), which
+/// no agent writes. None for any other status.
+fn rejection_of(repo: &crate::repo::Repo, unit: &str, step: &str) -> Option<String> {
+    let file = repo.read_unit(unit, step).ok()?;
+    if file.parsed.frontmatter.str("status") != Some("building") {
+        return None;
+    }
+    let reason = crate::metrics::read(&repo.root)
+        .unwrap_or_default()
+        .into_iter()
+        .rev()
+        .find(|e| {
+            e.get("id").and_then(Value::as_str) == Some(unit)
+                && e.get("event").and_then(Value::as_str) == Some("reject")
+        })
+        .and_then(|e| e.get("reason").and_then(Value::as_str).map(str::to_owned));
+    Some(reason.unwrap_or_else(|| {
+        "(no reason was recorded: the unit's status is `building` without a `reject` event)"
+            .to_owned()
+    }))
+}
+
 /// The checks every unit a run builds must pass (SPEC 20.3), in order, each its own refusal. Only
 /// reads: nothing is written.
 pub(crate) fn check_unit(
@@ -235,7 +261,8 @@ pub(crate) fn check_unit(
         .frontmatter
         .str("status")
         .and_then(|s| Status::from_str(s).ok());
-    if status != Some(Status::Approved) {
+    // A unit a person rejected at acceptance is `building` with no run: it is built again.
+    if !matches!(status, Some(Status::Approved | Status::Building)) {
         return Err(ctx.refuse(
             "unit-not-approved",
             format!(
@@ -289,7 +316,10 @@ pub(crate) fn check_unit(
             return Err(ctx.refuse(
                 "unit-uncommitted",
                 format!("`{rel}/` has changes that are not committed; the lane's worktree starts from HEAD and would not see them"),
-                format!("commit the approved unit: `git add {rel} && git commit -m \"approve {id}\"`, then build again"),
+                match status {
+                    Some(Status::Building) => format!("commit the rejected unit: `git add {rel} && git commit -m \"reject {id}\"`, then build again"),
+                    _ => format!("commit the approved unit: `git add {rel} && git commit -m \"approve {id}\"`, then build again"),
+                },
             ))
         }
         Err(e) => return Err(io_error(step, e)),
@@ -373,7 +403,7 @@ pub(crate) fn plan_project(
             Some("a project: its children are lanes".to_owned())
         } else if crate::record::refuse_if_held(file, step).is_err() {
             Some("held".to_owned())
-        } else if status != Some(Status::Approved) {
+        } else if !matches!(status, Some(Status::Approved | Status::Building)) {
             Some(status.map_or("no valid status".to_owned(), |s| s.to_string()))
         } else {
             None

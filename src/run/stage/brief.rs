@@ -15,6 +15,10 @@ use std::path::Path;
 
 /// Knowledge files larger than this are cited by path, not copied in.
 const KNOWLEDGE_LIMIT: u64 = 64 * 1024;
+/// Of the decision log, the brief copies this much of its end.
+const DECISIONS_TAIL: usize = 32 * 1024;
+/// A decision log larger than this is cited by path, not read.
+const DECISIONS_LIMIT: u64 = 4 * 1024 * 1024;
 
 pub struct BriefInput<'a> {
     pub repo: &'a Repo,
@@ -32,6 +36,13 @@ pub struct BriefInput<'a> {
     pub previous_gaps: Option<&'a str>,
     /// Findings this attempt must dispose of (a fix round).
     pub findings: &'a [crate::run::validate::Finding],
+    /// The run's brief layout (SPEC 20.4): 1 renders as iced did before the decision log, the
+    /// product memory and the rejection were in the brief.
+    pub layout: u32,
+    /// Why the unit is built again: the person's reason for rejecting its last delivery.
+    pub rejected: Option<&'a str>,
+    /// The unit's decision log as the lane's base holds it (layout 2).
+    pub decisions: Option<String>,
 }
 
 /// Constraints and failure conditions of every ancestor, nearest first (cycle-safe).
@@ -103,29 +114,56 @@ fn ancestors(repo: &Repo, unit_text: &str) -> Vec<(String, Option<Vec<(String, S
     out
 }
 
+/// The unit's decision log at the lane's base commit, its last [`DECISIONS_TAIL`] bytes (cut at a
+/// line), or a line saying why it is not here. None when the base has no log.
+pub fn decisions_at(repo: &Repo, unit: &str, base: &str) -> Option<String> {
+    let path = format!("intent/{unit}/decisions.md");
+    match crate::git::blob_at(&repo.root, base, &path, DECISIONS_LIMIT) {
+        Ok(None) => None,
+        Err(e) => Some(format!("(not read: {e}; read `{path}` yourself)")),
+        Ok(Some(bytes)) => {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if text.len() <= DECISIONS_TAIL {
+                return Some(text.trim_end().to_owned());
+            }
+            let mut from = text.len() - DECISIONS_TAIL;
+            while !text.is_char_boundary(from) {
+                from += 1;
+            }
+            let tail = &text[from..];
+            let tail = tail.split_once('\n').map_or(tail, |(_, rest)| rest);
+            Some(format!(
+                "(the last {} KiB of {} KiB; read `{path}` for the rest)\n\n{}",
+                DECISIONS_TAIL / 1024,
+                text.len() / 1024,
+                tail.trim_end()
+            ))
+        }
+    }
+}
+
+fn memory_path(repo: &Repo, entry: &str) -> std::path::PathBuf {
+    if Path::new(entry).is_absolute() {
+        Path::new(entry).to_owned()
+    } else {
+        repo.root.join(entry)
+    }
+}
+
+/// One memory or knowledge file as the brief holds it: its text, or a line saying why not.
+fn copied(repo: &Repo, entry: &str) -> String {
+    let path = memory_path(repo, entry);
+    match crate::store::read_limited(&path, KNOWLEDGE_LIMIT) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim_end().to_owned(),
+        Err(e @ crate::store::StoreError::NotRegular { .. }) => format!("(not read: {e})"),
+        Err(_) => "(not readable here, or over 64 KiB: read it yourself if you can)".to_owned(),
+    }
+}
+
 fn knowledge(repo: &Repo, settings: &Settings) -> String {
     let mut out = String::new();
     for entry in &settings.knowledge {
-        let path = if Path::new(entry).is_absolute() {
-            Path::new(entry).to_owned()
-        } else {
-            repo.root.join(entry)
-        };
-        match crate::store::read_limited(&path, KNOWLEDGE_LIMIT) {
-            Ok(bytes) => {
-                let _ = writeln!(
-                    out,
-                    "### {entry}\n\n{}\n",
-                    String::from_utf8_lossy(&bytes).trim_end()
-                );
-            }
-            Err(e @ crate::store::StoreError::NotRegular { .. }) => {
-                let _ = writeln!(out, "### {entry}\n\n(not read: {e})\n");
-            }
-            Err(_) => {
-                let _ = writeln!(out, "### {entry}\n\n(not readable here, or over 64 KiB: read it yourself if you can)\n");
-            }
-        }
+        let _ = writeln!(out, "### {entry}\n\n{}\n", copied(repo, entry));
     }
     out
 }
@@ -160,6 +198,9 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
         input.receipt_path.display()
     );
 
+    if let (2.., Some(reason)) = (input.layout, input.rejected) {
+        let _ = writeln!(b, "## Why this unit is built again\n\nA person rejected its last delivery at acceptance, saying:\n\n> {}\n\nThat work is in the base you start from: change it so that this no longer holds.\n", reason.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
     if let Some(gaps) = input.previous_gaps {
         let _ = writeln!(b, "## Why this attempt\n\n{gaps}\n");
     }
@@ -180,9 +221,29 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
     let _ = writeln!(b, "Intent and Expectations are a signed-off contract: do not edit them, nor the frontmatter.\n");
     let _ = writeln!(b, "````markdown\n{}\n````\n", input.unit_text.trim_end());
 
+    if input.layout >= 2 {
+        if let Some(log) = input.decisions.as_deref().filter(|l| !l.trim().is_empty()) {
+            let _ = writeln!(b, "## Decisions so far (intent/{}/decisions.md)\n\nWhat people and agents have decided about this unit so far. Append your own decisions there (`- Decision:`, `- Why:`); never rewrite an entry.\n\n````markdown\n{log}\n````\n", input.unit);
+        }
+    }
     let rules = ancestor_rules(input.repo, input.unit_text);
     if !rules.is_empty() {
         let _ = writeln!(b, "## Rules inherited from ancestor units\n\nEvery one of these applies to this unit too.\n\n{rules}");
+    }
+    if input.layout >= 2 {
+        // A product memory nobody wrote is left out; one that cannot be read says so.
+        let product = input
+            .settings
+            .product
+            .as_deref()
+            .filter(|p| std::fs::symlink_metadata(memory_path(input.repo, p)).is_ok());
+        if let Some(product) = product {
+            let _ = writeln!(
+                b,
+                "## The product ({product})\n\nWhat the product is and must do.\n\n{}\n",
+                copied(input.repo, product)
+            );
+        }
     }
     let know = knowledge(input.repo, input.settings);
     if !know.is_empty() {
@@ -276,5 +337,12 @@ pub(crate) fn render_brief(
         receipt_path: &receipt,
         previous_gaps: gaps.as_deref(),
         findings: &open,
+        layout: run.brief_layout,
+        rejected: lane.rejected.as_deref(),
+        decisions: if run.brief_layout >= 2 {
+            decisions_at(ctx.repo, &lane.unit, run.base_of(lane))
+        } else {
+            None
+        },
     }))
 }

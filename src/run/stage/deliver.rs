@@ -196,7 +196,7 @@ fn settle_worktree(worktree: &Path, branch: &str, paths: &[String]) -> Result<()
     }
     git(worktree, &["reset", "-q"])?;
     for path in paths {
-        // A close file the delivery does not hold (no metrics without validation) is skipped.
+        // A close file the delivery does not hold is skipped.
         let _ = git(worktree, &["checkout", "-q", "HEAD", "--", path]);
     }
     Ok(())
@@ -346,6 +346,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     if !metrics.is_empty() && !metrics.ends_with('\n') {
         metrics.push('\n');
     }
+    let tags = crate::record::tags_of(&at_base);
     let metric = |metrics: &mut String, event: &str, data: Value| {
         let mut line = serde_json::Map::new();
         line.insert("ts".into(), now.clone().into());
@@ -354,16 +355,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         if let Value::Object(d) = data {
             line.extend(d);
         }
-        if let Some(r) = parsed.frontmatter.str("risk") {
-            line.insert("risk".into(), r.into());
-        }
-        if let Some(a) = parsed
-            .frontmatter
-            .get("autonomy")
-            .and_then(crate::unit::Scalar::as_int)
-        {
-            line.insert("autonomy".into(), a.into());
-        }
+        line.extend(tags.clone());
         metrics.push_str(&serde_json::to_string(&line).expect("serialises"));
         metrics.push('\n');
     };
@@ -372,17 +364,23 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         (format!("{rel}/evidence.md"), close.evidence_md),
         (format!("{rel}/verify.json"), close.verify_json),
     ];
-    if close.validated {
-        metric(
-            &mut metrics,
-            "verify",
-            json!({"result": "pass", "attempt": lane.attempt}),
-        );
-        if close.status == "accepted" {
-            metric(&mut metrics, "accept", json!({"auto": true}));
-        }
-        files.push((".iced/metrics.jsonl".into(), metrics));
+    // What happened on the way (failed attempts, stops for a person) lands with the work, then
+    // the verdict (SPEC 12.1).
+    for m in &lane.metrics {
+        metrics.push_str(&m.line(&lane.unit, &tags));
+        metrics.push('\n');
     }
+    // The delivery is the loop's verdict: the definition of done passed, and the independent
+    // validators too when there were any (`independent` says which).
+    metric(
+        &mut metrics,
+        "verify",
+        json!({"result": "pass", "attempt": lane.attempt, "independent": close.validated}),
+    );
+    if close.status == "accepted" {
+        metric(&mut metrics, "accept", json!({"auto": true}));
+    }
+    files.push((".iced/metrics.jsonl".into(), metrics));
     // The close's tree: the judged head's, with these files, built in an index of our own.
     let index: PathBuf = ctx
         .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)
