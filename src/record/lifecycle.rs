@@ -123,17 +123,15 @@ pub fn reject(repo: &Repo, id: &str, reason: &str, step: &str) -> Result<Moved, 
         &remedy,
     )?;
     let mut warnings = Vec::new();
-    if let Err(r) = repo.append_decision(
+    super::log_person(
+        repo,
         id,
-        "person",
-        &[("Decision", "rejected at acceptance"), ("Why", reason)],
+        "rejected at acceptance",
+        reason,
+        "the unit is back to building",
         step,
-    ) {
-        warnings.push(format!(
-            "the unit is back to building, but the reason could not be added to decisions.md ({}); add it by hand: {reason}",
-            r.reason
-        ));
-    }
+        &mut warnings,
+    );
     let mut data = metric_tags(&unit);
     data.insert("reason".into(), reason.into());
     record_metric(repo, id, "reject", data, &mut warnings);

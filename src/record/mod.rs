@@ -144,6 +144,27 @@ pub(crate) fn record_metric(
     }
 }
 
+/// Log a person's decision in the unit's `decisions.md` after the change it explains was made
+/// (`done` says what was made). As with [`record_metric`], a failure is a warning, not a refusal.
+pub(crate) fn log_person(
+    repo: &Repo,
+    id: &str,
+    decision: &str,
+    why: &str,
+    done: &str,
+    step: &str,
+    warnings: &mut Vec<String>,
+) {
+    if let Err(r) =
+        repo.append_decision(id, "person", &[("Decision", decision), ("Why", why)], step)
+    {
+        warnings.push(format!(
+            "{done}, but the words could not be added to decisions.md ({}); add them by hand: {why}",
+            r.reason
+        ));
+    }
+}
+
 /// Metric data every event about a unit carries: its risk and autonomy where known.
 pub(crate) fn metric_tags(unit: &UnitFile) -> serde_json::Map<String, serde_json::Value> {
     tags_of(&unit.parsed)

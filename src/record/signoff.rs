@@ -236,17 +236,7 @@ pub fn decline(
         )?;
     }
     let mut warnings = Vec::new();
-    if let Err(r) = repo.append_decision(
-        id,
-        "person",
-        &[("Decision", decision), ("Why", &text)],
-        step,
-    ) {
-        warnings.push(format!(
-            "recorded, but the words could not be added to decisions.md ({}); add them by hand: {text}",
-            r.reason
-        ));
-    }
+    super::log_person(repo, id, decision, &text, "recorded", step, &mut warnings);
     let mut data = metric_tags(&unit);
     data.insert("result".into(), result.into());
     data.insert("auto".into(), false.into());

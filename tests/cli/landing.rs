@@ -768,6 +768,34 @@ fn iced_with_path(env: &TestEnv, path: &std::ffi::OsStr, args: &[&str]) -> crate
     crate::env::run(env.command().env("PATH", path).args(args))
 }
 
+/// The forge merges the lane's delivery (pushed to the remote's `main`); the next `iced build`
+/// retires the lane and the run ends delivered.
+fn forge_merges_and_build_delivers(
+    env: &TestEnv,
+    id: &str,
+    path: &std::ffi::OsStr,
+    remote: &std::path::Path,
+    lane: &Lane,
+) {
+    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.git(&[
+        "push",
+        "-q",
+        &remote.display().to_string(),
+        &format!("{delivery}:refs/heads/main"),
+    ]);
+    let out = iced_with_path(env, path, &["build", id, "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        json_lines(&out).pop().unwrap()["status"],
+        "delivered",
+        "{out:#?}"
+    );
+}
+
 /// No `git push` after the pull request was armed (nor, without arming, after it was opened).
 fn assert_no_push_after(log: &[Vec<String>], verb: &str) {
     let at = log
@@ -975,23 +1003,7 @@ fn with_arm_human_the_pull_request_is_opened_and_never_armed() {
     }
 
     // A person merges it on the forge; the next step retires the lane.
-    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    env.git(&[
-        "push",
-        "-q",
-        &remote.display().to_string(),
-        &format!("{delivery}:refs/heads/main"),
-    ]);
-    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert_eq!(
-        json_lines(&out).pop().unwrap()["status"],
-        "delivered",
-        "{out:#?}"
-    );
+    forge_merges_and_build_delivers(&env, &id, &path, &remote, lane);
     assert_landed_and_retired(&env, &id, &run, "origin/main");
     let log = calls(&forge);
     assert!(
@@ -1958,21 +1970,5 @@ fn with_arm_human_a_person_arms_the_pull_request_with_run_arm() {
     assert_eq!(lane.stage, Stage::Retire);
 
     // The forge merges it; the next build retires the lane.
-    let delivery = lane.outcome(&crate::env::key("deliver")).unwrap()["commit"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    env.git(&[
-        "push",
-        "-q",
-        &remote.display().to_string(),
-        &format!("{delivery}:refs/heads/main"),
-    ]);
-    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert_eq!(
-        json_lines(&out).pop().unwrap()["status"],
-        "delivered",
-        "{out:#?}"
-    );
+    forge_merges_and_build_delivers(&env, &id, &path, &remote, lane);
 }

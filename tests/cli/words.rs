@@ -9,6 +9,21 @@ use crate::loop_e2e::{
 use serde_json::json;
 use std::path::Path;
 
+/// A unit built by the fake agent following `script` under `patch` to `status` (`delivered` exits
+/// 0, anything else 4): the env, the unit, the run and `run show` of it.
+fn built_to(
+    script: &str,
+    patch: serde_json::Value,
+    status: &str,
+) -> (TestEnv, String, String, serde_json::Value) {
+    let (env, id) = with_agent(script, patch);
+    let (out, last) = build(&env, &id, &[], if status == "delivered" { 0 } else { 4 });
+    assert_eq!(last["status"], status, "{out:#?}");
+    let run_id = str_of(&last, "run").to_owned();
+    let shown = run_show(&env, &run_id);
+    (env, id, run_id, shown)
+}
+
 /// `implement receipt` takes the report's path relative to where the host stands, from the
 /// repository root or from a folder under it.
 #[test]
@@ -158,13 +173,11 @@ fn ctrl_c_on_build_says_the_agents_keep_running_and_build_picks_the_run_up() {
 /// its reason counts them from the resume: never "attempt 3 of 2".
 #[test]
 fn a_resumed_lane_gets_a_fresh_budget_of_attempts_counted_from_the_resume() {
-    let (env, id) = with_agent(
+    let (env, id, run_id, _) = built_to(
         "commit src/session.rs fixed\nreport-ok E1 E2\n",
         json!({"verify": {"independent": false, "maxAttempts": 2, "commands": ["test -f needed.txt"]}}),
+        "blocked",
     );
-    let (_, last) = build(&env, &id, &[], 4);
-    assert_eq!(last["status"], "blocked", "{last}");
-    let run_id = str_of(&last, "run").to_owned();
     assert_eq!(env.agent_starts().len(), 2);
     let reason = |env: &TestEnv| {
         let shown = run_show(env, &run_id);
@@ -192,13 +205,11 @@ fn a_resumed_lane_gets_a_fresh_budget_of_attempts_counted_from_the_resume() {
 #[test]
 fn a_delivered_lane_keeps_no_stale_reason() {
     // Attempt 1 misses what the definition of done checks; attempt 2 has it.
-    let (env, id) = with_agent(
+    let (_, _, _, shown) = built_to(
         "attempt 1\ncommit src/session.rs fixed\nreport-ok E1 E2\nattempt 2\ncommit src/done.txt done\nreport-ok E1 E2\n",
         json!({"verify": {"independent": false, "maxAttempts": 3, "commands": ["test -f src/done.txt"]}}),
+        "delivered",
     );
-    let (out, last) = build(&env, &id, &[], 0);
-    assert_eq!(last["status"], "delivered", "{out:#?}");
-    let shown = run_show(&env, str_of(&last, "run"));
     assert_eq!(shown["lanes"][0]["attempt"], 2, "{shown:#}");
     assert!(shown["lanes"][0]["reason"].is_null(), "{shown:#}");
 }
@@ -246,15 +257,12 @@ fn a_host_runs_events_say_only_what_happened() {
 /// "timed out", never "exit none" (issue 11, item 11).
 #[test]
 fn a_timed_out_implementer_is_named_as_timed_out() {
-    let (env, id) = with_agent(
+    let (env, _, run_id, shown) = built_to(
         "sleep 30\n",
         json!({"runners": {"fake": {"timeoutSec": 1}},
                "verify": {"independent": false, "maxAttempts": 1, "commands": []}}),
+        "blocked",
     );
-    let (_, last) = build(&env, &id, &[], 4);
-    assert_eq!(last["status"], "blocked", "{last}");
-    let run_id = str_of(&last, "run").to_owned();
-    let shown = run_show(&env, &run_id);
     let reason = str_of(&shown["lanes"][0], "reason");
     assert!(
         reason.starts_with("attempt 1 of 1 did not verify:\n- the implementer timed out after "),
@@ -271,13 +279,11 @@ fn a_timed_out_implementer_is_named_as_timed_out() {
 /// A definition-of-done program that does not exist: the gap says it could not start, and why.
 #[test]
 fn a_definition_of_done_program_that_does_not_exist_could_not_start() {
-    let (env, id) = with_agent(
+    let (_, _, _, shown) = built_to(
         "commit src/session.rs fixed\nreport-ok E1 E2\n",
         json!({"verify": {"independent": false, "maxAttempts": 1, "commands": ["no-such-program-iced-test"]}}),
+        "blocked",
     );
-    let (_, last) = build(&env, &id, &[], 4);
-    assert_eq!(last["status"], "blocked", "{last}");
-    let shown = run_show(&env, str_of(&last, "run"));
     let reason = str_of(&shown["lanes"][0], "reason");
     assert!(
         reason.contains("`no-such-program-iced-test` could not start: "),

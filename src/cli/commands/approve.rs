@@ -25,25 +25,14 @@ pub fn run(args: Args, json: bool) -> Result<Output, Refusal> {
     let step = "approve";
     let repo = repo(step)?;
     let id = repo.resolve(&args.id, step)?;
-    if let Some(words) = &args.changes {
+    let answered = match (&args.changes, &args.reject) {
+        (Some(words), _) => Some((NotApproved::Changes, words)),
+        (_, Some(words)) => Some((NotApproved::Rejected, words)),
+        _ => None,
+    };
+    if let Some((answer, words)) = answered {
         let text = super::lifecycle::reason_text(words, step)?;
-        return Ok(said(decline(
-            &repo,
-            &id,
-            NotApproved::Changes,
-            &text,
-            step,
-        )?));
-    }
-    if let Some(words) = &args.reject {
-        let text = super::lifecycle::reason_text(words, step)?;
-        return Ok(said(decline(
-            &repo,
-            &id,
-            NotApproved::Rejected,
-            &text,
-            step,
-        )?));
+        return Ok(said(decline(&repo, &id, answer, &text, step)?));
     }
     let approval = prepare_approval(&repo, &id, step)?;
     if !approval.auto && !args.yes {
