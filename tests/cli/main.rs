@@ -17,6 +17,8 @@ mod hostile_lane;
 mod init;
 mod interop;
 mod landing;
+mod landing_pr;
+mod landing_show;
 mod layout;
 mod loop_e2e;
 mod metrics;
