@@ -34,5 +34,7 @@ mod snap_units;
 mod survivors;
 mod trust;
 mod validation;
+mod validation_answers;
+mod validation_pace;
 mod waiting;
 mod words;

@@ -7,13 +7,10 @@
 //! `roles.validator.runner` is the fake runner too; under the host driver the test is the host.
 //! A script may say `{lane}`: it is replaced by the lane's id (the unit's) before the run starts.
 
-use crate::env::{fake_runner, git_at, merge_json, TestEnv, NOW};
-use crate::loop_e2e::{
-    agent_commit, build, hand_in, host_run, record, run_show, state_fingerprint, step, step_until,
-    str_of, worktree_of, GOOD_REPORT, WAIT,
-};
+use crate::env::{fake_runner, merge_json, TestEnv, NOW};
+use crate::loop_e2e::{build, record, run_show, str_of, worktree_of, WAIT};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 // ---- answers ----------------------------------------------------------------------------------
@@ -82,13 +79,13 @@ pub(crate) fn set_script(env: &TestEnv, id: &str, script: &str) {
 
 /// One logged start of the fake agent.
 #[derive(Debug, Clone, PartialEq)]
-struct Start {
-    attempt: u32,
-    role: String,
-    lens: String,
+pub(crate) struct Start {
+    pub(crate) attempt: u32,
+    pub(crate) role: String,
+    pub(crate) lens: String,
 }
 
-fn starts(env: &TestEnv) -> Vec<Start> {
+pub(crate) fn starts(env: &TestEnv) -> Vec<Start> {
     env.agent_starts()
         .iter()
         .map(|line| {
@@ -132,7 +129,7 @@ pub(crate) fn history(env: &TestEnv, run: &str) -> Vec<Value> {
         .collect()
 }
 
-fn lane_branch(id: &str) -> String {
+pub(crate) fn lane_branch(id: &str) -> String {
     format!("iced/{id}/{id}")
 }
 
@@ -175,7 +172,7 @@ pub(crate) fn build_to_end(env: &TestEnv, id: &str, exit: i32, status: &str) -> 
 // ---- 1. every validator passes ----------------------------------------------------------------
 
 #[test]
-fn validators_that_all_pass_deliver_the_lane() {
+pub(crate) fn validators_that_all_pass_deliver_the_lane() {
     let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
     let (env, id) = validated(&script, &["expectations", "failures"], json!({}));
     let (out, last) = build(&env, &id, &[], 0);
@@ -284,7 +281,7 @@ fn validators_that_all_pass_deliver_the_lane() {
 // ---- 2. a refuted finding ---------------------------------------------------------------------
 
 #[test]
-fn a_finding_the_refuter_refutes_is_closed_without_a_fix_round() {
+pub(crate) fn a_finding_the_refuter_refutes_is_closed_without_a_fix_round() {
     let script = implementer("")
         + &section("*", "validator", "expectations", &format!("report {PASS}"))
         + &section("*", "validator", "failures", &format!("report {FAIL_S2}"))
@@ -350,7 +347,7 @@ fn a_finding_the_refuter_refutes_is_closed_without_a_fix_round() {
 // ---- 3. a confirmed finding: a fix round ------------------------------------------------------
 
 #[test]
-fn a_confirmed_finding_is_fixed_in_a_second_attempt_and_ends_applied() {
+pub(crate) fn a_confirmed_finding_is_fixed_in_a_second_attempt_and_ends_applied() {
     let script = implementer(&section(
         "2",
         "implementer",
@@ -424,7 +421,7 @@ fn a_confirmed_finding_is_fixed_in_a_second_attempt_and_ends_applied() {
 // ---- 4. a finding rejected in writing ---------------------------------------------------------
 
 #[test]
-fn a_finding_rejected_in_writing_is_shown_to_the_next_rounds_validators() {
+pub(crate) fn a_finding_rejected_in_writing_is_shown_to_the_next_rounds_validators() {
     const REASON: &str =
         "a poll is activity by the contract: Goal says active, and the tab is open";
     let rejected = format!(
@@ -471,7 +468,7 @@ fn a_finding_rejected_in_writing_is_shown_to_the_next_rounds_validators() {
 // ---- 5. findings that stay open -----------------------------------------------------------------
 
 #[test]
-fn open_findings_after_max_attempts_block_the_run_naming_them() {
+pub(crate) fn open_findings_after_max_attempts_block_the_run_naming_them() {
     let script = implementer(&section(
         "2",
         "implementer",
@@ -516,7 +513,7 @@ fn open_findings_after_max_attempts_block_the_run_naming_them() {
 // ---- 6. validators that change their tree ------------------------------------------------------
 
 /// Each case: what the validator does on its first start, and what the record must say moved.
-const MUTATIONS: &[(&str, &str)] = &[
+pub(crate) const MUTATIONS: &[(&str, &str)] = &[
     (
         "write notes.txt a validator's scratch file",
         "files changed: notes.txt",
@@ -529,7 +526,7 @@ const MUTATIONS: &[(&str, &str)] = &[
 ];
 
 #[test]
-fn a_validator_that_changes_its_tree_is_discarded_and_run_again() {
+pub(crate) fn a_validator_that_changes_its_tree_is_discarded_and_run_again() {
     std::thread::scope(|scope| {
         for &(act, moved) in MUTATIONS {
             scope.spawn(move || {
@@ -572,7 +569,7 @@ fn a_validator_that_changes_its_tree_is_discarded_and_run_again() {
 }
 
 #[test]
-fn a_validator_that_always_changes_its_tree_blocks_the_lane_naming_it() {
+pub(crate) fn a_validator_that_always_changes_its_tree_blocks_the_lane_naming_it() {
     let script = implementer("")
         + &section(
             "*",
@@ -600,14 +597,14 @@ fn a_validator_that_always_changes_its_tree_blocks_the_lane_naming_it() {
 }
 
 /// Nothing was delivered on the lane branch.
-fn nothing_delivered(env: &TestEnv, id: &str) -> bool {
+pub(crate) fn nothing_delivered(env: &TestEnv, id: &str) -> bool {
     env.git_out(&["log", "-1", "--format=%s", &lane_branch(id)])
         .trim()
         .starts_with("fake agent")
 }
 
 #[test]
-fn a_validator_that_moves_the_lane_branch_blocks_the_lane_at_once() {
+pub(crate) fn a_validator_that_moves_the_lane_branch_blocks_the_lane_at_once() {
     let script = implementer("")
         + &section(
             "*",
@@ -638,7 +635,7 @@ fn a_validator_that_moves_the_lane_branch_blocks_the_lane_at_once() {
 /// SPEC 22.2: a validator that writes into the lane's own worktree (not its sandbox) changed the
 /// lane: it blocks at once, naming the file.
 #[test]
-fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_once() {
+pub(crate) fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_once() {
     // The sandbox is `<worktrees>/<lane>.validators/full-1`; the lane's worktree is beside it.
     let script = implementer("")
         + &section(
@@ -658,283 +655,13 @@ fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_once() {
     assert_eq!(attempts_of(&env, "validator", "full"), [1], "not run again");
 }
 
-// ---- 7. answers that are not answers ------------------------------------------------------------
-
-/// A valid finding, to be spoiled.
-const FINDING: &str = r#"{"file_path": "src/session.rs", "criterion_ref": "E2", "finding_category": "correctness", "severity": "S3-minor", "summary": "s", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}"#;
-
-/// The bad answers the issue names: (what, the answer, the field its problem must name).
-fn bad_answers() -> Vec<(&'static str, String, &'static str)> {
-    vec![
-        (
-            "an unknown key",
-            PASS.replacen(
-                r#""verdict": "pass""#,
-                r#""verdict": "pass", "confidence": 0.9"#,
-                1,
-            ),
-            "confidence",
-        ),
-        (
-            "a bare S2",
-            format!(
-                r#"{{"verdict": "fail", "findings": [{}]}}"#,
-                FINDING.replace("S3-minor", "S2")
-            ),
-            "severity",
-        ),
-        (
-            "an identity field in a finding",
-            format!(
-                r#"{{"verdict": "fail", "findings": [{}]}}"#,
-                FINDING.replacen('{', r#"{"finding_id": "X-F9", "#, 1)
-            ),
-            "finding_id",
-        ),
-        (
-            "no JSON at all",
-            "I looked at it and it seems fine to me.".to_owned(),
-            "answer-unparsable",
-        ),
-    ]
-}
-
-#[test]
-fn process_validators_with_bad_answers_are_no_answer_and_need_a_person() {
-    // One good lens decides every expectation; each bad one is recorded as no answer.
-    let bad = bad_answers();
-    let lenses = ["failures", "rules", "full", "ruthless"];
-    let mut script =
-        implementer("") + &section("*", "validator", "expectations", &format!("report {PASS}"));
-    for (lens, (_, answer, _)) in lenses.iter().zip(&bad) {
-        script += &section("*", "validator", lens, &format!("report {answer}"));
-    }
-    let (env, id) = validated(
-        &script,
-        &["expectations", "failures", "rules", "full"],
-        json!({"verify": {"reviewers": ["ruthless"]}}),
-    );
-    let (_, run) = build_to_end(&env, &id, 0, "delivered");
-    assert_eq!(starts(&env).len(), 6, "{:?}", starts(&env));
-
-    let show = run_show(&env, &run);
-    for (lens, (what, _, field)) in lenses.iter().zip(&bad) {
-        let r = record(&show, &format!("validate-{lens}"));
-        assert_eq!(r["status"], "done", "{what}: {r:#}");
-        assert_eq!(r["outcome"]["answer"], Value::Null, "{what}: {r:#}");
-        let problem = str_of(&r["outcome"], "problem");
-        assert!(
-            problem.contains(field),
-            "{what}: the problem does not name `{field}`: {problem}"
-        );
-    }
-    let judge = &record(&show, "judge")["outcome"];
-    assert_eq!(judge["needs_human"], true, "{judge:#}");
-    assert_eq!(judge["merged"]["unanswered"], json!(lenses), "{judge:#}");
-    assert_eq!(judge["undecided"], json!([]), "{judge:#}");
-    // Nothing a bad answer said was minted.
-    assert_eq!(show["lanes"][0]["findings"], json!([]));
-
-    let verify = verify_json(&env, &id);
-    assert_eq!(verify["needs_human"], true);
-    assert_eq!(verify["status"], "done", "a person accepts it");
-    for v in verify["validators"].as_array().unwrap() {
-        let answered = v["name"] == "expectations";
-        assert_eq!(v["answered"], answered, "{v}");
-        assert_eq!(v["problem"].is_string(), !answered, "{v}");
-    }
-    let unit = delivered(&env, &id, "iced.md");
-    assert!(unit.lines().any(|l| l == "status: done"), "{unit}");
-    // The person is told why they are asked.
-    let evidence = delivered(&env, &id, "evidence.md");
-    assert!(
-        evidence.contains("because no usable answer from failures, rules, full, ruthless"),
-        "{evidence}"
-    );
-}
-
-#[test]
-fn a_lens_without_an_answer_blocks_when_no_other_decides_the_expectations() {
-    let (_, answer, _) = bad_answers().swap_remove(0);
-    let script = implementer("")
-        + &section("*", "validator", "failures", &format!("report {answer}"))
-        + &section(
-            "*",
-            "validator",
-            "rules",
-            r#"report {"verdict": "pass", "constraints": [{"id": "C1", "violated": false}]}"#,
-        );
-    let (env, id) = validated(&script, &["failures", "rules"], json!({}));
-    let (_, run) = build_to_end(&env, &id, 4, "blocked");
-    let show = run_show(&env, &run);
-    let reason = str_of(&show["lanes"][0], "reason");
-    assert!(reason.contains("needs a person"), "{reason}");
-    assert!(reason.contains("E1, E2"), "{reason}");
-    assert_eq!(record(&show, "judge")["outcome"]["needs_human"], true);
-    assert!(nothing_delivered(&env, &id));
-}
-
-#[test]
-fn host_validators_with_bad_answers_are_refused_at_the_receipt() {
-    let (env, id) = TestEnv::buildable(json!({
-        "verify": {"independent": true, "lenses": ["expectations", "failures"], "commands": []}
-    }));
-    let (run_id, agent) = host_run(&env, &id);
-    let worktree = worktree_of(&env, &id);
-
-    // The implementer's report may not carry a verdict: refused, naming it.
-    let receipt = str_of(&agent, "receipt_path").to_owned();
-    agent_commit(&worktree, "src/session.rs", "fixed\n");
-    std::fs::write(
-        &receipt,
-        GOOD_REPORT.replacen('{', r#"{"verdict": "pass", "#, 1),
-    )
-    .unwrap();
-    let before = state_fingerprint(&env);
-    let r = hand_in(&env, &receipt).refused(3, "report-forged");
-    assert!(str_of(&r, "reason").contains("`verdict`"), "{r}");
-    assert!(
-        state_fingerprint(&env) == before,
-        "a forged report changed the state"
-    );
-    std::fs::write(&receipt, GOOD_REPORT).unwrap();
-    hand_in(&env, &receipt).ok();
-
-    // The first validator, handed to the host: read only, in its own sandbox.
-    let v = step_until(&env, |s| s["action"] == "start_agent");
-    assert_eq!(v["role"], "validator", "{v:#}");
-    assert_eq!(v["read_only"], true, "{v:#}");
-    assert_eq!(v["stage"], "validate", "{v:#}");
-    assert_eq!(v["attempt"], 1, "{v:#}");
-    let dir = lane_dir(&env, &run_id, &id).join("activities/validate-expectations-1");
-    assert!(same(str_of(&v, "brief"), &dir.join("prompt.md")), "{v:#}");
-    let answer = str_of(&v, "receipt_path").to_owned();
-    assert!(
-        answer.ends_with("activities/validate-expectations-1/output.json"),
-        "{answer}"
-    );
-    let sandbox = PathBuf::from(format!("{}.validators/expectations-1", worktree.display()));
-    assert!(same(str_of(&v, "worktree"), &sandbox), "{v:#}");
-    let lane_head = git_at(&worktree, &["rev-parse", "HEAD"]);
-    assert_eq!(git_at(&sandbox, &["rev-parse", "HEAD"]), lane_head);
-    let detached = std::process::Command::new("git")
-        .args(["symbolic-ref", "-q", "HEAD"])
-        .current_dir(&sandbox)
-        .status()
-        .unwrap();
-    assert!(!detached.success(), "the sandbox is on a branch");
-
-    // Each malformed answer is refused, naming the field, and nothing is recorded.
-    for (what, text, field) in bad_answers().into_iter().take(3) {
-        std::fs::write(&answer, &text).unwrap();
-        let before = state_fingerprint(&env);
-        let out = hand_in(&env, &answer);
-        let code = out.json()["refused"]["code"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
-        assert!(
-            code == "answer-invalid" || code == "answer-forged",
-            "{what}: {out:#?}"
-        );
-        let r = out.refused(3, &code);
-        assert!(
-            str_of(&r, "reason").contains(field),
-            "{what}: the refusal does not name `{field}`: {r}"
-        );
-        assert!(
-            state_fingerprint(&env) == before,
-            "{what}: the state changed"
-        );
-    }
-    assert_eq!(
-        hand_in(&env, &answer).json()["refused"]["code"],
-        "answer-forged",
-        "an identity field is forged, not merely invalid"
-    );
-
-    // An answer with no JSON is taken: that lens needs a person.
-    std::fs::write(&answer, "I could not tell.").unwrap();
-    let taken = hand_in(&env, &answer).ok().json();
-    assert_eq!(taken["action"], "advanced", "{taken:#}");
-
-    // The second validator, once the first is checked; it answers well and decides everything.
-    let v2 = step_until(&env, |s| s["action"] == "start_agent");
-    assert!(
-        str_of(&v2, "receipt_path").ends_with("validate-failures-1/output.json"),
-        "{v2:#}"
-    );
-    assert_ne!(v2["receipt_key"], v["receipt_key"]);
-    std::fs::write(str_of(&v2, "receipt_path"), PASS).unwrap();
-    hand_in(&env, str_of(&v2, "receipt_path")).ok();
-    step_until(&env, |s| s["action"] == "delivered");
-
-    let show = run_show(&env, &run_id);
-    let r = record(&show, "validate-expectations");
-    assert_eq!(r["outcome"]["answer"], Value::Null, "{r:#}");
-    assert!(
-        str_of(&r["outcome"], "problem").contains("answer-unparsable"),
-        "{r:#}"
-    );
-    let verify = verify_json(&env, &id);
-    assert_eq!(verify["needs_human"], true);
-    assert_eq!(verify["independent"], true);
-    // The host's validators were logged as started and ended, with their lens.
-    let events = events(&env);
-    for lens in ["expectations", "failures"] {
-        for kind in ["agent_start", "agent_end"] {
-            assert!(
-                events
-                    .iter()
-                    .any(|e| e["event"] == kind && e["lens"] == lens && e["driver"] == "host"),
-                "no {kind} of {lens}"
-            );
-        }
-    }
-    assert_eq!(step(&env)["action"], "nothing");
-}
-
-fn same(a: &str, b: &Path) -> bool {
-    Path::new(a).canonicalize().ok() == b.canonicalize().ok()
-}
-
-#[test]
-fn a_process_report_carrying_a_verdict_fails_its_receipt_naming_it() {
-    let script = section(
-        "*",
-        "implementer",
-        "*",
-        &format!(
-            "commit src/session.rs fixed\nreport {}",
-            GOOD_REPORT
-                .replace('\n', " ")
-                .replacen('{', r#"{"verdict": "pass", "#, 1)
-        ),
-    );
-    let (env, id) = validated(&script, &["full"], json!({"verify": {"maxAttempts": 1}}));
-    let (_, run) = build_to_end(&env, &id, 4, "blocked");
-    let show = run_show(&env, &run);
-    let receipt = record(&show, "receipt");
-    assert_eq!(receipt["status"], "failed");
-    let missing = receipt["outcome"]["missing"].to_string();
-    assert!(
-        missing.contains("report-forged") && missing.contains("`verdict`"),
-        "{missing}"
-    );
-    assert_eq!(
-        attempts_of(&env, "validator", "*"),
-        Vec::<u32>::new(),
-        "validators judged a forged report"
-    );
-}
-
 // ---- 8. validators run in parallel ----------------------------------------------------------------
 
 /// Six validators (three lenses, three reviewers), each taking a second: the validate stage, from
 /// the first validator's `agent_start` to the judge's `step_done` as they appear in events.jsonl,
 /// ends well before six seconds. Watched from outside (the events' own `ts` has whole seconds).
 #[test]
-fn six_validators_of_a_second_each_take_about_a_second_together() {
+pub(crate) fn six_validators_of_a_second_each_take_about_a_second_together() {
     let script =
         implementer("") + &section("*", "validator", "*", &format!("sleep 1\nreport {PASS}"));
     let (env, id) = validated(
@@ -1012,7 +739,7 @@ fn six_validators_of_a_second_each_take_about_a_second_together() {
 /// `evidence.md` of a delivered run with one refuted and one noted finding, with what differs from
 /// run to run replaced: the unit id, the run id, commit shas, command durations.
 #[test]
-fn evidence_md_reads_well_to_a_person() {
+pub(crate) fn evidence_md_reads_well_to_a_person() {
     let expectations = r#"report {"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "tests/session.rs::refresh passes"}, {"id": "E2", "result": "pass", "evidence": "tests/session.rs::idle passes"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "E1", "finding_category": "maintainability", "severity": "S3-minor", "summary": "the refresh interval is a magic number", "failure_scenario": {"inputs": "a change of the idle limit", "expected": "one constant to edit", "actual": "300 is written in two places"}}], "notes": "ran the session tests"}"#;
     let failures = r#"report {"verdict": "fail", "failures": [{"id": "F1", "triggered": false, "evidence": "an active person stayed signed in for 2 hours"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "F1", "finding_category": "correctness", "severity": "S2-major", "summary": "a refresh racing a sign-out signs the person back in", "failure_scenario": {"inputs": "sign out in one tab while another refreshes", "expected": "signed out", "actual": "signed in again"}}]}"#;
     let script = implementer("")
@@ -1049,7 +776,7 @@ fn evidence_md_reads_well_to_a_person() {
 }
 
 /// `(123 ms)` -> `(<n> ms)`.
-fn replace_ms(text: &str) -> String {
+pub(crate) fn replace_ms(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(open) = rest.find('(') {
@@ -1068,7 +795,7 @@ fn replace_ms(text: &str) -> String {
     out
 }
 
-const EVIDENCE_MD: &str = r#"# Evidence: <unit>
+pub(crate) const EVIDENCE_MD: &str = r#"# Evidence: <unit>
 
 session timeout
 
@@ -1126,196 +853,3 @@ the fake agent did attempt 1
 
 - <sha> fake agent: src/session.rs
 "#;
-
-/// The agents alive at once at their most, from events.jsonl: each agent from its `agent_start`
-/// to its `agent_end` (by lane, attempt and step), positions taken from the log's order; an end
-/// with no start counts for nothing (SPEC 21.5).
-fn most_agents_alive(env: &TestEnv) -> usize {
-    let text = std::fs::read_to_string(env.path(".iced/run/events.jsonl")).unwrap_or_default();
-    let key = |e: &Value| {
-        format!(
-            "{} {} {}",
-            e["lane"],
-            e["attempt"],
-            e["step"].as_str().unwrap_or("implement")
-        )
-    };
-    let (mut alive, mut most) = (std::collections::BTreeSet::new(), 0);
-    for line in text.lines() {
-        let e: Value = serde_json::from_str(line).unwrap();
-        match e["event"].as_str() {
-            Some("agent_start") => {
-                alive.insert(key(&e));
-            }
-            Some("agent_end") => {
-                alive.remove(&key(&e));
-            }
-            _ => {}
-        }
-        most = most.max(alive.len());
-    }
-    most
-}
-
-/// SPEC 20.9: with `pace.agents: 2`, six validators never have more than two agents alive at
-/// once (the implementer included), and all six still answer: the run is delivered.
-#[test]
-fn six_validators_under_a_ceiling_of_two_never_run_more_than_two_at_once() {
-    let script =
-        implementer("") + &section("*", "validator", "*", &format!("sleep 0.3\nreport {PASS}"));
-    let (env, id) = validated(
-        &script,
-        &["expectations", "failures", "rules"],
-        json!({"verify": {"reviewers": ["ruthless", "security", "fidelity"]}, "pace": {"agents": 2}}),
-    );
-    let (out, last) = build(&env, &id, &[], 0);
-    assert_eq!(last["status"], "delivered", "{out:#?}");
-    let validators = starts(&env)
-        .iter()
-        .filter(|s| s.role == "validator")
-        .count();
-    assert_eq!(validators, 6, "{:?}", starts(&env));
-    assert_eq!(
-        most_agents_alive(&env),
-        2,
-        "{}",
-        env.read(".iced/run/events.jsonl")
-    );
-    assert!(
-        out.stdout.contains("ceiling (pace.agents)"),
-        "a validator waited its turn, and the report said so: {out:#?}"
-    );
-}
-
-/// SPEC 20.10: `iced run pause <run> --until T` launches no agent before T (the run is not paused:
-/// what needs no agent goes on), and `iced run resume` lifts it.
-#[test]
-fn a_run_paced_until_later_launches_no_validator_until_resumed() {
-    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
-    let (env, id) = validated(&script, &["full"], json!({}));
-    let (_, last) = build(&env, &id, &["--no-wait"], 0);
-    let run = str_of(&last, "run").to_owned();
-    let later = (chrono::Utc::now() + chrono::Duration::hours(1))
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let paced = env
-        .iced_json(&["run", "pause", &run, "--until", &later])
-        .ok()
-        .json();
-    assert_eq!(paced["status"], "running", "{paced}");
-    let waiting = step_until(&env, |s| {
-        s["action"] == "waiting" && str_of(s, "next").contains("paced")
-    });
-    assert!(str_of(&waiting, "next").contains(&later), "{waiting}");
-    assert!(
-        !starts(&env).iter().any(|s| s.role == "validator"),
-        "a validator started while paced"
-    );
-    env.iced_json(&["run", "pause", &run, "--until", "tomorrow"])
-        .refused(3, "time-invalid");
-    env.iced_json(&["run", "resume", &run]).ok();
-    step_until(&env, |s| s["action"] == "delivered");
-    assert_eq!(
-        starts(&env)
-            .iter()
-            .filter(|s| s.role == "validator")
-            .count(),
-        1
-    );
-}
-
-/// SPEC 20.11: a run records the pace in force when admitted (a dated ruling over the config's
-/// own value, a flag over both); resuming it on another pace is refused until `--repace`.
-#[test]
-fn a_run_keeps_its_pace_and_a_resume_on_another_is_refused_until_repaced() {
-    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
-    let (env, id) = validated(
-        &script,
-        &["full"],
-        json!({"pace": {"agents": 3, "rulings": [
-            {"from": "2020-01-01T00:00:00Z", "agents": 1, "why": "quota halved"},
-            {"from": "2999-01-01T00:00:00Z", "agents": 9, "why": "later"}
-        ]}}),
-    );
-    env.commit_all("pace");
-    let (_, last) = build(&env, &id, &["--no-wait"], 0);
-    let run = str_of(&last, "run").to_owned();
-    let shown = run_show(&env, &run);
-    assert_eq!(shown["pace"]["agents"], 1, "the ruling in force: {shown:#}");
-    assert_eq!(shown["pace"]["ruling"]["why"], "quota halved");
-    let handover = env.iced(&["run", "handover"]).ok().stdout;
-    assert!(
-        handover.contains("1 agent at once (ruling of 2020-01-01T00:00:00Z: quota halved)"),
-        "{handover}"
-    );
-
-    // The config changes under the live run: a person resuming it is told so.
-    env.patch_config(&json!({"pace": {"rulings": []}}));
-    env.commit_all("no more rulings");
-    let refused = env.iced_json(&["build", &id]).refused(3, "pace-changed");
-    assert!(
-        str_of(&refused, "reason").contains("agents 1 -> 3"),
-        "{refused}"
-    );
-    env.iced_json(&["run", "resume", &run])
-        .refused(3, "pace-changed");
-    // A flag wins over the config; --repace records it.
-    let (_, last) = build(&env, &id, &["--pace-agents", "2", "--repace"], 0);
-    assert_eq!(last["status"], "delivered");
-    let shown = run_show(&env, &run);
-    assert_eq!(shown["pace"]["agents"], 2, "{shown:#}");
-    let events = env.read(".iced/run/events.jsonl");
-    assert!(
-        events.contains(r#""event":"repaced""#) && events.contains("agents 1 -> 2"),
-        "{events}"
-    );
-}
-
-/// SPEC 20.11: with a work window, a run that has worked `workMinutes` launches nothing for
-/// `pauseMinutes`, then goes on to delivery.
-#[test]
-fn a_work_window_pauses_launches_then_the_run_goes_on() {
-    let script =
-        implementer("") + &section("*", "validator", "*", &format!("sleep 0.5\nreport {PASS}"));
-    let (env, id) = validated(
-        &script,
-        &["full"],
-        // 0.3 s of work, then 0.6 s launching nothing.
-        json!({"pace": {"workMinutes": 0.005, "pauseMinutes": 0.01}}),
-    );
-    let (out, last) = build(&env, &id, &[], 0);
-    assert_eq!(last["status"], "delivered", "{out:#?}");
-    let events = env.read(".iced/run/events.jsonl");
-    assert!(events.contains(r#""why":"work_window""#), "{events}");
-}
-
-/// SPEC 20.9: a new run is not admitted while the agents alive fill the ceiling; once they end,
-/// it is.
-#[test]
-fn a_new_run_is_refused_while_the_ceiling_is_full() {
-    let script = section(
-        "*",
-        "implementer",
-        "*",
-        "sleep 1\ncommit src/session.rs sessions refresh on activity\nreport-ok E1 E2",
-    );
-    let (env, first) = validated(
-        &script,
-        &["full"],
-        json!({"pace": {"agents": 1}, "verify": {"independent": false}}),
-    );
-    let second = env.approved_unit("idle sessions end");
-    env.commit_all("a second unit");
-    let (_, last) = build(&env, &first, &["--no-wait"], 0);
-    assert_eq!(last["action"], "waiting", "{last}");
-    let refused = env
-        .iced_json(&["build", &second])
-        .refused(3, "ceiling-full");
-    assert!(
-        str_of(&refused, "reason").contains("pace.agents is 1"),
-        "{refused}"
-    );
-    // The first run's agent ends: the second is admitted.
-    build(&env, &first, &[], 0);
-    let (_, last) = build(&env, &second, &[], 0);
-    assert_eq!(last["status"], "delivered", "{last}");
-}
