@@ -13,12 +13,12 @@ use std::path::PathBuf;
 pub(crate) const API_KEY: &str = "sk-ant-test-PLANTED-0123456789";
 /// A credential in a variable whose name says nothing (`PROVIDER_CRED`), handed to the harness by
 /// a runner `env` entry that does (`MY_PROVIDER_AUTH_TOKEN`).
-const CRED: &str = "cred-PLANTED-987654321";
+pub(crate) const CRED: &str = "cred-PLANTED-987654321";
 
 /// The validator's answer when it passes the lane.
-const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "src/session.txt says so"}, {"id": "E2", "result": "pass", "evidence": "src/session.txt says so"}], "failures": [{"id": "F1", "triggered": false, "evidence": "nobody is signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "passwords untouched"}]}"#;
+pub(crate) const PASS: &str = r#"{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "src/session.txt says so"}, {"id": "E2", "result": "pass", "evidence": "src/session.txt says so"}], "failures": [{"id": "F1", "triggered": false, "evidence": "nobody is signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "passwords untouched"}]}"#;
 
-const REPORT: &str = r#"{"summary": "sessions end when idle", "evidence": [{"expectation": "E1", "kind": "test", "ref": "src/session.txt"}, {"expectation": "E2", "kind": "test", "ref": "src/session.txt"}]}"#;
+pub(crate) const REPORT: &str = r#"{"summary": "sessions end when idle", "evidence": [{"expectation": "E1", "kind": "test", "ref": "src/session.txt"}, {"expectation": "E2", "kind": "test", "ref": "src/session.txt"}]}"#;
 
 /// The Claude Code CLI, or why it is not here.
 pub(crate) fn claude() -> Option<PathBuf> {
@@ -44,7 +44,7 @@ pub(crate) fn claude() -> Option<PathBuf> {
 
 /// The implementer: one Bash call that writes and commits a file, then its report as the final
 /// message's one json block.
-fn implementer() -> Rule {
+pub(crate) fn implementer() -> Rule {
     Rule::new(
         "# Brief: implement",
         vec![
@@ -56,7 +56,7 @@ fn implementer() -> Rule {
     )
 }
 
-fn validator(answer: &str) -> Rule {
+pub(crate) fn validator(answer: &str) -> Rule {
     Rule::new(
         "# Validate:",
         vec![Reply::Text(format!(
@@ -66,14 +66,14 @@ fn validator(answer: &str) -> Rule {
 }
 
 /// A buildable unit whose implementer and validator are the real `claude`, on the mock API.
-struct Harness {
-    env: TestEnv,
-    id: String,
-    api: MockApi,
+pub(crate) struct Harness {
+    pub(crate) env: TestEnv,
+    pub(crate) id: String,
+    pub(crate) api: MockApi,
 }
 
 impl Harness {
-    fn new(program: &std::path::Path, rules: Vec<Rule>, patch: Value) -> Harness {
+    pub(crate) fn new(program: &std::path::Path, rules: Vec<Rule>, patch: Value) -> Harness {
         let api = MockApi::start(rules);
         let (env, id) = TestEnv::buildable_with(|_| {
             let mut config = json!({
@@ -109,7 +109,7 @@ impl Harness {
 
     /// `iced args --json` with the API's address and the dummy key in its environment, and a
     /// HOME of its own outside the repository (the CLI writes its state there).
-    fn iced(&self, args: &[&str]) -> crate::env::Run {
+    pub(crate) fn iced(&self, args: &[&str]) -> crate::env::Run {
         let home = self.env.outside("home");
         std::fs::create_dir_all(&home).unwrap();
         crate::env::run(
@@ -127,26 +127,26 @@ impl Harness {
     }
 
     /// Codex's own state, outside the repository (and not under /tmp's root, which it dislikes).
-    fn codex_home(&self) -> PathBuf {
+    pub(crate) fn codex_home(&self) -> PathBuf {
         let dir = self.env.outside("codex-home");
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
 
-    fn build(&self) -> (crate::env::Run, Value) {
+    pub(crate) fn build(&self) -> (crate::env::Run, Value) {
         let out = self.iced(&["build", &self.id]);
         let last = last_line(&out);
         (out, last)
     }
 
-    fn show(&self, run: &str) -> Value {
+    pub(crate) fn show(&self, run: &str) -> Value {
         let out = self.iced(&["run", "show", run]);
         assert_eq!(out.code, 0, "{out:#?}");
         out.json()
     }
 
     /// Every file iced wrote under `.iced/run` and the CLI's HOME, as text.
-    fn written(&self) -> Vec<(PathBuf, String)> {
+    pub(crate) fn written(&self) -> Vec<(PathBuf, String)> {
         fn walk(dir: &std::path::Path, out: &mut Vec<(PathBuf, String)>) {
             for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                 let p = e.path();
@@ -164,7 +164,7 @@ impl Harness {
 }
 
 /// The step record `key` of the first lane of a `run show --json`, current attempt last.
-fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
+pub(crate) fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
     let lanes = show["lanes"]
         .as_array()
         .or_else(|| show["run"]["lanes"].as_array())
@@ -183,7 +183,7 @@ fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
 /// is delivered, and the record names each agent's session, model, turns and cost. The API key
 /// reached the API and was written nowhere.
 #[test]
-fn claude_implements_and_validates_a_unit_through_the_mock_api() {
+pub(crate) fn claude_implements_and_validates_a_unit_through_the_mock_api() {
     let Some(program) = claude() else { return };
     let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
     let (out, last) = h.build();
@@ -294,7 +294,7 @@ fn claude_implements_and_validates_a_unit_through_the_mock_api() {
 /// `success`): the attempt is a crash, retried within `run.maxCrashRetries`, and then the lane
 /// blocks; its cost is `unknown`, not 0.
 #[test]
-fn an_api_error_is_a_crash_and_blocks_the_lane_once_retries_are_spent() {
+pub(crate) fn an_api_error_is_a_crash_and_blocks_the_lane_once_retries_are_spent() {
     let Some(program) = claude() else { return };
     let failing = Rule::new("# Brief: implement", vec![Reply::Status(500)]);
     let h = Harness::new(&program, vec![failing], json!({}));
@@ -322,7 +322,7 @@ fn an_api_error_is_a_crash_and_blocks_the_lane_once_retries_are_spent() {
 /// SPEC 20.8: a tool the implementer was not allowed is denied; the CLI still exits 0 and says
 /// `success`, but a lane whose tools were denied did not do its work: a crash, never a receipt.
 #[test]
-fn a_denied_tool_fails_the_implementer() {
+pub(crate) fn a_denied_tool_fails_the_implementer() {
     let Some(program) = claude() else { return };
     let denied = Rule::new(
         "# Brief: implement",
@@ -364,7 +364,7 @@ fn a_denied_tool_fails_the_implementer() {
 /// implementer's next step, and the file stays as signed off; the agent then does the work and
 /// the run is delivered: a call the guard refused is not a failed harness run.
 #[test]
-fn the_guard_hook_keeps_a_claude_implementer_off_its_contract() {
+pub(crate) fn the_guard_hook_keeps_a_claude_implementer_off_its_contract() {
     let Some(program) = claude() else { return };
     let h = Harness::new(&program, vec![validator(PASS)], json!({}));
     let worktree = h.env.outside(&format!("repo.iced-worktrees/{}", h.id));
@@ -447,7 +447,7 @@ fn the_guard_hook_keeps_a_claude_implementer_off_its_contract() {
 /// --ignored`.
 #[test]
 #[ignore = "writes fixtures; run by hand with the CLI installed"]
-fn record_claude_outputs() {
+pub(crate) fn record_claude_outputs() {
     let program = claude().expect("the Claude Code CLI");
     let out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/harness/claude");
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -590,7 +590,7 @@ fn record_claude_outputs() {
 /// right after writing the report the implementer left in its final message, then built again,
 /// reads that report as the agent's and delivers, the implementer having run once.
 #[test]
-fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
+pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
     let Some(program) = claude() else { return };
     let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
     let home = h.env.outside("home");
@@ -624,7 +624,7 @@ fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
 /// attempt; nothing is launched before `next_eligible_at`; then the implementer runs again and
 /// the run is delivered.
 #[test]
-fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_delivers() {
+pub(crate) fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_delivers() {
     let Some(program) = claude() else { return };
     let limited = Rule::new("# Brief: implement", vec![Reply::Status(429)]).times(1);
     let h = Harness::new(
@@ -676,7 +676,7 @@ fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_delivers() {
 /// SPEC 20.8: the session's transcript is copied into the run, named in the step's record, with
 /// the API key the agent happened to print (and any key by its shape) redacted.
 #[test]
-fn a_transcript_is_captured_with_a_planted_key_redacted() {
+pub(crate) fn a_transcript_is_captured_with_a_planted_key_redacted() {
     let Some(program) = claude() else { return };
     const SHAPED: &str = "sk-proj-abcdefghijklmnopqrstuvwx";
     let planting = Rule::new(
@@ -736,7 +736,7 @@ fn a_transcript_is_captured_with_a_planted_key_redacted() {
     );
 }
 
-fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
+pub(crate) fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
@@ -749,125 +749,10 @@ fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
-/// The Codex CLI, or why it is not here (`ICED_CODEX`, else `codex` on PATH; required by
-/// `ICED_REQUIRE_CODEX=1`).
-fn codex() -> Option<PathBuf> {
-    let found = std::env::var_os("ICED_CODEX")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .or_else(|| {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .map(|d| d.join("codex"))
-                .find(|p| p.is_file())
-        });
-    if found.is_none() {
-        assert!(
-            std::env::var("ICED_REQUIRE_CODEX").as_deref() != Ok("1"),
-            "ICED_REQUIRE_CODEX=1 but no Codex CLI at ICED_CODEX or on PATH"
-        );
-        eprintln!("skipped: no Codex CLI (set ICED_CODEX, or install @openai/codex)");
-    }
-    found
-}
-
-/// SPEC 20.8, with Codex: the real `codex exec` implements (its own shell tool commits, its
-/// sandbox allowed to write the repository's git directory) and validates (read-only), against the
-/// mock's Responses API; the run is delivered and the record names the thread and the tokens, with
-/// the cost unknown (Codex reports none).
-#[test]
-fn codex_implements_and_validates_a_unit_through_the_mock_api() {
-    let Some(program) = codex() else { return };
-    let api = MockApi::start(vec![implementer(), validator(PASS)]);
-    let provider = |k: &str, v: &str| format!("model_providers.mock.{k}={v}");
-    let args = vec![
-        "-c".to_owned(),
-        "model_provider=mock".to_owned(),
-        "-c".to_owned(),
-        provider("name", "\"Mock\""),
-        "-c".to_owned(),
-        provider("base_url", &format!("\"{}/v1\"", api.url)),
-        "-c".to_owned(),
-        provider("env_key", "OPENAI_API_KEY"),
-        "-c".to_owned(),
-        provider("wire_api", "responses"),
-        "-c".to_owned(),
-        provider("request_max_retries", "0"),
-        "-c".to_owned(),
-        provider("stream_max_retries", "0"),
-    ];
-    let (env, id) = TestEnv::buildable_with(|_| {
-        json!({
-            "runners": {"cx": {"kind": "codex", "program": program.display().to_string(),
-                "timeoutSec": 120, "args": args}},
-            "roles": {
-                "implementer": {"runner": "cx", "model": "gpt-5.5"},
-                "validator": {"runner": "cx", "model": "gpt-5.5-mini"}
-            },
-            "verify": {
-                "independent": true,
-                "lenses": ["full"],
-                "commands": [{"argv": ["test", "-f", "src/session.txt"], "timeoutSec": 30}]
-            },
-            "run": {"maxCrashRetries": 0}
-        })
-    });
-    let h = Harness { env, id, api };
-    let (out, last) = h.build();
-    let tail = std::fs::read_to_string(h.env.path(&format!(
-        ".iced/run/{}/{}/activities/implement-1/stdout.txt",
-        str_of(&last, "run"),
-        h.id
-    )))
-    .unwrap_or_default();
-    assert_eq!(
-        last["status"], "delivered",
-        "{out:#?}\nthe implementer printed:\n{tail}"
-    );
-    let show = h.show(str_of(&last, "run"));
-    let implement = record(&show, "implement");
-    let harness = &implement["outcome"]["harness"];
-    assert!(harness["session_id"].is_string(), "the thread: {harness:#}");
-    assert_eq!(harness["turns"], 1, "{harness:#}");
-    assert!(
-        harness["input_tokens"].as_u64().is_some_and(|n| n > 0),
-        "{harness:#}"
-    );
-    assert_eq!(harness["cost_usd"], "unknown", "{harness:#}");
-    // Codex's rollout of the thread, copied into the run.
-    let copy = str_of(harness, "transcript");
-    assert!(
-        copy.ends_with(&format!("{}-implementer-1.jsonl", h.id)),
-        "{copy}"
-    );
-    let text = std::fs::read_to_string(copy).unwrap();
-    assert!(text.contains(str_of(harness, "session_id")), "{text}");
-    assert!(!text.contains(API_KEY));
-    let branch = format!("iced/{0}/{0}", h.id);
-    assert_eq!(
-        h.env
-            .git_out(&["show", &format!("{branch}:src/session.txt")]),
-        "sessions end when idle\n",
-        "committed by codex's own shell tool"
-    );
-    let validate = record(&show, "validate-full");
-    assert_eq!(
-        crate::env::kept(&validate["outcome"]["answer"])["verdict"],
-        "pass",
-        "{validate:#}"
-    );
-    let seen = h.api.seen();
-    assert!(seen.iter().all(|s| s.authorization), "{seen:#?}");
-    assert!(
-        seen.iter()
-            .any(|s| s.rule.as_deref() == Some("# Validate:") && s.model == "gpt-5.5-mini"),
-        "{seen:#?}"
-    );
-}
-
 /// SPEC 20.10, for a validator: a 429 is neither a crash nor an answer; the run is paced, the
 /// validator runs again once it may, and the run is delivered.
 #[test]
-fn a_rate_limited_validator_paces_the_run_then_answers() {
+pub(crate) fn a_rate_limited_validator_paces_the_run_then_answers() {
     let Some(program) = claude() else { return };
     let limited = Rule::new("# Validate:", vec![Reply::Status(429)]).times(1);
     let h = Harness::new(
@@ -892,121 +777,4 @@ fn a_rate_limited_validator_paces_the_run_then_answers() {
         .filter(|s| s.rule.as_deref() == Some("# Validate:"))
         .count();
     assert_eq!(validators, 2, "asked, limited, asked again");
-}
-
-/// The pi CLI and the folder of the Node it needs, or why they are not here (`ICED_PI`, and
-/// `ICED_PI_NODE_DIR` when the Node on PATH is too old; required by `ICED_REQUIRE_PI=1`).
-fn pi() -> Option<(PathBuf, Option<PathBuf>)> {
-    let found = std::env::var_os("ICED_PI")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var("ICED_REQUIRE_PI").as_deref() != Ok("1"),
-            "ICED_REQUIRE_PI=1 but no pi CLI at ICED_PI"
-        );
-        eprintln!("skipped: no pi CLI (set ICED_PI, and ICED_PI_NODE_DIR to a Node 22 bin folder)");
-    }
-    found.map(|p| (p, std::env::var_os("ICED_PI_NODE_DIR").map(PathBuf::from)))
-}
-
-/// SPEC 20.8, with pi: the real `pi -p --mode json` implements (its bash tool commits) and
-/// validates (read tool only) through the mock's Messages API, its endpoint set in its own
-/// models.json; the record names its session (the one the loop chose), model, turns and cost.
-#[test]
-fn pi_implements_and_validates_a_unit_through_the_mock_api() {
-    let Some((program, node_dir)) = pi() else {
-        return;
-    };
-    let api = MockApi::start(vec![implementer(), validator(PASS)]);
-    let (env, id) = TestEnv::buildable_with(|_| {
-        json!({
-            "runners": {"pi": {"kind": "pi", "program": program.display().to_string(), "timeoutSec": 120}},
-            "roles": {
-                "implementer": {"runner": "pi", "model": "anthropic/claude-sonnet-4-5"},
-                "validator": {"runner": "pi", "model": "anthropic/claude-opus-4-1"}
-            },
-            "verify": {
-                "independent": true,
-                "lenses": ["full"],
-                "commands": [{"argv": ["test", "-f", "src/session.txt"], "timeoutSec": 30}]
-            },
-            "run": {"maxCrashRetries": 0}
-        })
-    });
-    // pi's own folder: the mock as the Anthropic provider's endpoint, no retries.
-    let agent_dir = env.outside("pi-agent");
-    std::fs::create_dir_all(&agent_dir).unwrap();
-    std::fs::write(
-        agent_dir.join("models.json"),
-        json!({"providers": {"anthropic": {"baseUrl": api.url}}}).to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        agent_dir.join("settings.json"),
-        r#"{"retry": {"maxRetries": 0}}"#,
-    )
-    .unwrap();
-    let home = env.outside("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut path = node_dir.map(|d| d.into_os_string()).unwrap_or_default();
-    if !path.is_empty() {
-        path.push(":");
-    }
-    path.push(std::env::var_os("PATH").unwrap_or_default());
-    let out = crate::env::run(
-        env.command()
-            .env("PATH", &path)
-            .env("HOME", &home)
-            .env("PI_CODING_AGENT_DIR", &agent_dir)
-            .env("PI_OFFLINE", "1")
-            .env("PI_TELEMETRY", "0")
-            .env("PI_SKIP_VERSION_CHECK", "1")
-            .env("ANTHROPIC_API_KEY", API_KEY)
-            .args(["build", &id, "--json"]),
-    );
-    let last = last_line(&out);
-    let run = str_of(&last, "run").to_owned();
-    let tail = std::fs::read_to_string(env.path(&format!(
-        ".iced/run/{run}/{id}/activities/implement-1/stdout.txt"
-    )))
-    .unwrap_or_default();
-    assert_eq!(
-        last["status"],
-        "delivered",
-        "{out:#?}\nthe implementer printed (tail):\n{}",
-        &tail[tail.len().saturating_sub(3000)..]
-    );
-    let show = crate::env::run(
-        env.command()
-            .env("PATH", &path)
-            .args(["run", "show", &run, "--json"]),
-    )
-    .json();
-    let implement = record(&show, "implement");
-    let harness = &implement["outcome"]["harness"];
-    assert_eq!(
-        harness["session_id"],
-        iced::runner::session_id(str_of(implement, "nonce")),
-        "{harness:#}"
-    );
-    assert_eq!(harness["model"], "claude-sonnet-4-5", "{harness:#}");
-    assert_eq!(harness["turns"], 2, "{harness:#}");
-    assert!(
-        harness["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
-        "{harness:#}"
-    );
-    let copy = str_of(harness, "transcript");
-    assert!(!std::fs::read_to_string(copy).unwrap().contains(API_KEY));
-    let branch = format!("iced/{id}/{id}");
-    assert_eq!(
-        env.git_out(&["show", &format!("{branch}:src/session.txt")]),
-        "sessions end when idle\n"
-    );
-    let validate = record(&show, "validate-full");
-    assert_eq!(
-        crate::env::kept(&validate["outcome"]["answer"])["verdict"],
-        "pass",
-        "{validate:#}"
-    );
 }
