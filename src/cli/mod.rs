@@ -4,6 +4,7 @@
 //! never reads the loop's files or decides a loop question itself.
 
 mod commands;
+mod help;
 mod interrupt;
 mod render;
 mod wait;
@@ -51,7 +52,7 @@ impl Output {
     name = "iced",
     version,
     about = "Take an ICED unit from approved to delivered with AI coding agents, and refuse to start while a decision is still open.",
-    after_help = "Exit codes: 0 done, 1 internal error, 2 usage, 3 refused, 4 needs a person.\nEvery verb takes --json; a refusal is then {\"refused\": {\"step\", \"code\", \"reason\", \"remedy\"}} on stdout."
+    after_help = help::AFTER_HELP
 )]
 pub struct Cli {
     /// Print the result as JSON on stdout (refusals too).
@@ -66,71 +67,76 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Set up iced in this repository: writes .iced/ (config, memory, templates), intent/README.md and the .gitattributes/.gitignore lines it needs (with --host claude, the guard's hook in .claude/settings.json), only what is missing; never deletes, and refuses an invalid existing config unless --force, or a settings file that is not a JSON object.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Init(commands::init::Args),
     /// Create a draft unit from one line: writes intent/<id>/iced.md and decisions.md and makes it active; refuses an empty line or a --parent that names no unit.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     New(commands::new::NewArgs),
     /// Create a draft unit under a parent: as `new` with `parent` set; refuses a parent that names no unit.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Child(commands::new::ChildArgs),
     /// List every unit with its status, type, tier, risk and autonomy: writes nothing, lists an unreadable unit with its error instead of failing, and refuses only a repository without iced or with an invalid config.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     List,
     /// Show one unit (default: the active one) with its contract, children and lint; writes nothing, and refuses when no unit is named or active.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Status(commands::status::Args),
     /// Check a unit against the rules of a stage (default validate): writes nothing, and refuses with exit 3 while the unit has errors.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Lint(commands::lint::Args),
-    /// Sign off a draft (or blocked) unit: records approved_at/by, contract_hash and base_ref; refuses a held unit, signoff lint errors, or (off a terminal) a missing --yes.
-    #[command(verbatim_doc_comment)]
+    /// Sign off a draft (or blocked) unit: records approved_at/by, contract_hash and base_ref and makes it active, or with --changes/--reject records your words instead; refuses a held unit, signoff lint errors, or (off a terminal) a missing --yes.
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Approve(commands::approve::Args),
     /// Accept a done unit: records accepted_at/by; refuses any other status or lint errors at stage accept.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Accept(commands::lifecycle::IdArgs),
     /// Send a done unit back to building with your reason: logs it in decisions.md; refuses any other status.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Reject(commands::lifecycle::ReasonArgs),
     /// Drop a draft, approved or blocked unit: moves it to rejected; refuses a unit being built, verified or closed.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Abandon(commands::lifecycle::IdArgs),
     /// Make a unit the active one, or clear it with `none`: writes .iced/active; refuses a unit that does not exist.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Use(commands::lifecycle::UseArgs),
     /// Keep a unit out of every build with a reason: writes `held:` in its frontmatter; refuses a closed unit.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Hold(commands::lifecycle::ReasonArgs),
     /// Release a held unit: removes `held:` from its frontmatter, leaves a unit that is not held as it is, and refuses a closed unit.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Unhold(commands::lifecycle::IdArgs),
     /// Log a significant choice made while building: appends to intent/<id>/decisions.md; refuses a closed unit.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::MACHINERY, hide = true)]
     Decision(commands::lifecycle::DecisionArgs),
     /// Set a unit's autonomy (0 Assist, 1 Gated, 2 Trusted, 3 Autonomous), or without an id the config default; refuses a closed unit.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Autonomy(commands::lifecycle::AutonomyArgs),
     /// Build an approved unit: admits it, creates the run and drives it step by step to delivered, blocked, handed back or waiting on the host; refuses a unit that is not approved, is held, has an open question, lint errors, a changed contract or another run's claim.
+    #[command(before_help = help::PERSON)]
     Build(commands::build::BuildArgs),
     /// Run a whole build of a real unit in a throwaway repository with the built-in scripted agent: writes only under the system temp dir (or --dir); refuses nothing but a broken machine.
+    #[command(before_help = help::PERSON)]
     Demo(commands::demo::Args),
     /// The loop's step interface for a driving host, cron or a supervisor (machinery).
+    #[command(before_help = help::MACHINERY, hide = true)]
     Implement {
         #[command(subcommand)]
         command: commands::implement::ImplementCommand,
     },
     /// Trust what this checkout's config would run (runners, roles, verify.commands, land.pr, hooks): records their sha256 for this root in your own config directory and prints each program and argv; refuses an invalid config.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Trust,
     /// Inspect and steer runs: list, show, pause, resume, abandon, release, discard, arm, retire, handover.
+    #[command(before_help = help::PERSON)]
     Run {
         #[command(subcommand)]
         command: commands::run::RunCommand,
     },
     /// Judge one proposed tool call, read as JSON on standard input, with the guard (SPEC 24.1): prints the decision, rule and reason; exits 0 for allow or notify, 4 for ask, 3 for deny; writes nothing.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::MACHINERY, hide = true)]
     Guard,
     /// The guard as a coding agent's hook: `iced hook claude` answers Claude Code's PreToolUse hook.
+    #[command(before_help = help::MACHINERY, hide = true)]
     Hook {
         #[command(subcommand)]
         command: commands::guard::HookCommand,
@@ -139,10 +145,10 @@ pub enum Command {
     #[command(name = "__supervise", hide = true)]
     Supervise { dir: std::path::PathBuf },
     /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl: writes nothing, and refuses a metrics file it cannot read.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Stats,
     /// Print the JSON Schema of a file iced reads or writes (config, report, validator, state, unit): writes nothing, refuses nothing.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, before_help = help::MACHINERY, hide = true)]
     Schema(commands::schema::Args),
 }
 
@@ -150,6 +156,10 @@ pub enum Command {
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().collect();
     let wants_json = args.iter().skip(1).any(|a| a == "--json");
+    if help::wants_agent_help(&args) {
+        print!("{}", help::AGENT);
+        return Exit::Ok.code();
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e, wants_json),

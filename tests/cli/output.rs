@@ -155,20 +155,75 @@ fn json_output_keeps_the_text_as_read() {
     );
 }
 
+/// A person's verbs, and the machinery a host or an agent uses (issue 12, item 4).
+const PERSON_VERBS: &[&str] = &[
+    "init", "new", "child", "list", "status", "lint", "approve", "accept", "reject", "abandon",
+    "use", "hold", "unhold", "autonomy", "build", "demo", "trust", "run", "stats",
+];
+const MACHINERY_VERBS: &[&str] = &["implement", "guard", "hook", "decision", "schema"];
+
+fn lists(text: &str, verb: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_start().starts_with(&format!("{verb} ")))
+}
+
+/// `iced --help` lists a person's verbs and not the machinery; `iced help agent` (or
+/// `--help --agent`) names every machinery verb as a command line; each verb's own help opens by
+/// saying whose it is.
 #[test]
-fn help_lists_every_verb() {
+fn help_is_by_audience() {
     let env = TestEnv::new();
     let run = env.iced(&["--help"]).ok();
-    for verb in VERBS {
+    for verb in PERSON_VERBS {
         assert!(
+            lists(&run.stdout, verb),
+            "`iced --help` lacks {verb}:\n{}",
             run.stdout
-                .lines()
-                .any(|l| l.trim_start().starts_with(&format!("{verb} "))),
-            "`iced --help` does not list {verb}:\n{}",
+        );
+    }
+    for verb in MACHINERY_VERBS {
+        assert!(
+            !lists(&run.stdout, verb),
+            "`iced --help` lists {verb}:\n{}",
             run.stdout
         );
     }
     assert!(run.stdout.contains("Exit codes"), "{}", run.stdout);
+    assert!(run.stdout.contains("`iced help agent`"), "{}", run.stdout);
+
+    let agent = env.iced(&["help", "agent"]).ok().stdout;
+    assert_eq!(env.iced(&["--help", "--agent"]).ok().stdout, agent);
+    for verb in MACHINERY_VERBS {
+        assert!(agent.contains(&format!("iced {verb} ")), "{verb}:\n{agent}");
+    }
+    crate::snap::assert_read!(&env, "help_person", run.stdout.clone());
+    crate::snap::assert_read!(&env, "help_agent", agent.clone());
+    // Every `iced ...` command line the agent help names is one this iced takes.
+    for line in agent
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("iced "))
+    {
+        // The command ends where the description column begins (two spaces).
+        let command = line.split("  ").next().unwrap_or_default();
+        let words: Vec<&str> = command
+            .split_whitespace()
+            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            .collect();
+        let mut args = words.clone();
+        args.push("--help");
+        let out = env.iced(&args);
+        assert_eq!(out.code, 0, "`iced {}`: {out:#?}", args.join(" "));
+    }
+
+    for (verbs, audience) in [
+        (PERSON_VERBS, "For a person."),
+        (MACHINERY_VERBS, "Machinery: "),
+    ] {
+        for verb in verbs {
+            let help = env.iced(&[verb, "--help"]).ok().stdout;
+            assert!(help.starts_with(audience), "{verb}: {help}");
+        }
+    }
 }
 
 #[test]
@@ -176,7 +231,8 @@ fn every_verb_help_opens_with_one_sentence_on_what_it_writes_or_refuses() {
     let env = TestEnv::new();
     for verb in VERBS {
         let run = env.iced(&[verb, "--help"]).ok();
-        let about = run.stdout.lines().next().unwrap_or_default();
+        // The first line says whose verb it is; the about follows a blank line.
+        let about = run.stdout.lines().nth(2).unwrap_or_default();
         assert!(
             about.ends_with('.'),
             "{verb}: {about:?} does not end with `.`"
