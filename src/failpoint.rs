@@ -54,5 +54,6 @@ pub const ALL: &[&str] = &[
     "pr-after-open",
     "retire-after-remove",
     "discard-before-release",
+    "abandon-before-stop",
     "answer-after-write",
 ];

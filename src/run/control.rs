@@ -296,15 +296,65 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
 
 pub fn abandon(ctx: &Ctx<'_>, run_id: &str) -> Result<Run, Refusal> {
     let run = ctx.transact(|state| {
+        // An abandon that died after ending the run and before stopping its activities is
+        // finished by the next one (SPEC 20.6): the run is abandoned already, what runs stops.
+        if let Some(run) = state
+            .runs
+            .get(run_id)
+            .filter(|r| r.status == RunStatus::Abandoned)
+        {
+            return Ok(run.clone());
+        }
         let run = open_run(ctx, state, run_id, "abandon")?;
         end_run(ctx, run, RunStatus::Abandoned)?;
         Ok(run.clone())
     })?;
+    crate::failpoint::hit("abandon-before-stop");
     // Stop what still runs (outside the lock); their outcomes no longer matter.
     for lane in &run.lanes {
         stop_activities(ctx, &run.id, lane);
     }
     Ok(run)
+}
+
+/// Stop what ended runs of these units left running (an abandon killed before it stopped them,
+/// SPEC 20.3) and wait until none of it runs, at most the kill grace and two seconds more: the
+/// supervisor kills its child at the end of the grace, so a new agent never shares the lane's
+/// worktree with an old one.
+pub(crate) fn stop_leftovers(ctx: &Ctx<'_>, state: &State, units: &[String]) {
+    let dirs: Vec<PathBuf> = state
+        .runs
+        .values()
+        .filter(|r| r.status.is_ended())
+        .flat_map(|r| {
+            r.lanes
+                .iter()
+                .filter(|l| units.contains(&l.unit))
+                .flat_map(move |l| {
+                    l.steps
+                        .iter()
+                        .filter(|s| s.status == StepStatus::Started && s.nonce.is_some())
+                        .map(move |s| ctx.activity_dir(&r.id, &l.id, &s.step, s.attempt))
+                })
+        })
+        .filter(|d| matches!(activity::observe(d), activity::Observation::Running { .. }))
+        .collect();
+    if dirs.is_empty() {
+        return;
+    }
+    for dir in &dirs {
+        let _ = activity::stop(dir);
+        activity::kill_orphans(dir);
+    }
+    let deadline =
+        std::time::Instant::now() + ctx.settings.kill_grace + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < deadline
+        && dirs
+            .iter()
+            .any(|d| matches!(activity::observe(d), activity::Observation::Running { .. }))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Stop every activity of a lane that is still running, and what its dead supervisors left.

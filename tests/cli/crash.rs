@@ -1205,11 +1205,14 @@ fn variants(driver: Driver) -> Vec<Variant> {
         }
         if matches!(
             name,
-            "discard-before-release" | "answer-after-write" | "end-after-metrics"
+            "discard-before-release"
+                | "answer-after-write"
+                | "end-after-metrics"
+                | "abandon-before-stop"
         ) {
             // Reached only by `iced run discard` (tests/cli/project.rs), with a harness runner
             // (tests/cli/harness.rs), or by a run that ends without delivering what it measured
-            // (tests/cli/metrics.rs).
+            // (tests/cli/metrics.rs), or by `iced run abandon` (tests/cli/survivors.rs).
             continue;
         }
         if name == "archive-after-append" {
@@ -1273,6 +1276,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "pr-after-open",
             "retire-after-remove",
             "discard-before-release",
+            "abandon-before-stop",
             "answer-after-write",
         ]
     );

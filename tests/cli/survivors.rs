@@ -128,3 +128,73 @@ fn an_abandoned_run_leaves_no_process_behind() {
     wait_for("the stopped agent's outcome", || outcome.exists());
     assert_eq!(escapees.survivors(), Vec::<u32>::new());
 }
+
+/// The agent of a hanging lane's run, started and running; the run's id.
+fn hanging_run(escapees: &Escapees) -> (crate::env::TestEnv, String, String) {
+    let (env, id) = with_agent(
+        &format!("{}hang\n", escapees.directive()),
+        json!({"run": {"killGraceSec": 0.3}, "verify": {"independent": false, "commands": []}}),
+    );
+    let (_, last) = build(&env, &id, &["--no-wait"], 0);
+    let run_id = str_of(&last, "run").to_owned();
+    wait_for("the agent to start its escapees", || escapees.started());
+    (env, id, run_id)
+}
+
+/// `run abandon` killed after it ended the run and before it stopped the agent (issue 15, item 1).
+fn abandon_killed_before_stopping(env: &crate::env::TestEnv, run_id: &str) {
+    let killed = env
+        .command()
+        .env("ICED_FAILPOINT", "abandon-before-stop")
+        .args(["run", "abandon", run_id, "--json"])
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+}
+
+/// Regression: an abandon killed before it stopped the agent left it running, and `run abandon`
+/// again was refused `run-ended`. It now finishes the abandon.
+#[test]
+fn an_abandon_killed_before_stopping_is_finished_by_the_next_one() {
+    let escapees = Escapees::new();
+    let (env, _, run_id) = hanging_run(&escapees);
+    abandon_killed_before_stopping(&env, &run_id);
+    assert_eq!(
+        escapees.survivors().len(),
+        2,
+        "the kill came before the stop"
+    );
+    let again = env.iced_json(&["run", "abandon", &run_id]).ok().json();
+    assert_eq!(again["status"], "abandoned", "{again:#}");
+    wait_for("the escapees to be gone", || {
+        escapees.survivors().is_empty()
+    });
+}
+
+/// Regression: after such a kill, building the unit again started a second implementer in the
+/// same worktree while the first was alive. The new run stops the old agent first.
+#[test]
+fn a_new_run_stops_what_a_killed_abandon_left_running_before_its_agent_starts() {
+    let escapees = Escapees::new();
+    let (env, id, run_id) = hanging_run(&escapees);
+    abandon_killed_before_stopping(&env, &run_id);
+    assert_eq!(
+        escapees.survivors().len(),
+        2,
+        "the kill came before the stop"
+    );
+    // The new run's agent finishes at once; by the time `build` admitted it, the old is gone.
+    std::fs::write(
+        env.agent_script(),
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+    )
+    .unwrap();
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(escapees.survivors(), Vec::<u32>::new());
+    let old = env.path(&format!(
+        ".iced/run/{run_id}/{id}/activities/implement-1/outcome.json"
+    ));
+    assert!(old.exists(), "the old supervisor wrote its outcome");
+}

@@ -115,6 +115,10 @@ pub fn admit(
         }
     }
 
+    // What an ended run of these units left running stops before a new agent can start.
+    let units: Vec<String> = plan.lanes.iter().map(|(u, _)| u.clone()).collect();
+    crate::run::control::stop_leftovers(ctx, &state, &units);
+
     // Every check passed: now, and only now, write.
     let run_id = format!(
         "run-{}-{}",
