@@ -52,6 +52,7 @@ pub const ALL: &[&str] = &[
     "land-after-integrate",
     "land-after-move",
     "pr-after-open",
+    "pr-after-arm",
     "retire-after-remove",
     "discard-before-release",
     "abandon-before-stop",

@@ -52,6 +52,8 @@ pub struct Landing {
     pub pr_open: Vec<String>,
     pub pr_arm: Vec<String>,
     pub pr_find: Option<Vec<String>>,
+    /// `land.pr.armed`: argv printing `true` when the pull request is armed already (SPEC 23.2).
+    pub pr_armed: Option<Vec<String>>,
     pub arm: Arm,
 }
 
@@ -478,6 +480,7 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
         pr_open: argv("open")?.unwrap_or_default(),
         pr_arm: argv("arm")?.unwrap_or_default(),
         pr_find: argv("find")?,
+        pr_armed: argv("armed")?,
         arm: match text("arm", Some("auto"), &["auto", "human"])?.as_deref() {
             Some("human") => Arm::Human,
             _ => Arm::Auto,

@@ -242,6 +242,7 @@ impl Case {
                 "open": forge_argv("open", &["--head", "{branch}", "--base", "{target}", "--title", "{title}", "--body-file", "{body_file}"]),
                 "arm": forge_argv("arm", &["{pr_number}", "{pr_url}"]),
                 "find": forge_argv("find", &["{branch}"]),
+                "armed": forge_argv("armed", &["{pr_number}"]),
             }}),
         };
         env.write(
@@ -1217,7 +1218,7 @@ fn variants(driver: Driver) -> Vec<Variant> {
             "land-after-integrate" | "land-after-move" | "retire-after-remove" => {
                 &[Land::Merge, Land::MergeRemote]
             }
-            "pr-after-open" => &[Land::Pr],
+            "pr-after-open" | "pr-after-arm" => &[Land::Pr],
             _ => &[],
         };
         if !lands.is_empty() {
@@ -1310,6 +1311,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "land-after-integrate",
             "land-after-move",
             "pr-after-open",
+            "pr-after-arm",
             "retire-after-remove",
             "discard-before-release",
             "abandon-before-stop",

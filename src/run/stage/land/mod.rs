@@ -449,7 +449,21 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 .activity_dir(&run.id, &lane.id, &StepKey::PrOpen, lane.attempt)
                 .join("body.md");
             let values = placeholders(&branch, &target, &title, &body_file, &url, &number);
-            match land::forge(root, &crate::run::launch::expand(&settings.pr_arm, &values)) {
+            // A call that died after arming left it armed: asked, the forge says so, and it is
+            // not armed twice (arming a merged pull request can fail).
+            if let Some(armed) = &settings.pr_armed {
+                if let Ok(out) = land::forge(root, &crate::run::launch::expand(armed, &values)) {
+                    if out.trim() == "true" {
+                        return ok(
+                            json!({"url": url, "armed": true, "found": true}),
+                            Landing::PullRequestArmed { url: url.clone() },
+                        );
+                    }
+                }
+            }
+            let out = land::forge(root, &crate::run::launch::expand(&settings.pr_arm, &values));
+            crate::failpoint::hit("pr-after-arm");
+            match out {
                 Ok(_) => ok(
                     json!({"url": url, "armed": true}),
                     Landing::PullRequestArmed { url: url.clone() },
