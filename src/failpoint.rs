@@ -51,6 +51,7 @@ pub const ALL: &[&str] = &[
     "end-before-release",
     "land-after-integrate",
     "land-after-move",
+    "push-after-push",
     "pr-after-open",
     "pr-after-arm",
     "retire-after-remove",

@@ -1218,7 +1218,7 @@ fn variants(driver: Driver) -> Vec<Variant> {
             "land-after-integrate" | "land-after-move" | "retire-after-remove" => {
                 &[Land::Merge, Land::MergeRemote]
             }
-            "pr-after-open" | "pr-after-arm" => &[Land::Pr],
+            "push-after-push" | "pr-after-open" | "pr-after-arm" => &[Land::Pr],
             _ => &[],
         };
         if !lands.is_empty() {
@@ -1310,6 +1310,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "end-before-release",
             "land-after-integrate",
             "land-after-move",
+            "push-after-push",
             "pr-after-open",
             "pr-after-arm",
             "retire-after-remove",

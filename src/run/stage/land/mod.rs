@@ -388,7 +388,22 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             if let Err(why) = check_head(lane, &worktree, &head, lane.land_round.max(1), None) {
                 return failed(why);
             }
-            match land::push(root, &remote, &head, &branch) {
+            // A call that died after pushing left the branch there: seen on the remote, it is not
+            // pushed again.
+            if land::remote_head(root, &remote, &branch)
+                .ok()
+                .flatten()
+                .as_deref()
+                == Some(head.as_str())
+            {
+                return ok(
+                    json!({"remote": remote, "branch": branch, "commit": head, "found": true}),
+                    Landing::BranchPushed,
+                );
+            }
+            let pushed = land::push(root, &remote, &head, &branch);
+            crate::failpoint::hit("push-after-push");
+            match pushed {
                 Ok(true) => ok(json!({"remote": remote, "branch": branch, "commit": head}), Landing::BranchPushed),
                 Ok(false) => failed(format!("`{remote}` refused the lane branch `{branch}` (it holds other commits there); the loop never forces a push")),
                 Err(e) => failed(e),
