@@ -1240,16 +1240,7 @@ fn variants(driver: Driver) -> Vec<Variant> {
             });
             continue;
         }
-        if matches!(
-            name,
-            "discard-before-release"
-                | "answer-after-write"
-                | "end-after-metrics"
-                | "abandon-before-stop"
-        ) {
-            // Reached only by `iced run discard` (tests/cli/project.rs), with a harness runner
-            // (tests/cli/harness.rs), or by a run that ends without delivering what it measured
-            // (tests/cli/metrics.rs), or by `iced run abandon` (tests/cli/survivors.rs).
+        if ELSEWHERE.iter().any(|(n, _)| *n == name) {
             continue;
         }
         if name == "archive-after-append" {
@@ -1280,6 +1271,52 @@ fn variants(driver: Driver) -> Vec<Variant> {
         }
     }
     out
+}
+
+/// Failpoints no `iced build` or `implement step` of this suite reaches, and the test file that
+/// kills there (with `ICED_FAILPOINT`) and checks what the replay did.
+const ELSEWHERE: &[(&str, &str)] = &[
+    // `iced run discard`.
+    ("discard-before-release", "project.rs"),
+    // A harness runner's answer, kept before it is recorded.
+    ("answer-after-write", "harness.rs"),
+    // A run that ends without delivering what it measured.
+    ("end-after-metrics", "metrics.rs"),
+    // `iced run abandon`.
+    ("abandon-before-stop", "survivors.rs"),
+];
+
+/// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
+/// [`ELSEWHERE`] names, which sets `ICED_FAILPOINT` to it. Prints reached / defined.
+#[test]
+fn every_failpoint_is_reached_by_a_test() {
+    let walked: std::collections::BTreeSet<&str> = variants(Driver::Process)
+        .into_iter()
+        .chain(variants(Driver::Host))
+        .map(|v| v.name)
+        .collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli");
+    let mut unreached = Vec::new();
+    for &name in iced::failpoint::ALL {
+        if walked.contains(name) {
+            continue;
+        }
+        let kills_there = ELSEWHERE.iter().any(|(n, file)| {
+            *n == name
+                && std::fs::read_to_string(dir.join(file))
+                    .unwrap_or_default()
+                    .contains(&format!("\"ICED_FAILPOINT\", \"{name}\""))
+        });
+        if !kills_there {
+            unreached.push(name);
+        }
+    }
+    let defined = iced::failpoint::ALL.len();
+    eprintln!(
+        "failpoints reached: {} of {defined}",
+        defined - unreached.len()
+    );
+    assert!(unreached.is_empty(), "no test kills at {unreached:?}");
 }
 
 #[test]
