@@ -1498,6 +1498,8 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
         })
         .collect();
     let seeds: Vec<u64> = (1..=iterations).map(|i| 0xC0FFEE + i).collect();
+    // Where each kill landed (the last step the killed build reported), counted after the walk.
+    let landed: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     each_in_parallel("random kills", &seeds, 3, |&seed| {
         let which = (seed % 2) as usize;
         let delay = Rng::new(seed).next() % (max_delays[which] + 1);
@@ -1524,6 +1526,9 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
                 "had already exited"
             }
         );
+        if first.killed() {
+            landed.lock().unwrap().push(at.clone());
+        }
         let context = format!(
             "seed {seed:#x} (validated: {}), killed after {delay} ms, last report {at}",
             setups[which].validated
@@ -1531,14 +1536,33 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
         case.build_to_delivery(&context);
         case.assert_delivered(&context, true);
     });
+    // The delays fall within an uninterrupted build's time, so nearly every build is killed, and
+    // the kills spread over the loop's stages: a walk that killed nothing proves nothing.
+    let landed = landed.into_inner().unwrap();
+    let places: std::collections::BTreeSet<&String> = landed.iter().collect();
+    eprintln!(
+        "random kills: {} of {iterations} builds killed, at {} places: {places:?}",
+        landed.len(),
+        places.len()
+    );
+    assert!(
+        landed.len() as u64 * 2 >= iterations,
+        "only {} of {iterations} builds were killed",
+        landed.len()
+    );
+    assert!(
+        places.len() >= 3.min(landed.len()),
+        "the kills landed in too few places: {places:?}"
+    );
 }
 
 /// `iced build` killed while a git it started runs: that git outlives it and finishes later,
-/// while the next `iced build` does the same step. A `git` first on PATH that waits 0.4 s before
-/// running a command holding any of `verbs` makes the overlap certain: the build is killed 150 ms
-/// into `stage`.
+/// while the next `iced build` does the same step. A `git` first on PATH logs each start and end
+/// of a command holding `verb` and waits 0.4 s before running it; the build is killed once the
+/// lane is at `stage` and such a git has started and not ended, so the kill lands inside that git
+/// (checked, never timed), and the check waits until every such git has ended.
 /// Then the run must still deliver once, with a clean worktree.
-fn killed_while_its_git_runs(setup: Setup, stage: &str, verbs: &[&str]) {
+fn killed_while_its_git_runs(setup: Setup, stage: &str, verb: &str) {
     let mut case = Case::new(setup);
     let real_git = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|dir| dir.join("git"))
@@ -1546,17 +1570,15 @@ fn killed_while_its_git_runs(setup: Setup, stage: &str, verbs: &[&str]) {
         .expect("git on PATH");
     let bin = case.out.join("slow-git");
     std::fs::create_dir_all(&bin).unwrap();
+    let (started, ended) = (case.out.join("git-started"), case.out.join("git-ended"));
     let wrapper = bin.join("git");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ncase \" $* \" in {}) sleep 0.4;; esac\nexec '{}' \"$@\"\n",
-            verbs
-                .iter()
-                .map(|v| format!("*' {v} '*"))
-                .collect::<Vec<_>>()
-                .join("|"),
-            real_git.display()
+            "#!/bin/sh\ncase \" $* \" in *' {verb} '*)\n  echo $$ >> '{started}'\n  sleep 0.4\n  '{git}' \"$@\"\n  rc=$?\n  echo $$ >> '{ended}'\n  exit $rc;;\nesac\nexec '{git}' \"$@\"\n",
+            started = started.display(),
+            ended = ended.display(),
+            git = real_git.display()
         ),
     )
     .unwrap();
@@ -1566,14 +1588,21 @@ fn killed_while_its_git_runs(setup: Setup, stage: &str, verbs: &[&str]) {
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());
     case.path = Some(path);
+    let count = |file: &Path| {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let running = || count(&started) > count(&ended);
 
-    let context = format!("killed during the {stage} step's git {verbs:?}");
+    let context = format!("killed during the {stage} step's git {verb}");
     let (mut child, stdout, stderr) = case.spawn(&["build", &case.id, "--json"], None);
     let give_up = Instant::now() + Duration::from_secs(30);
-    while case.stage().as_deref() != Some(stage) {
+    while !(case.stage().as_deref() == Some(stage) && running()) {
         assert!(
             Instant::now() < give_up,
-            "{context}: the build never reached it"
+            "{context}: the build never ran it"
         );
         assert!(
             child.try_wait().unwrap().is_none(),
@@ -1581,8 +1610,8 @@ fn killed_while_its_git_runs(setup: Setup, stage: &str, verbs: &[&str]) {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-    std::thread::sleep(Duration::from_millis(150));
     child.kill().unwrap();
+    assert!(running(), "{context}: the git ended before the kill");
     let first = collect(
         wait_for(&mut child, CALL_LIMIT, "the killed build"),
         &stdout,
@@ -1590,30 +1619,37 @@ fn killed_while_its_git_runs(setup: Setup, stage: &str, verbs: &[&str]) {
     );
     assert!(first.killed(), "{context}: {}", first.describe());
     case.build_to_delivery(&context);
-    // Let the orphaned git finish (or fail) before counting.
-    std::thread::sleep(Duration::from_millis(600));
+    // The orphaned git (and any other) has ended before anything is counted.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while running() {
+        assert!(Instant::now() < give_up, "{context}: a git never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     case.assert_delivered(&context, false);
 }
 
 #[test]
 fn build_killed_during_the_worktree_add_delivers_once() {
-    killed_while_its_git_runs(Setup::process(1), "worktree", &["worktree add"]);
+    killed_while_its_git_runs(Setup::process(1), "worktree", "worktree add");
+}
+
+/// The delivery's commit is made with `commit-tree` and the branch moved with `update-ref`: a
+/// kill inside each.
+#[test]
+fn build_killed_during_the_delivery_commit_delivers_once() {
+    killed_while_its_git_runs(Setup::process(1), "deliver", "commit-tree");
 }
 
 #[test]
-fn build_killed_during_the_delivery_commit_delivers_once() {
-    killed_while_its_git_runs(
-        Setup::process(1),
-        "deliver",
-        &["commit", "commit-tree", "update-ref"],
-    );
+fn build_killed_during_the_delivery_ref_update_delivers_once() {
+    killed_while_its_git_runs(Setup::process(1), "deliver", "update-ref");
 }
 
 /// The `git worktree add` of a validator's sandbox outlives the call that made it, and takes the
 /// sandbox's path under the next call's feet.
 #[test]
 fn build_killed_during_a_sandbox_add_delivers_once() {
-    killed_while_its_git_runs(Setup::process(1).validated(), "validate", &["worktree add"]);
+    killed_while_its_git_runs(Setup::process(1).validated(), "validate", "worktree add");
 }
 
 /// A process-driven run stepped by sixteen `implement step` callers at once, round after round.
