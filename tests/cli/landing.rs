@@ -912,12 +912,16 @@ pub(crate) fn resuming_a_landing_conflict_lands_the_resolution_without_a_new_att
 
     // The person resolves the conflict on the lane branch, in the lane's worktree.
     let worktree = worktree_of(&env, &id);
-    let _ = Command::new("git")
+    let merged = Command::new("git")
         .args(["merge", "--no-edit", "main"])
         .current_dir(&worktree)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .unwrap();
+    assert!(
+        !merged.status.success() && String::from_utf8_lossy(&merged.stdout).contains("CONFLICT"),
+        "the person's merge conflicts in README.md: {merged:?}"
+    );
     std::fs::write(worktree.join("README.md"), "both readmes, resolved\n").unwrap();
     git_at(&worktree, &["add", "README.md"]);
     git_at(&worktree, &["commit", "-q", "--no-edit"]);

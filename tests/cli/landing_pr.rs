@@ -4,7 +4,7 @@
 
 use crate::env::{fake_runner, merge_json, TestEnv};
 use crate::landing::*;
-use crate::loop_e2e::{json_lines, lane_branch, step_until, str_of, WAIT};
+use crate::loop_e2e::{json_lines, lane_branch, run_show, step_until, str_of, WAIT};
 use iced::run::state::{Lane, RunStatus, Stage};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -373,7 +373,9 @@ fn a_squash_merged_pull_request_retires_its_lane() {
     assert_eq!(done["action"], "delivered", "{done}");
     assert!(!branch_exists(&env, &branch), "the lane branch is deleted");
     assert!(state(&env).runs.is_empty(), "the run left the state");
-    let _ = run;
+    // Its record says how it ended.
+    let shown = run_show(&env, &run);
+    assert_eq!(shown["run"]["status"], "delivered", "{shown:#}");
 }
 
 /// After a pull request is armed the loop never pushes to it: resuming a lane blocked after
