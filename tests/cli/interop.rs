@@ -5,7 +5,8 @@
 use crate::env::TestEnv;
 use std::path::{Path, PathBuf};
 
-/// The interop folder, or None (and a note) when this checkout has none, as on a user's machine.
+/// The interop folder, or None (and a note) when this checkout has none, as on a user's machine;
+/// with `ICED_REQUIRE_INTEROP=1` a missing folder fails the test instead of skipping it.
 fn interop_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("ICED_INTEROP_DIR")
         .map(PathBuf::from)
@@ -15,6 +16,11 @@ fn interop_dir() -> Option<PathBuf> {
     if dir.join("intent").is_dir() {
         Some(dir)
     } else {
+        assert!(
+            std::env::var("ICED_REQUIRE_INTEROP").as_deref() != Ok("1"),
+            "ICED_REQUIRE_INTEROP=1 but no interop units at {}",
+            dir.display()
+        );
         eprintln!(
             "skipped: no interop units at {} (set ICED_INTEROP_DIR)",
             dir.display()
