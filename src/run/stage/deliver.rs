@@ -224,6 +224,19 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         settle_worktree(worktree, &branch, &close_paths)?;
         return Ok(current);
     }
+    // Prepared on the judged head, and the branch still there: the call that prepared it died
+    // before (or while) moving the branch, whose `update-ref` may yet land. The same delivery is
+    // moved to, never a second one made beside it.
+    if let Some(p) = prepared.as_deref() {
+        let judged = judged_head(lane).map_or_else(|| current.clone(), |(j, _)| j);
+        let parent = git(worktree, &["rev-parse", "--verify", &format!("{p}^")]).ok();
+        if current == judged && parent.as_deref() == Some(judged.as_str()) {
+            record_prepared(ctx, &run.id, &lane.id, p)?;
+            move_branch(worktree, &branch_ref, p, &judged)?;
+            settle_worktree(worktree, &branch, &close_paths)?;
+            return Ok(p.to_owned());
+        }
+    }
     let (judged, judged_tree) = match judged_head(lane) {
         Some(j) => j,
         None => {
@@ -372,15 +385,22 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     }
     // The delivery is the loop's verdict: the definition of done passed, and the independent
     // validators too when there were any (`independent` says which).
-    metric(
-        &mut metrics,
-        "verify",
-        json!({"result": "pass", "attempt": lane.attempt, "independent": close.validated}),
-    );
-    if close.status == "accepted" {
-        metric(&mut metrics, "accept", json!({"auto": true}));
+    // Without independent validators no pass is written: two lanes of a project would both
+    // append to the file and conflict at landing until append-only files merge by union
+    // (issue 11 item 7).
+    if close.validated {
+        metric(
+            &mut metrics,
+            "verify",
+            json!({"result": "pass", "attempt": lane.attempt, "independent": true}),
+        );
+        if close.status == "accepted" {
+            metric(&mut metrics, "accept", json!({"auto": true}));
+        }
     }
-    files.push((".iced/metrics.jsonl".into(), metrics));
+    if close.validated || !lane.metrics.is_empty() {
+        files.push((".iced/metrics.jsonl".into(), metrics));
+    }
     // The close's tree: the judged head's, with these files, built in an index of our own.
     let index: PathBuf = ctx
         .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)
@@ -427,23 +447,36 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let commit = git(worktree, &args)?;
     record_prepared(ctx, &run.id, &lane.id, &commit)?;
+    move_branch(worktree, &branch_ref, &commit, &head)?;
+    settle_worktree(worktree, &branch, &close_paths)?;
+    Ok(commit)
+}
+
+/// Move the lane branch from the judged head to the delivery, only if it is still at the head.
+/// A branch some other call moved to this same delivery is fine.
+fn move_branch(
+    worktree: &Path,
+    branch_ref: &str,
+    commit: &str,
+    head: &str,
+) -> Result<(), Undelivered> {
     if let Err(e) = git(
         worktree,
         &[
             "update-ref",
             "-m",
             "iced: deliver",
-            &branch_ref,
-            &commit,
-            &head,
+            branch_ref,
+            commit,
+            head,
         ],
     ) {
-        let now = git(worktree, &["rev-parse", "--verify", &branch_ref])?;
+        let now = git(worktree, &["rev-parse", "--verify", branch_ref])?;
         if now != commit {
             return Err(if now != head {
                 Undelivered::Moved {
-                    commits: commits_between(worktree, &head, &now),
-                    judged: head,
+                    commits: commits_between(worktree, head, &now),
+                    judged: head.to_owned(),
                     head: now,
                 }
             } else {
@@ -451,8 +484,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
             });
         }
     }
-    settle_worktree(worktree, &branch, &close_paths)?;
-    Ok(commit)
+    Ok(())
 }
 
 /// What the close of a unit is made from.
