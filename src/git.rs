@@ -159,33 +159,94 @@ pub fn blob_at(
     path: &str,
     limit: u64,
 ) -> Result<Option<Vec<u8>>, String> {
+    use std::io::{BufRead, BufReader, Read, Write};
     let spec = format!("{commit}:{path}");
-    let kind = command(dir)
-        .args(["cat-file", "-t", &spec])
+    if spec.contains('\n') {
+        return Err(format!("`{path}` names no file git can look up"));
+    }
+    // One git for the type, the size and the bytes: this runs on every step that re-renders a
+    // brief, so it is one process, not three.
+    let mut child = command(dir)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .output()
+        .spawn()
         .map_err(|e| format!("git could not be started: {e}"))?;
-    if !kind.status.success() || String::from_utf8_lossy(&kind.stdout).trim() != "blob" {
-        return Ok(None);
+    let asked = child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(format!("{spec}\n").as_bytes());
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut header = String::new();
+    let read = asked
+        .map_err(|e| e.to_string())
+        .and_then(|()| out.read_line(&mut header).map_err(|e| e.to_string()));
+    let answer = (|| {
+        read.map_err(|e| format!("`git cat-file --batch` for {spec}: {e}"))?;
+        // `<sha> <type> <size>`, or `<spec> missing` (or `ambiguous`).
+        let fields: Vec<&str> = header.split_whitespace().collect();
+        let [_, kind, size] = fields.as_slice() else {
+            return Ok(None);
+        };
+        if *kind != "blob" {
+            return Ok(None);
+        }
+        let size: u64 = size
+            .parse()
+            .map_err(|e| format!("git cat-file --batch: {e}"))?;
+        if size > limit {
+            return Err(format!(
+                "`{path}` at {commit} is {size} bytes, over {limit}"
+            ));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        (&mut out)
+            .take(size)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("`git cat-file --batch` for {spec}: {e}"))?;
+        if bytes.len() as u64 != size {
+            return Err(format!("`git cat-file --batch` for {spec} ended early"));
+        }
+        Ok(Some(bytes))
+    })();
+    drop(out);
+    let _ = child.kill();
+    let _ = child.wait();
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file, a folder, a missing path and a file over the limit, as `blob_at` reads them.
+    #[test]
+    fn blob_at_reads_a_file_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = |args: &[&str]| {
+            let ok = command(root)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("d/f.txt"), "hello\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let at = |path: &str, limit: u64| blob_at(root, "HEAD", path, limit);
+        assert_eq!(at("d/f.txt", 100).unwrap(), Some(b"hello\n".to_vec()));
+        assert_eq!(at("d", 100).unwrap(), None, "a folder is no file");
+        assert_eq!(at("nope.txt", 100).unwrap(), None);
+        assert_eq!(blob_at(root, "no-such-rev", "d/f.txt", 100).unwrap(), None);
+        let over = at("d/f.txt", 3).unwrap_err();
+        assert!(over.contains("is 6 bytes, over 3"), "{over}");
     }
-    let size: u64 = run(dir, &["cat-file", "-s", &spec])?
-        .trim()
-        .parse()
-        .map_err(|e| format!("git cat-file -s: {e}"))?;
-    if size > limit {
-        return Err(format!(
-            "`{path}` at {commit} is {size} bytes, over {limit}"
-        ));
-    }
-    let out = command(dir)
-        .args(["cat-file", "blob", &spec])
-        .output()
-        .map_err(|e| format!("git could not be started: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`git cat-file blob {spec}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(Some(out.stdout))
 }

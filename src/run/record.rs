@@ -289,7 +289,7 @@ pub fn read_history(paths: &RunPaths, run: &str) -> Result<String, crate::store:
 }
 
 /// A run's history holds one line per superseded step record: far below this.
-const HISTORY_LIMIT: u64 = 64 * 1024 * 1024;
+pub(crate) const HISTORY_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Write the record (atomic, 0600). Called when a run ends; kept after the run leaves the state.
 pub fn write(ctx: &Ctx<'_>, run: &Run) {

@@ -53,27 +53,50 @@ pub(crate) fn archive(
     // Appended within a transaction, before the state is saved: a call killed in between leaves
     // these lines, and the next call archives the same records again. A record already there
     // (byte for byte: its nonce, owner and times make it unique) is not appended twice.
-    let path = ctx.paths.history(run_id);
-    let kept = super::record::read_history(&ctx.paths, run_id)
-        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
-    let kept: std::collections::HashSet<&str> = kept.lines().collect();
-    let mut text = String::new();
-    for r in records {
+    let lines = records.iter().map(|r| {
         let mut v = serde_json::to_value(r).expect("a record serialises");
         v["lane"] = lane.into();
-        let line = v.to_string();
-        if !kept.contains(line.as_str()) {
-            text.push_str(&line);
-            text.push('\n');
-        }
+        v.to_string()
+    });
+    let path = ctx.paths.history(run_id);
+    if append_new_lines(&path, super::record::HISTORY_LIMIT, lines, 0o600)
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?
+    {
+        crate::failpoint::hit("archive-after-append");
     }
-    if text.trim().is_empty() {
-        return Ok(());
-    }
-    crate::store::append(&path, text.as_bytes(), 0o600)
-        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
-    crate::failpoint::hit("archive-after-append");
     Ok(())
+}
+
+/// Append to a log each of `lines` it does not hold yet, byte for byte: what a replay of a call
+/// killed between its append and its state write uses to write each line once. True when it
+/// appended anything.
+fn append_new_lines(
+    path: &std::path::Path,
+    limit: u64,
+    lines: impl Iterator<Item = String>,
+    new_mode: u32,
+) -> Result<bool, crate::store::StoreError> {
+    let kept = match crate::store::read_no_follow(path, limit) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => return Err(e),
+    };
+    let held: std::collections::HashSet<&str> = kept.lines().collect();
+    let new: Vec<String> = lines.filter(|l| !held.contains(l.as_str())).collect();
+    if new.is_empty() {
+        return Ok(false);
+    }
+    // A last line someone left without its newline is not joined to ours.
+    let mut text = String::new();
+    if !kept.is_empty() && !kept.ends_with('\n') {
+        text.push('\n');
+    }
+    for line in new {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    crate::store::append(path, text.as_bytes(), new_mode)?;
+    Ok(true)
 }
 
 pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result<(), Refusal> {
@@ -111,35 +134,12 @@ fn write_undelivered_metrics(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
             .unwrap_or_default();
         lines.extend(lane.metrics.iter().map(|m| m.line(&lane.unit, &tags)));
     }
-    if lines.is_empty() {
-        return Ok(());
-    }
     let path = crate::metrics::path(&ctx.repo.root);
-    let kept = crate::store::read_no_follow(&path, crate::metrics::READ_LIMIT)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .or_else(|e| {
-            if e.is_not_found() {
-                Ok(String::new())
-            } else {
-                Err(e)
-            }
-        })
-        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
-    let mut text = String::new();
-    if !kept.is_empty() && !kept.ends_with('\n') {
-        text.push('\n');
+    if append_new_lines(&path, crate::metrics::READ_LIMIT, lines.into_iter(), 0o644)
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?
+    {
+        crate::failpoint::hit("end-after-metrics");
     }
-    let kept: std::collections::HashSet<&str> = kept.lines().collect();
-    for line in lines.iter().filter(|l| !kept.contains(l.as_str())) {
-        text.push_str(line);
-        text.push('\n');
-    }
-    if text.is_empty() {
-        return Ok(());
-    }
-    crate::store::append(&path, text.as_bytes(), 0o644)
-        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
-    crate::failpoint::hit("end-after-metrics");
     Ok(())
 }
 
@@ -262,10 +262,7 @@ pub(crate) fn apply_move(
         }
         LaneMove::Spent { reason } => {
             lane.metrics.push(LaneMetric::failed(lane.attempt));
-            lane.metrics
-                .push(LaneMetric::escalation(EscalationKind::Blocked, &reason));
-            lane.stage = Stage::Blocked;
-            lane.reason = Some(reason);
+            apply_move(ctx, run_id, lane, LaneMove::Block { reason })?;
         }
         LaneMove::Handback { reason } => {
             lane.metrics

@@ -141,16 +141,24 @@ fn hanging_run(escapees: &Escapees) -> (crate::env::TestEnv, String, String) {
     (env, id, run_id)
 }
 
-/// `run abandon` killed after it ended the run and before it stopped the agent (issue 15, item 1).
-fn abandon_killed_before_stopping(env: &crate::env::TestEnv, run_id: &str) {
+/// A hanging lane's run, and `run abandon` of it killed after it ended the run and before it
+/// stopped the agent (issue 15, item 1): the escapees still run.
+fn abandon_killed_before_stopping(escapees: &Escapees) -> (crate::env::TestEnv, String, String) {
+    let (env, id, run_id) = hanging_run(escapees);
     let killed = env
         .command()
         .env("ICED_FAILPOINT", "abandon-before-stop")
-        .args(["run", "abandon", run_id, "--json"])
+        .args(["run", "abandon", &run_id, "--json"])
         .output()
         .unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    assert_eq!(
+        escapees.survivors().len(),
+        2,
+        "the kill came before the stop"
+    );
+    (env, id, run_id)
 }
 
 /// Regression: an abandon killed before it stopped the agent left it running, and `run abandon`
@@ -158,13 +166,7 @@ fn abandon_killed_before_stopping(env: &crate::env::TestEnv, run_id: &str) {
 #[test]
 fn an_abandon_killed_before_stopping_is_finished_by_the_next_one() {
     let escapees = Escapees::new();
-    let (env, _, run_id) = hanging_run(&escapees);
-    abandon_killed_before_stopping(&env, &run_id);
-    assert_eq!(
-        escapees.survivors().len(),
-        2,
-        "the kill came before the stop"
-    );
+    let (env, _, run_id) = abandon_killed_before_stopping(&escapees);
     let again = env.iced_json(&["run", "abandon", &run_id]).ok().json();
     assert_eq!(again["status"], "abandoned", "{again:#}");
     wait_for("the escapees to be gone", || {
@@ -177,13 +179,7 @@ fn an_abandon_killed_before_stopping_is_finished_by_the_next_one() {
 #[test]
 fn a_new_run_stops_what_a_killed_abandon_left_running_before_its_agent_starts() {
     let escapees = Escapees::new();
-    let (env, id, run_id) = hanging_run(&escapees);
-    abandon_killed_before_stopping(&env, &run_id);
-    assert_eq!(
-        escapees.survivors().len(),
-        2,
-        "the kill came before the stop"
-    );
+    let (env, id, run_id) = abandon_killed_before_stopping(&escapees);
     // The new run's agent finishes at once; by the time `build` admitted it, the old is gone.
     std::fs::write(
         env.agent_script(),
