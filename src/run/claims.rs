@@ -5,7 +5,7 @@
 //! Claims live in the repository's common git directory, `<common>/iced/claims/<unit>.json`,
 //! which every checkout shares. A claim is created only where none exists (a finished temp file
 //! hard-linked into place: never a replace). It is removed only by the run that holds it, or when
-//! it is stale (orphaned, or of an ended run of the same session) while the state lock of the
+//! it is stale (orphaned, or of an ended run) while the state lock of the
 //! checkout it names is held, so a claim being written with its run is never taken for an orphan.
 //! Every removal also holds the claims' own lock and removes only the bytes it judged, so two
 //! callers can never both remove one claim and then both create theirs.
@@ -72,15 +72,10 @@ impl Standing {
     }
 }
 
-/// Whether a claim stops a new run (SPEC 20.3): a live run's always does; one of an ended run
-/// does unless it names the same session; an orphaned one never does.
-pub fn blocks(standing: Standing, claim: &Claim, session: Option<&str>) -> bool {
-    let same_session = session.is_some() && claim.session.as_deref() == session;
-    match standing {
-        Standing::Live => true,
-        Standing::Ended => !same_session,
-        Standing::Orphaned => false,
-    }
+/// Whether a claim stops a new run (SPEC 20.3): a live run's does; one of an ended run (its end
+/// was saved and the call died before releasing it) or an orphaned one does not.
+pub fn blocks(standing: Standing) -> bool {
+    standing == Standing::Live
 }
 
 /// What taking the claims of a new run came to.
@@ -208,15 +203,14 @@ impl Claims {
         &self,
         unit: &str,
         here: &State,
-        session: Option<&str>,
         step: &str,
         wait: Duration,
     ) -> Result<(), Refusal> {
         let found = [self.read_shared(unit, step)?, self.read_legacy(unit, step)?];
         for found in found.into_iter().flatten() {
             let standing = self.standing(&found, here, step, wait)?;
-            if blocks(standing, &found.claim, session) {
-                return Err(self.claimed(unit, &found, standing, step));
+            if blocks(standing) {
+                return Err(self.claimed(unit, &found, step));
             }
         }
         Ok(())
@@ -229,7 +223,6 @@ impl Claims {
     pub fn clear_elsewhere(
         &self,
         units: &[String],
-        session: Option<&str>,
         step: &str,
         wait: Duration,
     ) -> Result<(), Refusal> {
@@ -241,7 +234,7 @@ impl Claims {
                 continue;
             }
             elsewhere(&found.root, step, wait, |state| {
-                if !blocks(Standing::of(state, &found.claim.run), &found.claim, session) {
+                if !blocks(Standing::of(state, &found.claim.run)) {
                     self.remove(&found, step, wait)?;
                 }
                 Ok(())
@@ -259,20 +252,19 @@ impl Claims {
         units: &[String],
         claim: &Claim,
         state: &State,
-        session: Option<&str>,
         step: &str,
         wait: Duration,
     ) -> Result<Taken, Refusal> {
         let mut made: Vec<String> = Vec::new();
         for (i, unit) in units.iter().enumerate() {
-            match self.take_one(unit, claim, state, session, step, wait) {
+            match self.take_one(unit, claim, state, step, wait) {
                 Ok(None) => made.push(unit.clone()),
                 Ok(Some((found, standing))) => {
                     self.undo(&made, &claim.run, step, wait);
                     if i == 0 && standing == Standing::Live && found.root == self.root {
                         return Ok(Taken::LiveHere(found.claim.run));
                     }
-                    return Err(self.claimed(unit, &found, standing, step));
+                    return Err(self.claimed(unit, &found, step));
                 }
                 Err(refusal) => {
                     self.undo(&made, &claim.run, step, wait);
@@ -289,14 +281,13 @@ impl Claims {
         unit: &str,
         claim: &Claim,
         state: &State,
-        session: Option<&str>,
         step: &str,
         wait: Duration,
     ) -> Result<Option<(Found, Standing)>, Refusal> {
         // An older iced's claim in this checkout: judged like any claim of this checkout.
         if let Some(old) = self.read_legacy(unit, step)? {
             let standing = Standing::of(state, &old.claim.run);
-            if blocks(standing, &old.claim, session) {
+            if blocks(standing) {
                 return Ok(Some((old, standing)));
             }
             self.remove(&old, step, wait)?;
@@ -316,7 +307,7 @@ impl Claims {
                 return Ok(Some((found, Standing::Live)));
             }
             let standing = Standing::of(state, &found.claim.run);
-            if blocks(standing, &found.claim, session) {
+            if blocks(standing) {
                 return Ok(Some((found, standing)));
             }
             self.remove(&found, step, wait)?;
@@ -461,7 +452,7 @@ impl Claims {
     }
 
     /// `unit-claimed`, naming the run, and the checkout when it is another one.
-    fn claimed(&self, unit: &str, found: &Found, standing: Standing, step: &str) -> Refusal {
+    fn claimed(&self, unit: &str, found: &Found, step: &str) -> Refusal {
         let c = &found.claim;
         let mine = found.root == self.root;
         let checkout = if mine {
@@ -469,22 +460,19 @@ impl Claims {
         } else {
             format!(" of the checkout `{}`", found.root.display())
         };
-        let remedy = match (standing, mine) {
-            (Standing::Live, true) => format!(
+        // Only a live run's claim blocks (`blocks`), so the remedy is about that run.
+        let remedy = if mine {
+            format!(
                 "step that run instead (`iced implement step --run {}`), or end it: `iced run abandon {}`",
                 c.run, c.run
-            ),
-            (Standing::Live, false) => format!(
+            )
+        } else {
+            format!(
                 "that run belongs to the checkout `{}`: step it there (`iced implement step --run {}`), or end it there: `iced run abandon {}`",
                 found.root.display(),
                 c.run,
                 c.run
-            ),
-            _ => format!(
-                "the claim names no live run{}; if nobody else is building `{unit}`, remove `{}` and build again",
-                if mine { " here" } else { " there" },
-                found.path.display()
-            ),
+            )
         };
         Refusal::new(
             step,

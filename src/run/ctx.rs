@@ -24,6 +24,9 @@ pub struct Ctx<'a> {
     pub verb: &'static str,
     /// The repository's claims, found on first use (one `git rev-parse` per call).
     claims: std::sync::OnceLock<Claims>,
+    /// The claims of runs a transaction ended, `(run, unit)`: released once that transaction's
+    /// state is saved (SPEC 20.3), never before, so a claim is gone only when its run has ended.
+    releases: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -45,6 +48,7 @@ impl<'a> Ctx<'a> {
             exe,
             verb,
             claims: std::sync::OnceLock::new(),
+            releases: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -81,7 +85,27 @@ impl<'a> Ctx<'a> {
         &self,
         f: impl FnOnce(&mut State) -> Result<T, Refusal>,
     ) -> Result<T, Refusal> {
-        transact(&self.paths, self.verb, self.settings.lock_wait, f)
+        let done = transact(&self.paths, self.verb, self.settings.lock_wait, f);
+        let releases =
+            std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
+        let done = done?;
+        // The state that ended these runs is saved: only now may another run claim their units.
+        // A call killed here leaves claims of ended runs, which block nobody (`claims::blocks`).
+        if !releases.is_empty() {
+            crate::failpoint::hit("end-before-release");
+        }
+        for (run, unit) in releases {
+            self.claims().release(&unit, &run, self.verb)?;
+        }
+        Ok(done)
+    }
+
+    /// Release `unit`'s claim for `run` once the current transaction's state is saved.
+    pub(crate) fn release_after_save(&self, run: &str, unit: &str) {
+        self.releases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((run.to_owned(), unit.to_owned()));
     }
 
     pub(crate) fn refuse(

@@ -103,11 +103,7 @@ pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result
     run.status = status;
     super::host::end_stranded(ctx, run);
     write_undelivered_metrics(ctx, run)?;
-    crate::failpoint::hit("end-before-release");
-    ctx.claims().release(&run.unit, &run.id, ctx.verb)?;
-    for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
-        ctx.claims().release(&lane.unit, &run.id, ctx.verb)?;
-    }
+    release_claims_after_save(ctx, run);
     emit(
         &ctx.paths,
         &run.id,
@@ -116,6 +112,16 @@ pub(crate) fn end_run(ctx: &Ctx<'_>, run: &mut Run, status: RunStatus) -> Result
     );
     super::record::write(ctx, run);
     Ok(())
+}
+
+/// The claims of an ended run, released once the transaction that ended it is saved (SPEC 20.3).
+/// A step of a run that has ended asks again: a call killed between saving the end and releasing
+/// left them (they block nobody, but are not left behind either).
+pub(crate) fn release_claims_after_save(ctx: &Ctx<'_>, run: &Run) {
+    ctx.release_after_save(&run.id, &run.unit);
+    for lane in run.lanes.iter().filter(|l| l.unit != run.unit) {
+        ctx.release_after_save(&run.id, &lane.unit);
+    }
 }
 
 /// The metrics of each lane that ends without a delivery commit to carry them (SPEC 12.1), appended

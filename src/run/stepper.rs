@@ -83,6 +83,9 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
             ));
         };
         let before = run.clone();
+        if run.status.is_ended() {
+            super::records::release_claims_after_save(ctx, run);
+        }
         observe(ctx, run)?;
         check_inputs(ctx, run)?;
         keep_work_window(ctx, run);

@@ -759,15 +759,37 @@ impl Case {
             "{context}: the delivered worktree is clean: {}",
             String::from_utf8_lossy(&status.stdout)
         );
-        assert!(
-            !self.env.claim_path(&self.id).exists(),
-            "{context}: the ended run's claim is released"
-        );
+        self.assert_claim_released(context);
         let events = std::fs::read_to_string(self.env.path(".iced/run/events.jsonl")).unwrap();
         for line in events.lines() {
             serde_json::from_str::<Value>(line)
                 .unwrap_or_else(|e| panic!("{context}: events.jsonl: {e}: {line:?}"));
         }
+    }
+
+    /// The ended run's claim is released, except after a kill between saving the run's end and
+    /// releasing its claims (`end-before-release`): then it names this run, which has ended, and
+    /// so blocks nobody (SPEC 20.3) until an admit replaces it.
+    fn assert_claim_released(&self, context: &str) {
+        let path = self.env.claim_path(&self.id);
+        if !path.exists() {
+            return;
+        }
+        assert!(
+            context.contains("ICED_FAILPOINT=end-before-release"),
+            "{context}: the ended run's claim is released"
+        );
+        let claim: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .expect("a claim is JSON");
+        assert_eq!(claim["run"], self.the_run().as_str(), "{context}: {claim}");
+        let ended = match self.state().runs.get(&self.the_run()) {
+            Some(run) => run.status.is_ended(),
+            None => self.recorded_run().is_some(),
+        };
+        assert!(
+            ended,
+            "{context}: a claim is left of a run that has not ended"
+        );
     }
 
     /// What a finished case must show: delivered ([`Case::assert_delivered`]) or landed
@@ -957,10 +979,7 @@ impl Case {
             "",
             "{context}: the person's checkout is clean"
         );
-        assert!(
-            !self.env.claim_path(&self.id).exists(),
-            "{context}: the ended run's claim is released"
-        );
+        self.assert_claim_released(context);
         let show = self.iced(&["run", "show", &run, "--json"], None);
         assert!(
             show.status.success(),
@@ -995,7 +1014,14 @@ impl Case {
                 },
                 _ => None,
             };
-            let call = self.iced(&["implement", "step", "--json"], failpoint);
+            // A host whose call was killed names its run (every answer carried it): the run
+            // may have ended in the call that died, and a step with no run names no ended run.
+            let run = killed.then(|| self.the_run());
+            let mut args = vec!["implement", "step", "--json"];
+            if let Some(run) = &run {
+                args.extend(["--run", run.as_str()]);
+            }
+            let call = self.iced(&args, failpoint);
             if call.killed() {
                 assert!(
                     failpoint.is_some(),

@@ -481,6 +481,51 @@ fn a_child_of_a_live_project_run_cannot_be_built_alone() {
     assert_eq!(p.lanes_started(), vec![p.children[0].clone()]);
 }
 
+/// Issue 15 (#5): a run's claims go only after its end is saved. Killed between the two (an
+/// abandon of a blocked project run), the state says the run ended while its children's claims
+/// remain; those block nobody, so a child is built alone at once. Before, the claims went first:
+/// killed there, the run was still live with its children unclaimed.
+#[test]
+fn a_run_killed_between_its_end_and_its_releases_has_ended_and_blocks_nobody() {
+    let p = Project::new(
+        &["idle sessions end", "active sessions stay"],
+        &[],
+        &handing_back("002-idle-sessions-end", None),
+        json!({"pace": {"lanes": 1}}),
+    );
+    let (_, last) = build(&p.env, &p.id, &[], 4);
+    assert_eq!(last["status"], "blocked");
+    let run = str_of(&last, "run").to_owned();
+    let killed = p
+        .env
+        .command()
+        .env("ICED_FAILPOINT", "end-before-release")
+        .args(["run", "abandon", &run, "--json"])
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    assert_eq!(
+        state(&p.env).runs[&run].status,
+        iced::run::state::RunStatus::Abandoned
+    );
+    for unit in std::iter::once(&p.id).chain(&p.children) {
+        assert!(
+            p.env.claim_path(unit).exists(),
+            "the kill came before releasing {unit}'s claim"
+        );
+    }
+    let b = &p.children[1];
+    let (_, alone) = build(&p.env, b, &["--no-wait"], 0);
+    assert_ne!(str_of(&alone, "run"), run);
+    let claim: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.env.claim_path(b)).unwrap()).unwrap();
+    assert_eq!(claim["run"], str_of(&alone, "run"), "{claim:#}");
+    p.env
+        .iced_json(&["run", "abandon", str_of(&alone, "run")])
+        .ok();
+}
+
 /// Admit refuses a project it cannot build, naming why and writing nothing.
 #[test]
 fn admit_refuses_projects_it_cannot_build() {

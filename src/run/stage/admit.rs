@@ -55,9 +55,9 @@ pub fn admit(
         ));
     }
     let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
-    let unit = check_unit(ctx, &state, &id, session, &numbers)?;
+    let unit = check_unit(ctx, &state, &id, &numbers)?;
     let plan = if unit.parsed.frontmatter.str("type") == Some("project") {
-        plan_project(ctx, &state, &id, session, &numbers)?
+        plan_project(ctx, &state, &id, &numbers)?
     } else {
         ProjectPlan {
             lanes: vec![(id.clone(), Vec::new())],
@@ -185,7 +185,7 @@ pub fn admit(
         .collect();
     // Stale claims another checkout left go first, under that checkout's lock, never under ours.
     let wait = ctx.settings.lock_wait;
-    ctx.claims().clear_elsewhere(&units, session, step, wait)?;
+    ctx.claims().clear_elsewhere(&units, step, wait)?;
     let created = ctx.transact(|state| {
         // Re-check under the lock: another `build` may have won the race.
         if let Some(existing) = state.live_run_of(&id) {
@@ -199,10 +199,7 @@ pub fn admit(
             at: now.clone(),
             root: Some(ctx.claims().root().to_owned()),
         };
-        if let Taken::LiveHere(holder) = ctx
-            .claims()
-            .take(&units, &claim, state, session, step, wait)?
-        {
+        if let Taken::LiveHere(holder) = ctx.claims().take(&units, &claim, state, step, wait)? {
             return Ok(Err(holder));
         }
         crate::failpoint::hit("admit-after-claim");
@@ -253,7 +250,6 @@ pub(crate) fn check_unit(
     ctx: &Ctx<'_>,
     state: &State,
     id: &str,
-    session: Option<&str>,
     numbers: &crate::repo::Numbers,
 ) -> Result<crate::repo::UnitFile, Refusal> {
     let step = ctx.verb;
@@ -329,7 +325,7 @@ pub(crate) fn check_unit(
         Err(e) => return Err(io_error(step, e)),
     }
     ctx.claims()
-        .check(&id, state, session, step, ctx.settings.lock_wait)?;
+        .check(&id, state, step, ctx.settings.lock_wait)?;
     Ok(unit)
 }
 
@@ -365,7 +361,6 @@ pub(crate) fn plan_project(
     ctx: &Ctx<'_>,
     state: &State,
     project: &str,
-    session: Option<&str>,
     numbers: &crate::repo::Numbers,
 ) -> Result<ProjectPlan, Refusal> {
     let step = ctx.verb;
@@ -517,7 +512,7 @@ pub(crate) fn plan_project(
         ));
     }
     for u in &ordered {
-        check_unit(ctx, state, u, session, numbers)?;
+        check_unit(ctx, state, u, numbers)?;
     }
     Ok(ProjectPlan {
         lanes: ordered
