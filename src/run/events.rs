@@ -16,6 +16,8 @@ pub enum Event {
     Repaced,
     Paced,
     StepStart,
+    /// A step a killed call began, taken up again by a later call.
+    StepReplay,
     StepDone,
     StepFailed,
     /// A step found the world not there yet (a target that moved, a pull request not merged): it
@@ -47,6 +49,7 @@ impl Event {
             Event::Repaced => "repaced",
             Event::Paced => "paced",
             Event::StepStart => "step_start",
+            Event::StepReplay => "step_replay",
             Event::StepDone => "step_done",
             Event::StepFailed => "step_failed",
             Event::StepWaits => "step_waits",

@@ -59,7 +59,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
 /// Do one step of `run_id`.
 pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
-    let (next, snapshot) = ctx.transact(|state| {
+    let (next, snapshot, before) = ctx.transact(|state| {
         // The agents of the other runs that are still alive (SPEC 20.9).
         let elsewhere: usize = state
             .runs
@@ -74,7 +74,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
                 .and_then(|r| serde_json::from_value::<Run>(r["run"].clone()).ok())
                 .filter(|r| r.status.is_ended())
             {
-                return Ok((Pending::Report(Box::new(ended_report(&run))), run));
+                return Ok((Pending::Report(Box::new(ended_report(&run))), run.clone(), run));
             }
             return Err(ctx.refuse(
                 "run-not-found",
@@ -125,7 +125,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         if snapshot.status == RunStatus::Delivered && is_retired(&snapshot) {
             state.runs.remove(run_id);
         }
-        Ok((applied, snapshot))
+        Ok((applied, snapshot, before))
     })?;
     let started_step = match &next {
         Pending::AddWorktree { lane } => Some((lane, StepKey::Worktree.to_string())),
@@ -133,7 +133,14 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         Pending::CheckReceipt { lane } => Some((lane, StepKey::Receipt.to_string())),
         Pending::Deliver { lane } => Some((lane, StepKey::Deliver.to_string())),
         // The stage, not one validator's step: preparing covers several.
-        Pending::PrepareValidators { lane, .. } => Some((lane, "validate".to_owned())),
+        Pending::PrepareValidators { lane, keys } => Some((
+            lane,
+            if keys.iter().all(|k| *k == StepKey::Refute) {
+                StepKey::Refute.to_string()
+            } else {
+                "validate".to_owned()
+            },
+        )),
         Pending::Sync { lane, step } => Some((lane, step.to_string())),
         Pending::Report(_)
         | Pending::LaunchDod { .. }
@@ -142,10 +149,23 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
     };
     if let Some((lane, step)) = started_step {
         let attempt = snapshot.lane(lane).map_or(0, |l| l.attempt);
+        // A step a killed call began (its record was started before this call) is taken up
+        // again, not started: the story has one `step_start` per step and attempt (SPEC 21.5).
+        let replay = before.lane(lane).is_some_and(|l| {
+            l.attempt == attempt
+                && l.steps.iter().any(|r| {
+                    r.step.to_string() == step
+                        || (step == "validate" && matches!(r.step, StepKey::Validate(_)))
+                })
+        });
         emit(
             &ctx.paths,
             run_id,
-            Event::StepStart,
+            if replay {
+                Event::StepReplay
+            } else {
+                Event::StepStart
+            },
             json!({"lane": lane, "step": step, "attempt": attempt}),
         );
     }

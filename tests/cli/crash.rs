@@ -522,6 +522,33 @@ impl Case {
     /// receipt per implementer start, every definition-of-done command once per verified attempt,
     /// no record archived twice, no validator sandbox left. `lane` is the run's lane as the state
     /// or the record has it.
+    /// The run's story told once (issue 15, #6): one `run_start` (an admit killed after saving
+    /// the run lost it), and one `step_start` per step and attempt (a step a killed call began is
+    /// taken up again as `step_replay`, never started a second time).
+    fn assert_events_once(&self, context: &str, run: &str) {
+        let events = std::fs::read_to_string(self.env.path(".iced/run/events.jsonl")).unwrap();
+        let events: Vec<Value> = events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["run"] == run)
+            .collect();
+        let run_starts = events.iter().filter(|e| e["event"] == "run_start").count();
+        assert_eq!(run_starts, 1, "{context}: run_start events of the run");
+        let mut per_step = std::collections::BTreeMap::<String, usize>::new();
+        for e in events.iter().filter(|e| e["event"] == "step_start") {
+            let key = format!(
+                "{} {} {} {}",
+                e["lane"], e["step"], e["attempt"], e["command"]
+            );
+            *per_step.entry(key).or_default() += 1;
+        }
+        let twice: Vec<_> = per_step.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{context}: steps started more than once: {twice:?}"
+        );
+    }
+
     fn assert_work_once(&self, context: &str, retry_allowed: bool, run: &str, lane: &Value) {
         // No agent started twice for one (role, lens, attempt): a completed step never reran.
         let starts = self.agent_starts();
@@ -587,6 +614,8 @@ impl Case {
                 "{context}: {starts:?}"
             );
         }
+
+        self.assert_events_once(context, run);
 
         if self.setup.validated {
             // The metrics the delivery carries (issue 15, item 3): one `verify` per implementer

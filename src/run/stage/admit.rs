@@ -204,17 +204,19 @@ pub fn admit(
         }
         crate::failpoint::hit("admit-after-claim");
         state.runs.insert(run_id.clone(), run);
+        // Logged before the state that holds the run is saved (SPEC 21.5): a run never lacks
+        // its `run_start`; an admit killed in between leaves one for a run that never was.
+        emit(
+            &ctx.paths,
+            &run_id,
+            Event::RunStart,
+            json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped}),
+        );
         Ok(Ok(()))
     })?;
     match created {
         Ok(()) => {
             crate::failpoint::hit("admit-after-state");
-            emit(
-                &ctx.paths,
-                &run_id,
-                Event::RunStart,
-                json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped}),
-            );
             Ok((run_id, false))
         }
         Err(existing) => Ok((existing, true)),
