@@ -33,6 +33,7 @@ mod snap_project;
 mod snap_refusals;
 mod snap_step;
 mod snap_units;
+mod supervisor_kill;
 mod survivors;
 mod trust;
 mod validation;
