@@ -58,4 +58,7 @@ pub const ALL: &[&str] = &[
     "discard-before-release",
     "abandon-before-stop",
     "answer-after-write",
+    "supervisor-after-gate",
+    "supervisor-after-spawn",
+    "supervisor-before-outcome",
 ];

@@ -153,7 +153,9 @@ async fn supervise_on(dir: &Path, gate: &dyn Gate, stop: &StopRequest, reach: Re
             return EXIT_OK;
         }
     }
+    crate::failpoint::hit("supervisor-after-gate");
     let finished = run(dir, &spec, stop, reach).await;
+    crate::failpoint::hit("supervisor-before-outcome");
     match write_results(dir, &finished) {
         Ok(()) => EXIT_OK,
         Err(e) => {
@@ -397,6 +399,7 @@ async fn run(dir: &Path, spec: &ActivitySpec, stop: &StopRequest, reach: Reach) 
             log(dir, &format!("could not write child.json: {e}"));
         }
     }
+    crate::failpoint::hit("supervisor-after-spawn");
     let stdout = child
         .stdout
         .take()

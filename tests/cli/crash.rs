@@ -1351,6 +1351,10 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("end-after-metrics", "metrics.rs"),
     // `iced run abandon`.
     ("abandon-before-stop", "survivors.rs"),
+    // An implementer's supervisor (it inherits `ICED_FAILPOINT` from the call that launched it).
+    ("supervisor-after-gate", "supervisor_kill.rs"),
+    ("supervisor-after-spawn", "supervisor_kill.rs"),
+    ("supervisor-before-outcome", "supervisor_kill.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -1421,6 +1425,9 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "discard-before-release",
             "abandon-before-stop",
             "answer-after-write",
+            "supervisor-after-gate",
+            "supervisor-after-spawn",
+            "supervisor-before-outcome",
         ]
     );
 }

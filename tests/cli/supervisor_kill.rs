@@ -1,7 +1,9 @@
-//! A supervisor SIGKILLed while its agent works (issue 15, #6): the agent goes with it (the
-//! supervisor's child dies with its parent), the loop finds the supervisor gone and redoes the
-//! attempt once, and the unit is delivered once. Real processes and real signals: the test kills
-//! the supervisor the state names.
+//! A supervisor SIGKILLed (issue 15, #6): while its agent works, the agent goes with it (the
+//! supervisor's child dies with its parent); at its failpoints (after the gate let it start, after
+//! it spawned the agent, before it wrote the outcome) it dies by `ICED_FAILPOINT`, which it
+//! inherits from the call that launched it. Each time the loop finds the supervisor gone, takes
+//! the attempt for crashed, redoes it once, and the unit is delivered once. Real processes and
+//! real signals.
 
 use crate::landing::state;
 use crate::loop_e2e::{build, str_of, wait_for, with_agent};
@@ -89,4 +91,69 @@ fn a_killed_supervisor_takes_its_agent_along_and_the_attempt_is_redone_once() {
         1,
         "{delivers}"
     );
+}
+
+/// `iced build --no-wait` with `failpoint` (the implementer's supervisor dies there), then
+/// `iced build` to the end: delivered once, by attempt 2, attempt 1 taken for crashed and its
+/// agent not alive. The attempts whose agent started.
+fn supervisor_killed_at(failpoint: (&str, &str)) -> Vec<u32> {
+    let (env, id) = with_agent(
+        // Attempt 2 works on what attempt 1 may have committed already.
+        "attempt 1\ncommit src/session.rs fixed\nattempt 2\ncommit src/session.rs fixed again\nattempt *\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "commands": [{"argv": ["true"], "timeoutSec": 30}]}}),
+    );
+    let first = env
+        .command()
+        .env(failpoint.0, failpoint.1)
+        .args(["build", &id, "--no-wait", "--json"])
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{first:?}");
+    let (_, last) = build(&env, &id, &[], 0);
+    let s = state(&env);
+    let run = &s.runs[str_of(&last, "run")];
+    assert_eq!(run.status, RunStatus::Delivered, "{}: {last}", failpoint.1);
+    let implement = run.lanes[0].record(&StepKey::Implement).expect("a record");
+    assert_eq!(
+        (implement.attempt, implement.status),
+        (2, StepStatus::Done),
+        "{}",
+        failpoint.1
+    );
+    let starts = env.agent_starts();
+    if let Some(pid) = agent_pid(&starts, 1) {
+        assert!(!alive(pid), "{}: attempt 1's agent still runs", failpoint.1);
+    }
+    let branch = format!("iced/{id}/{id}");
+    let log = env.git_out(&["log", "--format=%s", &branch]);
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.starts_with("iced: deliver"))
+            .count(),
+        1,
+        "{}: {log}",
+        failpoint.1
+    );
+    (1..=2)
+        .filter(|a| agent_pid(&starts, *a).is_some())
+        .collect()
+}
+
+#[test]
+fn a_supervisor_killed_after_the_gate_started_no_agent() {
+    let started = supervisor_killed_at(("ICED_FAILPOINT", "supervisor-after-gate"));
+    assert_eq!(started, [2]);
+}
+
+#[test]
+fn a_supervisor_killed_after_spawning_its_agent_took_it_along() {
+    let started = supervisor_killed_at(("ICED_FAILPOINT", "supervisor-after-spawn"));
+    assert_eq!(started.last(), Some(&2), "{started:?}");
+}
+
+#[test]
+fn a_supervisor_killed_before_its_outcome_is_taken_for_crashed() {
+    // The agent of attempt 1 did its work; only its outcome was lost.
+    let started = supervisor_killed_at(("ICED_FAILPOINT", "supervisor-before-outcome"));
+    assert_eq!(started, [1, 2]);
 }
