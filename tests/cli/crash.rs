@@ -1544,8 +1544,13 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    // Every other seed builds a validated unit (validate, refute and fix stages included).
-    let setups = [Setup::process(1), Setup::process(1).validated()];
+    // A seed builds a plain unit, a validated one (validate, refute and fix stages included), or
+    // one landed by pull request through the fake forge (push, open, arm, retire), in turn.
+    let setups = [
+        Setup::process(1),
+        Setup::process(1).validated(),
+        Setup::process(1).landing(Land::Pr),
+    ];
     let max_delays: Vec<u64> = setups
         .iter()
         .map(|&setup| {
@@ -1558,7 +1563,8 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
                 "an uninterrupted build: {}",
                 call.describe()
             );
-            calibration.assert_delivered("an uninterrupted build", false);
+            calibration.build_to_delivery("an uninterrupted build");
+            calibration.assert_finished("an uninterrupted build", false);
             let max_delay = std::env::var("ICED_CRASH_MAX_DELAY_MS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -1575,7 +1581,7 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
     // Where each kill landed (the last step the killed build reported), counted after the walk.
     let landed: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     each_in_parallel("random kills", &seeds, 3, |&seed| {
-        let which = (seed % 2) as usize;
+        let which = (seed % setups.len() as u64) as usize;
         let delay = Rng::new(seed).next() % (max_delays[which] + 1);
         let case = Case::new(setups[which]);
         let (mut child, stdout, stderr) = case.spawn(&["build", &case.id, "--json"], None);
@@ -1592,8 +1598,9 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
                 format!("{} {}", v["stage"], v["action"]).replace('"', "")
             });
         eprintln!(
-            "seed {seed:#x} (validated: {}): {} after {delay} ms, last report: {at}",
+            "seed {seed:#x} (validated: {}, land: {:?}): {} after {delay} ms, last report: {at}",
             setups[which].validated,
+            setups[which].land,
             if first.killed() {
                 "killed"
             } else {
@@ -1604,11 +1611,11 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
             landed.lock().unwrap().push(at.clone());
         }
         let context = format!(
-            "seed {seed:#x} (validated: {}), killed after {delay} ms, last report {at}",
-            setups[which].validated
+            "seed {seed:#x} (validated: {}, land: {:?}), killed after {delay} ms, last report {at}",
+            setups[which].validated, setups[which].land
         );
         case.build_to_delivery(&context);
-        case.assert_delivered(&context, true);
+        case.assert_finished(&context, true);
     });
     // A walk that killed nothing proves nothing. How many builds a kill reaches depends on how
     // the calibration's load compares with the walk's (9 to 23 of 24 seen), so only a walk
