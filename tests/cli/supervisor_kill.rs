@@ -157,3 +157,98 @@ fn a_supervisor_killed_before_its_outcome_is_taken_for_crashed() {
     let started = supervisor_killed_at(("ICED_FAILPOINT", "supervisor-before-outcome"));
     assert_eq!(started, [1, 2]);
 }
+
+/// Supervisors (an implementer's or a definition-of-done command's, whichever the state names as
+/// running) SIGKILLed at random moments of a build that is left to go on (issue 15, item 5):
+/// `ICED_CRASH_ITERATIONS` seeds (6), up to two kills each. Every build returns, its run ends
+/// delivered (once: one delivery commit) or blocked when the kills spent its crash budget, and no
+/// agent is left alive. Prints how many supervisors were killed; fails when none was.
+#[test]
+fn supervisors_killed_at_random_moments_end_every_run_and_deliver_once() {
+    let iterations: u64 = std::env::var("ICED_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    // Each attempt works a little before it commits, so that kills fall inside its agent.
+    let mut script: String = (1..=8)
+        .map(|a| format!("attempt {a}\nsleep 0.3\ncommit src/session.rs fixed {a}\n"))
+        .collect();
+    script.push_str("attempt *\nreport-ok E1 E2\n");
+    let mut killed = 0;
+    for seed in 1..=iterations {
+        let mut rng = crate::crash::Rng::new(0x5EED + seed);
+        let (env, id) = with_agent(
+            &script,
+            json!({
+                "run": {"maxCrashRetries": 4},
+                "verify": {"independent": false, "commands": [{"argv": ["sleep", "0.2"], "timeoutSec": 30}]},
+            }),
+        );
+        let mut build = env
+            .command()
+            .args(["build", &id, "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..2 {
+            std::thread::sleep(std::time::Duration::from_millis(rng.next() % 1200));
+            let Ok(bytes) = std::fs::read(env.path(".iced/run/state.json")) else {
+                continue;
+            };
+            let Ok(s) = iced::run::state::State::parse(&bytes) else {
+                continue;
+            };
+            let running: Vec<(u32, String)> = s
+                .runs
+                .values()
+                .flat_map(|r| &r.lanes)
+                .flat_map(|l| &l.steps)
+                .filter(|r| r.status == StepStatus::Started)
+                .filter_map(|r| Some((r.pid?, format!("{} attempt {}", r.step, r.attempt))))
+                .filter(|(pid, _)| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("supervise"))
+                })
+                .collect();
+            if let Some((pid, step)) = running.get((rng.next() % 4) as usize % running.len().max(1))
+            {
+                if kill(Pid::from_raw(*pid as i32), Signal::SIGKILL).is_ok() {
+                    eprintln!("seed {seed}: killed the supervisor of {step}");
+                    killed += 1;
+                }
+            }
+        }
+        let status = build.wait().unwrap();
+        let s = state(&env);
+        let run = s.runs.values().next().expect("the run");
+        assert!(
+            matches!(run.status, RunStatus::Delivered | RunStatus::Blocked),
+            "seed {seed}: the build ({status}) left the run {:?}",
+            run.status
+        );
+        if run.status == RunStatus::Delivered {
+            let log = env.git_out(&["log", "--format=%s", &format!("iced/{id}/{id}")]);
+            assert_eq!(
+                log.lines()
+                    .filter(|l| l.starts_with("iced: deliver"))
+                    .count(),
+                1,
+                "seed {seed}: {log}"
+            );
+        }
+        let starts = env.agent_starts();
+        for a in 1..=8 {
+            if let Some(pid) = agent_pid(&starts, a) {
+                wait_for("a killed supervisor's agent to be gone", || !alive(pid));
+            }
+        }
+        eprintln!(
+            "seed {seed}: run {:?} after {} agent starts",
+            run.status,
+            starts.len()
+        );
+    }
+    eprintln!("supervisors killed: {killed} over {iterations} builds");
+    assert!(killed > 0, "no supervisor was killed");
+}
