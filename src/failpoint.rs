@@ -30,6 +30,7 @@ pub fn hit(_name: &str) {}
 
 /// Every failpoint, for the crash suite to walk.
 pub const ALL: &[&str] = &[
+    "admit-after-gitignore",
     "admit-after-claim",
     "admit-after-state",
     "brief-after-write",

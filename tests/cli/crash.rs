@@ -1397,6 +1397,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
     assert_eq!(
         iced::failpoint::ALL,
         [
+            "admit-after-gitignore",
             "admit-after-claim",
             "admit-after-state",
             "brief-after-write",
@@ -1461,9 +1462,14 @@ fn build_killed_at_every_failpoint_resumes_to_one_delivery() {
 fn implement_step_killed_at_every_failpoint(driver: Driver) {
     let unreachable: &[&str] = match driver {
         // `implement step` never admits.
-        Driver::Process => &["admit-after-claim", "admit-after-state"],
+        Driver::Process => &[
+            "admit-after-gitignore",
+            "admit-after-claim",
+            "admit-after-state",
+        ],
         // ... and under the host driver never launches an implementer or a validator.
         Driver::Host => &[
+            "admit-after-gitignore",
             "admit-after-claim",
             "admit-after-state",
             "launch-after-record",

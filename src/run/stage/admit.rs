@@ -173,7 +173,10 @@ pub fn admit(
         brief_layout: crate::run::state::BRIEF_LAYOUT,
     };
     ensure_dir(&ctx.paths.dir, step)?;
-    let _ = crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600);
+    // The loop's files never show in `git status` (a lane's worktree has its own checkout).
+    crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600)
+        .map_err(|e| crate::repo::store_refusal(step, e))?;
+    crate::failpoint::hit("admit-after-gitignore");
     // The run's unit and each lane's: every one is claimed.
     let units: Vec<String> = std::iter::once(id.clone())
         .chain(
