@@ -59,6 +59,7 @@ pub const ALL: &[&str] = &[
     "discard-before-release",
     "abandon-before-stop",
     "answer-after-write",
+    "transcript-after-copy",
     "supervisor-after-gate",
     "supervisor-after-spawn",
     "supervisor-before-outcome",

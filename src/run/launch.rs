@@ -211,6 +211,10 @@ pub(crate) fn read_harness(
         .as_deref()
         .zip(transcript)
         .and_then(|(session, to)| copy_transcript(runner, session, to));
+    if copied.is_some() {
+        // Copied, not yet recorded: a replay copies it again over the same file.
+        crate::failpoint::hit("transcript-after-copy");
+    }
     // pi's session file holds every message once: its usage is whole, where the output's kept
     // tail may not be. (pi's own result always has turns and tokens: the keys keep their order.)
     if let (Some(copied), crate::runner::Kind::Pi) = (&copied, kind) {

@@ -1347,6 +1347,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("discard-before-release", "project.rs"),
     // A harness runner's answer, kept before it is recorded.
     ("answer-after-write", "harness.rs"),
+    // A harness session's transcript, copied before it is recorded.
+    ("transcript-after-copy", "harness.rs"),
     // A run that ends without delivering what it measured.
     ("end-after-metrics", "metrics.rs"),
     // `iced run abandon`.
@@ -1426,6 +1428,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "discard-before-release",
             "abandon-before-stop",
             "answer-after-write",
+            "transcript-after-copy",
             "supervisor-after-gate",
             "supervisor-after-spawn",
             "supervisor-before-outcome",

@@ -620,6 +620,56 @@ pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
     assert_eq!(record(&show, "receipt")["status"], "done", "{show:#}");
 }
 
+/// Crash safety of the transcript copy (issue 15, item 1): `iced build` killed right after copying
+/// the implementer's transcript, then built again: the implementer ran once, and its record
+/// names the one copy, whole.
+#[test]
+pub(crate) fn a_build_killed_after_copying_the_transcript_copies_it_once_resumed() {
+    let Some(program) = claude() else { return };
+    let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
+    let home = h.env.outside("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let killed = h
+        .env
+        .command()
+        .env("HOME", &home)
+        .env("ICED_TEST_API", &h.api.url)
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ICED_FAILPOINT", "transcript-after-copy")
+        .args(["build", &h.id, "--json"])
+        .output()
+        .expect("iced runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    let (out, last) = h.build();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let implementer_calls = h
+        .api
+        .seen()
+        .iter()
+        .filter(|s| s.rule.as_deref() == Some("# Brief: implement") && s.turn == 0)
+        .count();
+    assert_eq!(implementer_calls, 1, "the implementer ran once");
+    let show = h.show(str_of(&last, "run"));
+    let implement = record(&show, "implement");
+    let copy = PathBuf::from(str_of(&implement["outcome"]["harness"], "transcript"));
+    let text = std::fs::read_to_string(&copy).unwrap();
+    let session = str_of(&implement["outcome"]["harness"], "session_id");
+    assert!(text.contains(session), "the session's own transcript");
+    let dir = copy.parent().unwrap();
+    let copies: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("-implementer-"))
+        .collect();
+    assert_eq!(
+        copies,
+        [format!("{}-implementer-1.jsonl", h.id)],
+        "one implementer transcript in {}",
+        dir.display()
+    );
+}
+
 /// SPEC 20.10: a 429 from the API paces the run: the implementer's step is neither a crash nor an
 /// attempt; nothing is launched before `next_eligible_at`; then the implementer runs again and
 /// the run is delivered.
