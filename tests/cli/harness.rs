@@ -31,15 +31,18 @@ pub(crate) fn claude() -> Option<PathBuf> {
                 .find(|p| p.is_file())
         });
     if found.is_none() {
-        assert!(
-            std::env::var("ICED_REQUIRE_CLAUDE").as_deref() != Ok("1"),
-            "ICED_REQUIRE_CLAUDE=1 but no Claude Code CLI at ICED_CLAUDE or on PATH"
-        );
-        eprintln!(
-            "skipped: no Claude Code CLI (set ICED_CLAUDE, or install @anthropic-ai/claude-code)"
+        crate::skip::skipped(
+            &test_name(),
+            "ICED_REQUIRE_CLAUDE",
+            "no Claude Code CLI at ICED_CLAUDE or on PATH (install @anthropic-ai/claude-code)",
         );
     }
     found
+}
+
+/// The running test's name (libtest names its thread after it).
+pub(crate) fn test_name() -> String {
+    std::thread::current().name().unwrap_or("a test").to_owned()
 }
 
 /// The implementer: one Bash call that writes and commits a file, then its report as the final

@@ -20,11 +20,11 @@ fn codex() -> Option<PathBuf> {
                 .find(|p| p.is_file())
         });
     if found.is_none() {
-        assert!(
-            std::env::var("ICED_REQUIRE_CODEX").as_deref() != Ok("1"),
-            "ICED_REQUIRE_CODEX=1 but no Codex CLI at ICED_CODEX or on PATH"
+        crate::skip::skipped(
+            &crate::harness::test_name(),
+            "ICED_REQUIRE_CODEX",
+            "no Codex CLI at ICED_CODEX or on PATH (install @openai/codex)",
         );
-        eprintln!("skipped: no Codex CLI (set ICED_CODEX, or install @openai/codex)");
     }
     found
 }
@@ -130,11 +130,11 @@ fn pi() -> Option<(PathBuf, Option<PathBuf>)> {
         .map(PathBuf::from)
         .filter(|p| p.is_file());
     if found.is_none() {
-        assert!(
-            std::env::var("ICED_REQUIRE_PI").as_deref() != Ok("1"),
-            "ICED_REQUIRE_PI=1 but no pi CLI at ICED_PI"
+        crate::skip::skipped(
+            &crate::harness::test_name(),
+            "ICED_REQUIRE_PI",
+            "no pi CLI at ICED_PI (and ICED_PI_NODE_DIR for a Node 22 bin folder)",
         );
-        eprintln!("skipped: no pi CLI (set ICED_PI, and ICED_PI_NODE_DIR to a Node 22 bin folder)");
     }
     found.map(|p| (p, std::env::var_os("ICED_PI_NODE_DIR").map(PathBuf::from)))
 }

@@ -16,14 +16,13 @@ fn interop_dir() -> Option<PathBuf> {
     if dir.join("intent").is_dir() {
         Some(dir)
     } else {
-        assert!(
-            std::env::var("ICED_REQUIRE_INTEROP").as_deref() != Ok("1"),
-            "ICED_REQUIRE_INTEROP=1 but no interop units at {}",
-            dir.display()
-        );
-        eprintln!(
-            "skipped: no interop units at {} (set ICED_INTEROP_DIR)",
-            dir.display()
+        crate::skip::skipped(
+            &crate::harness::test_name(),
+            "ICED_REQUIRE_INTEROP",
+            &format!(
+                "no interop units at {} (set ICED_INTEROP_DIR)",
+                dir.display()
+            ),
         );
         None
     }

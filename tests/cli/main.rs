@@ -1,6 +1,7 @@
 //! The integration suite: the real `iced` binary driven in real temporary git repositories.
 
 mod env;
+mod skip;
 mod snap;
 
 mod authoring;
