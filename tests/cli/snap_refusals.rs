@@ -336,6 +336,7 @@ fn admit_refusals_read_well() {
             "[E1] Activity extends the session by an hour.",
         ),
     );
+    let other = env.approved_unit("another ready unit");
     env.commit_all("units that are not ready");
     let uncommitted = env.approved_unit("approved, not committed");
 
@@ -344,11 +345,11 @@ fn admit_refusals_read_well() {
     assert_refused!(&env, "contract-changed", 3, &["build", &edited]);
     assert_refused!(&env, "unit-uncommitted", 3, &["build", &uncommitted]);
 
-    // A claim that outlived its run (a run abandoned, its claim put back): obeyed.
-    let (_, old) = crate::loop_e2e::build(&env, &ready, &["--no-wait", "--session", "X"], 0);
-    let old_run = old["run"].as_str().unwrap().to_owned();
-    let claim = std::fs::read(env.claim_path(&ready)).unwrap();
-    env.iced_json(&["run", "abandon", &old_run]).ok();
+    // A claim of a live run (another unit's run, its claim copied to this unit): obeyed. One of
+    // an ended run blocks nobody (loop_refusals.rs).
+    let (_, live) = crate::loop_e2e::build(&env, &other, &["--no-wait", "--session", "X"], 0);
+    let live_run = live["run"].as_str().unwrap().to_owned();
+    let claim = std::fs::read(env.claim_path(&other)).unwrap();
     std::fs::write(env.claim_path(&ready), &claim).unwrap();
     assert_refused!(
         &env,
@@ -357,6 +358,7 @@ fn admit_refusals_read_well() {
         &["build", &ready, "--session", "Y"]
     );
     std::fs::remove_file(env.claim_path(&ready)).unwrap();
+    env.iced_json(&["run", "abandon", &live_run]).ok();
 
     // A validator that must run another model than the implementer, and names none.
     let config = env.read(".iced/config.json");
