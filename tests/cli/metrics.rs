@@ -246,3 +246,31 @@ fn the_signoff_takes_changes_and_a_rejection_and_approval_makes_the_unit_active(
         "{closed:#?}"
     );
 }
+
+/// Regression (issue 11 item 4): `iced status` showed an auto-accepted unit as `done` while the
+/// close on the lane branch (and, once landed, the checkout) says `accepted`.
+#[test]
+fn status_shows_an_auto_accepted_unit_as_accepted() {
+    use crate::validation::{implementer, section, validated, PASS};
+    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
+    for mode in ["none", "merge"] {
+        let (env, id) = validated(&script, &["full"], json!({"land": {"mode": mode}}));
+        env.set_field(&id, "autonomy", "2");
+        env.commit_all("autonomy 2: accepted without a person");
+        let (_, last) = build(&env, &id, &[], 0);
+        assert_eq!(last["status"], "delivered", "{mode}: {last}");
+        let branch = env.git_out(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/iced/",
+        ]);
+        let closed = env.git_out(&["show", &format!("{}:{}", branch.trim(), unit_file(&id))]);
+        assert!(closed.contains("status: accepted"), "{mode}: {closed}");
+        let status = env.iced_json(&["status", &id]).ok().json();
+        assert_eq!(status["status"], "accepted", "{mode}: {status:#}");
+        let list = env.iced_json(&["list"]).ok().json();
+        assert_eq!(list[0]["status"], "accepted", "{mode}: {list:#}");
+        let text = env.iced(&["status", &id]).ok().stdout;
+        assert!(text.contains("status accepted"), "{mode}: {text}");
+    }
+}
