@@ -16,7 +16,17 @@ pub struct InitReport {
     pub skipped: Vec<String>,
 }
 
-pub const GITATTRIBUTES_LINES: &[&str] = &["intent/**/*.md text eol=lf"];
+pub const GITATTRIBUTES_LINES: &[&str] = &[
+    "intent/**/*.md text eol=lf",
+    ".iced/metrics.jsonl merge=union",
+    "intent/*/decisions.md merge=union",
+];
+/// iced's append-only files merge by keeping both sides' lines (SPEC 23.1); the loop's own merges
+/// use these lines whether or not the repository's `.gitattributes` has them.
+pub const UNION_ATTRIBUTES: &[&str] = &[
+    ".iced/metrics.jsonl merge=union",
+    "intent/*/decisions.md merge=union",
+];
 pub const GITIGNORE_LINES: &[&str] = &[".iced/active", ".iced/tmp/"];
 
 const INTENT_README: &str = "# intent/

@@ -138,7 +138,7 @@ pub struct RunOverlay {
     pub status: &'static str,
     pub stage: &'static str,
     pub attempt: u32,
-    /// The unit status the run implies: building, verifying, done or blocked.
+    /// The unit status the run implies: building, verifying, done, accepted or blocked.
     pub unit_status: &'static str,
 }
 
@@ -161,8 +161,11 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
                     | LaneStage::Implement
                     | LaneStage::Receipt => "building",
                     LaneStage::Validate | LaneStage::Refute | LaneStage::Deliver => "verifying",
-                    LaneStage::Land | LaneStage::Retire => "done",
-                    LaneStage::Delivered => "done",
+                    // Delivered: what the close on the lane branch says (`accepted` when the
+                    // loop accepted it automatically, else `done`).
+                    LaneStage::Land | LaneStage::Retire | LaneStage::Delivered => {
+                        delivered_status(repo, lane)
+                    }
                     LaneStage::Blocked | LaneStage::Handback => "blocked",
                     LaneStage::Discarded => return None,
                 };
@@ -206,6 +209,30 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
             out
         })
         .collect()
+}
+
+/// The status a delivered lane's close commit gives its unit: `accepted` or `done`. A close that
+/// cannot be read (its commit gone) reads as `done`, what every delivery is at least.
+fn delivered_status(repo: &Repo, lane: &crate::run::state::Lane) -> &'static str {
+    use crate::run::outcome::DeliverOutcome;
+    use crate::run::state::StepKey;
+    let Some(commit) = lane
+        .outcome_as::<DeliverOutcome>(&StepKey::Deliver)
+        .and_then(|o| o.commit)
+    else {
+        return "done";
+    };
+    let path = format!("intent/{}/iced.md", lane.unit);
+    let accepted = crate::git::blob_at(&repo.root, &commit, &path, 1 << 20)
+        .ok()
+        .flatten()
+        .map(|bytes| crate::unit::frontmatter::parse(&String::from_utf8_lossy(&bytes)))
+        .is_some_and(|p| p.data.str("status") == Some("accepted"));
+    if accepted {
+        "accepted"
+    } else {
+        "done"
+    }
 }
 
 /// One row of `list`: a unit, or the refusal its file earned.

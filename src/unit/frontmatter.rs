@@ -46,6 +46,16 @@ impl Scalar {
         }
     }
 
+    /// False as iced-core's JavaScript reads it: null, `false`, `0` or the empty string.
+    pub fn is_falsy(&self) -> bool {
+        match self {
+            Scalar::Null => true,
+            Scalar::Bool(b) => !b,
+            Scalar::Int(n) => *n == 0,
+            Scalar::Str(s) => s.is_empty(),
+        }
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             Scalar::Null => serde_json::Value::Null,

@@ -276,7 +276,8 @@ pub fn lint(parsed: &ParsedUnit, stage: Stage, ctx: &LintContext<'_>) -> LintRep
     }
 
     let status = fm.str("status").and_then(|s| Status::from_str(s).ok());
-    let status_text = fm.get("status").filter(|v| !v.is_blank());
+    // A status iced-core reads as false (null, '', false, 0) counts as absent here.
+    let status_text = fm.get("status").filter(|v| !v.is_falsy());
     let signoff_rules = match stage {
         Stage::Signoff | Stage::Accept => true,
         Stage::Validate => status_text

@@ -718,13 +718,26 @@ fn rules() -> Vec<Case> {
         )
         .lines(&[41]),
     );
-    cases.push(case(
-        "`-> A:` with nothing after it still answers",
-        "open-questions",
-        Error,
-        NEVER,
-        approved(&[(" Yes, until the user picks a theme.", "")]),
-    ));
+    cases.push(
+        case(
+            "`-> A:` with nothing after it leaves the question open",
+            "open-questions",
+            Error,
+            SIGNOFF,
+            approved(&[(" Yes, until the user picks a theme.", "")]),
+        )
+        .lines(&[41]),
+    );
+    cases.push(
+        case(
+            "`-> A:` with only spaces after it leaves the question open",
+            "open-questions",
+            Error,
+            SIGNOFF,
+            approved(&[(" Yes, until the user picks a theme.", "   ")]),
+        )
+        .lines(&[41]),
+    );
 
     // assumptions-present: signoff, warning, one per [assumed] line.
     let text = approved(&[(

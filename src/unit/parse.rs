@@ -6,7 +6,7 @@
 //! item; `{verify: kind | ref}` and `-> A:` are read after the wrap. Unknown sections are kept in
 //! the text and ignored here.
 
-use super::frontmatter::{self, Frontmatter, FrontmatterProblem};
+use super::frontmatter::{self, Frontmatter, FrontmatterProblem, Scalar};
 use crate::text::{
     blank_comments, is_js_space, js_dot_matches_all, js_lower_eq, js_trim, js_trim_end,
 };
@@ -258,6 +258,8 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         .get("title")
         .filter(|v| !v.is_null())
         .map(|v| v.to_string());
+    // iced-core shows the first `# ` heading in place of a title it reads as false ('', 0, false).
+    let title_falsy = fm.data.get("title").is_none_or(Scalar::is_falsy);
     let mut parsed = ParsedUnit {
         frontmatter: fm.data,
         frontmatter_problem: fm.problem,
@@ -279,6 +281,7 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
     // The item that following lines may continue: which list, and its index there.
     let mut last: Option<(Target, usize)> = None;
     let mut goal_lines: Vec<&str> = Vec::new();
+    let mut heading_seen = false;
 
     for (i, raw) in body.split('\n').enumerate() {
         let line = js_trim_end(raw);
@@ -297,7 +300,8 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         }
         last = None;
         if let Some(text) = heading(line, 1) {
-            if parsed.title.is_none() {
+            if title_falsy && !heading_seen {
+                heading_seen = true;
                 parsed.title = Some(js_trim(text).to_owned());
             }
             continue;
@@ -412,7 +416,9 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
     }
     for item in &mut parsed.questions {
         if let Some(at) = item.text.find("-> A:") {
-            item.answer = Some(js_trim(&item.text[at + 5..]).to_owned());
+            // An empty answer leaves the question open, as in iced-core (`!q.answer`).
+            let answer = js_trim(&item.text[at + 5..]);
+            item.answer = (!answer.is_empty()).then(|| answer.to_owned());
             item.text = js_trim(&item.text[..at]).to_owned();
         }
     }

@@ -64,7 +64,11 @@ fn init_writes_exactly_the_files_of_the_spec() {
     );
     assert_eq!(
         lines(&env.read(".gitattributes")),
-        ["intent/**/*.md text eol=lf"]
+        [
+            "intent/**/*.md text eol=lf",
+            ".iced/metrics.jsonl merge=union",
+            "intent/*/decisions.md merge=union"
+        ]
     );
     for kind in ["project", "feature", "bug", "review", "chore"] {
         let builtin = std::fs::read(
@@ -125,18 +129,22 @@ fn init_appends_the_attributes_line_once() {
     env.write(".gitattributes", "*.png binary");
     env.iced_json(&["init"]).ok();
     let text = env.read(".gitattributes");
-    assert_eq!(text, "*.png binary\nintent/**/*.md text eol=lf\n");
+    assert_eq!(
+        text,
+        "*.png binary\nintent/**/*.md text eol=lf\n.iced/metrics.jsonl merge=union\nintent/*/decisions.md merge=union\n"
+    );
 
+    // A repository with the older single line gets the union lines (issue 11 item 7), once.
     let env = TestEnv::new();
     env.write(
         ".gitattributes",
         "  intent/**/*.md text eol=lf  \n*.png binary\n",
     );
+    env.iced_json(&["init"]).ok();
+    let with_union = "  intent/**/*.md text eol=lf  \n*.png binary\n.iced/metrics.jsonl merge=union\nintent/*/decisions.md merge=union\n";
+    assert_eq!(env.read(".gitattributes"), with_union);
     let report = env.iced_json(&["init"]).ok().json();
-    assert_eq!(
-        env.read(".gitattributes"),
-        "  intent/**/*.md text eol=lf  \n*.png binary\n"
-    );
+    assert_eq!(env.read(".gitattributes"), with_union);
     assert!(
         report["skipped"]
             .as_array()

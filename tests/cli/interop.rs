@@ -144,3 +144,115 @@ fn reference_spec_examples_and_legacy_config_are_read() {
         serde_json::json!(["003-invoice-download"])
     );
 }
+
+/// Reference unit 002 (accepted, with a `# ` heading and an empty `## Open questions`) copied into
+/// a fresh repository with `edit` applied to its text: how iced-core writes a unit, changed in one
+/// place. Returns the environment and the unit's id.
+fn reference_unit_with(edit: impl Fn(&str) -> String) -> Option<(TestEnv, String)> {
+    let dir = interop_dir()?;
+    let id = "002-fix-finding-1-from-bug-hunt-report-md-mu".to_owned();
+    let env = TestEnv::initialized();
+    copy_dir(
+        &dir.join("intent").join(&id),
+        &env.path(&format!("intent/{id}")),
+    );
+    let file = env.path(&format!("intent/{id}/iced.md"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = edit(&text);
+    assert_ne!(edited, text, "the edit changed nothing");
+    std::fs::write(&file, edited).unwrap();
+    Some((env, id))
+}
+
+fn error_codes(report: &serde_json::Value) -> Vec<(String, Option<u64>)> {
+    report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["code"].as_str().unwrap().to_owned(), e["line"].as_u64()))
+        .collect()
+}
+
+#[test]
+fn an_empty_answer_leaves_a_question_open_as_in_iced_core() {
+    // iced-core: `item.answer = text.slice(idx + 5).trim()` and `if (!q.answer)` is open.
+    let Some((env, id)) = reference_unit_with(|t| {
+        t.replace(
+            "## Open questions\n",
+            "## Open questions\n- [Q1] SSO too? -> A:\n- [Q2] Audit log? -> A:   \n- [Q3] Mobile? -> A: No.\n",
+        )
+    }) else {
+        return;
+    };
+    let run = env.iced_json(&["lint", &id, "--stage", "validate"]);
+    let codes = error_codes(&run.json());
+    assert_eq!(
+        codes,
+        [
+            ("open-questions".to_owned(), Some(57)),
+            ("open-questions".to_owned(), Some(58))
+        ],
+        "{run:?}"
+    );
+    assert_eq!(run.code, 3);
+    let status = env.iced(&["status", &id]).ok().stdout;
+    assert!(status.contains("[Q1] SSO too? (OPEN)"), "{status}");
+    assert!(status.contains("[Q2] Audit log? (OPEN)"), "{status}");
+    assert!(status.contains("[Q3] Mobile? -> No."), "{status}");
+}
+
+#[test]
+fn a_false_status_gets_no_signoff_rules_at_validate_as_in_iced_core() {
+    // iced-core: `stage === "validate" && status && ...`: a falsy status is no status there,
+    // while the enum check (`fm[key] != null`) still reports it.
+    for status in ["false", "0"] {
+        let Some((env, id)) = reference_unit_with(|t| {
+            t.replace("status: accepted", &format!("status: {status}"))
+                .replace(
+                    "## Open questions\n",
+                    "## Open questions\n- [Q1] SSO too?\n",
+                )
+        }) else {
+            return;
+        };
+        let report = env.iced_json(&["lint", &id, "--stage", "validate"]).json();
+        let codes: Vec<String> = error_codes(&report).into_iter().map(|c| c.0).collect();
+        assert_eq!(codes, ["field-invalid"], "status {status}: {report}");
+        // At sign-off the rules apply whatever the status says.
+        let report = env.iced_json(&["lint", &id, "--stage", "signoff"]).json();
+        let codes: Vec<String> = error_codes(&report).into_iter().map(|c| c.0).collect();
+        assert!(codes.contains(&"open-questions".to_owned()), "{report}");
+    }
+}
+
+#[test]
+fn a_false_title_shows_the_first_heading_as_in_iced_core() {
+    // iced-core: `title: fm.data.title ?? null`, then `if (!parsed.title)` takes the first `# `.
+    let heading = "Prevent protected-field multi-edit bypass";
+    for (title, missing) in [("''", true), ("0", false), ("false", false), ("\"\"", true)] {
+        let Some((env, id)) = reference_unit_with(|t| {
+            t.replace(&format!("title: {heading}"), &format!("title: {title}"))
+        }) else {
+            return;
+        };
+        let status = env.iced_json(&["status", &id]).ok().json();
+        assert_eq!(status["title"], heading, "title {title}");
+        let list = env.iced_json(&["list"]).ok().json();
+        assert_eq!(list[0]["title"], heading, "title {title}");
+        // Lint reports an empty title as missing; `0` and `false` are values iced-core accepts.
+        let report = env.iced_json(&["lint", &id, "--stage", "draft"]).json();
+        let empty = report["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["message"] == "Missing required field `title`.");
+        assert_eq!(empty, missing, "title {title}: {report}");
+    }
+    // A quoted "0" is a string, true in JavaScript: it stays the title.
+    let Some((env, id)) =
+        reference_unit_with(|t| t.replace(&format!("title: {heading}"), "title: \"0\""))
+    else {
+        return;
+    };
+    assert_eq!(env.iced_json(&["status", &id]).ok().json()["title"], "0");
+}

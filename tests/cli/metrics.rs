@@ -45,9 +45,18 @@ fn a_failed_attempt_lands_with_the_work_and_the_first_pass_rate_counts_it() {
     );
     let (_, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{last}");
-    // Without independent validators the delivery writes no pass (SPEC 12.1), but the failed
-    // attempt lands with the work.
-    assert_eq!(loop_events(&env, &id), [ev("verify", "fail", Some(1))]);
+    // The failed attempt lands with the work, then the delivery's pass (without independent
+    // validators too: SPEC 12.1).
+    assert_eq!(
+        loop_events(&env, &id),
+        [ev("verify", "fail", Some(1)), ev("verify", "pass", Some(2))]
+    );
+    let pass = env
+        .metrics()
+        .into_iter()
+        .find(|e| e["result"] == "pass")
+        .unwrap();
+    assert_eq!(pass["independent"], false, "{pass}");
     let fail = env
         .metrics()
         .into_iter()
@@ -245,4 +254,120 @@ fn the_signoff_takes_changes_and_a_rejection_and_approval_makes_the_unit_active(
         "unit-closed",
         "{closed:#?}"
     );
+}
+
+/// Regression (issue 11 item 4): `iced status` showed an auto-accepted unit as `done` while the
+/// close on the lane branch (and, once landed, the checkout) says `accepted`.
+#[test]
+fn status_shows_an_auto_accepted_unit_as_accepted() {
+    use crate::validation::{implementer, section, validated, PASS};
+    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
+    for mode in ["none", "merge"] {
+        let (env, id) = validated(&script, &["full"], json!({"land": {"mode": mode}}));
+        env.set_field(&id, "autonomy", "2");
+        env.commit_all("autonomy 2: accepted without a person");
+        let (_, last) = build(&env, &id, &[], 0);
+        assert_eq!(last["status"], "delivered", "{mode}: {last}");
+        let branch = env.git_out(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/iced/",
+        ]);
+        let closed = env.git_out(&["show", &format!("{}:{}", branch.trim(), unit_file(&id))]);
+        assert!(closed.contains("status: accepted"), "{mode}: {closed}");
+        let status = env.iced_json(&["status", &id]).ok().json();
+        assert_eq!(status["status"], "accepted", "{mode}: {status:#}");
+        let list = env.iced_json(&["list"]).ok().json();
+        assert_eq!(list[0]["status"], "accepted", "{mode}: {list:#}");
+        let text = env.iced(&["status", &id]).ok().stdout;
+        assert!(text.contains("status accepted"), "{mode}: {text}");
+    }
+}
+
+/// Regression (issue 11 item 7): `.iced/metrics.jsonl` and the unit's `decisions.md` conflicted
+/// when the lane landed after a person's `iced new` and `iced decision` on `main` during the run:
+/// the lane blocked. iced's append-only files merge by union, even in a repository whose
+/// `.gitattributes` predates the rule.
+#[test]
+fn a_lane_lands_after_a_person_appends_to_the_metrics_and_the_decision_log_on_main() {
+    let (env, id) = TestEnv::buildable(json!({
+        "verify": {"independent": false, "commands": []},
+        "land": {"mode": "merge", "strategy": "merge"}
+    }));
+    // A repository set up before the rule: no union lines in its `.gitattributes`.
+    let attributes = env.read(".gitattributes");
+    env.write(
+        ".gitattributes",
+        attributes
+            .lines()
+            .filter(|l| !l.contains("merge=union"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    );
+    env.commit_all("attributes as an older iced wrote them");
+    let (_, agent) = crate::loop_e2e::host_run(&env, &id);
+    let worktree = std::path::PathBuf::from(str_of(&agent, "worktree"));
+
+    // The person, on main, while the agent works: a new unit and a decision on this one.
+    let other = env
+        .iced_json(&["new", "remember the last page"])
+        .ok()
+        .json();
+    let other = str_of(&other, "id").to_owned();
+    env.iced_json(&[
+        "decision",
+        &id,
+        "--decision",
+        "keep the timeout in one place",
+        "--why",
+        "the person said so",
+    ])
+    .ok();
+    env.commit_all("a new unit and a decision, during the run");
+
+    // The agent appends to the same decision log on the lane.
+    let log = format!("intent/{id}/decisions.md");
+    let lane_log = std::fs::read_to_string(worktree.join(&log)).unwrap();
+    crate::loop_e2e::agent_commit(
+        &worktree,
+        &log,
+        &format!("{lane_log}\n- Decision: refresh on every request (the agent)\n"),
+    );
+    crate::loop_e2e::agent_commit(&worktree, "src/session.rs", "refreshed\n");
+    std::fs::write(str_of(&agent, "receipt_path"), crate::loop_e2e::GOOD_REPORT).unwrap();
+    crate::loop_e2e::hand_in(&env, str_of(&agent, "receipt_path")).ok();
+    let done = crate::loop_e2e::step_until(&env, |s| {
+        matches!(s["action"].as_str(), Some("delivered" | "blocked"))
+    });
+    assert_eq!(done["action"], "delivered", "{done:#}");
+
+    let metrics = env.git_out(&["show", "main:.iced/metrics.jsonl"]);
+    assert!(!metrics.contains("<<<<<<<"), "{metrics}");
+    let events: Vec<Value> = metrics
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["id"] == other.as_str() && e["event"] == "created"),
+        "{metrics}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["id"] == id.as_str() && e["event"] == "verify" && e["result"] == "pass"),
+        "{metrics}"
+    );
+    let decisions = env.git_out(&["show", &format!("main:{log}")]);
+    assert!(
+        decisions.contains("keep the timeout in one place"),
+        "{decisions}"
+    );
+    assert!(
+        decisions.contains("refresh on every request (the agent)"),
+        "{decisions}"
+    );
+    assert!(!decisions.contains("<<<<<<<"), "{decisions}");
+    assert_eq!(env.read("src/session.rs"), "refreshed\n");
 }

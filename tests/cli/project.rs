@@ -234,6 +234,19 @@ fn a_project_of_three_children_lands_them_all_two_lanes_at_a_time() {
     // Pace: two lanes overlapped, three never did; the third started in order, last.
     assert_eq!(p.most_alive(), 2, "events:\n{:#?}", p.events());
     assert_eq!(p.lanes_started(), p.children);
+
+    // Each lane appended its verify pass to `.iced/metrics.jsonl`; the appends merged by union
+    // as the lanes landed (issue 11 item 7): every child's pass is in main's log, once.
+    let metrics = p.env.git_out(&["show", "main:.iced/metrics.jsonl"]);
+    assert!(!metrics.contains("<<<<<<<"), "{metrics}");
+    for child in &p.children {
+        let passes = metrics
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["id"] == *child && e["event"] == "verify" && e["result"] == "pass")
+            .count();
+        assert_eq!(passes, 1, "{child}:\n{metrics}");
+    }
 }
 
 /// SPEC 23.6: a child that `depends:` on another starts only once that one has landed, from a

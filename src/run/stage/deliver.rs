@@ -384,23 +384,17 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         metrics.push('\n');
     }
     // The delivery is the loop's verdict: the definition of done passed, and the independent
-    // validators too when there were any (`independent` says which).
-    // Without independent validators no pass is written: two lanes of a project would both
-    // append to the file and conflict at landing until append-only files merge by union
-    // (issue 11 item 7).
-    if close.validated {
-        metric(
-            &mut metrics,
-            "verify",
-            json!({"result": "pass", "attempt": lane.attempt, "independent": true}),
-        );
-        if close.status == "accepted" {
-            metric(&mut metrics, "accept", json!({"auto": true}));
-        }
+    // validators too when there were any (`independent` says which). Two lanes of a project both
+    // append here; the file merges by union when they land (SPEC 23.1).
+    metric(
+        &mut metrics,
+        "verify",
+        json!({"result": "pass", "attempt": lane.attempt, "independent": close.validated}),
+    );
+    if close.status == "accepted" {
+        metric(&mut metrics, "accept", json!({"auto": true}));
     }
-    if close.validated || !lane.metrics.is_empty() {
-        files.push((".iced/metrics.jsonl".into(), metrics));
-    }
+    files.push((".iced/metrics.jsonl".into(), metrics));
     // The close's tree: the judged head's, with these files, built in an index of our own.
     let index: PathBuf = ctx
         .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)

@@ -43,15 +43,17 @@ pub enum Integrated {
 }
 
 /// Merge `target_commit` into the lane branch checked out in `worktree`, unless it is in already.
+/// `merge` is git's `-c` options for the merge: the identity, and the attributes file that makes
+/// iced's append-only files merge by union (SPEC 23.1).
 pub fn integrate(
     worktree: &Path,
     target_commit: &str,
-    identity: &[String],
+    merge: &[String],
 ) -> Result<Integrated, String> {
     if is_ancestor(worktree, target_commit, "HEAD") {
         return Ok(Integrated::AlreadyIn);
     }
-    let mut args: Vec<&str> = identity.iter().map(String::as_str).collect();
+    let mut args: Vec<&str> = merge.iter().map(String::as_str).collect();
     args.extend([
         "merge",
         "--no-ff",
@@ -105,6 +107,23 @@ pub fn landed_commit(
             git(dir, &args)
         }
     }
+}
+
+/// Write the loop's attributes file (`.iced/run/attributes`, SPEC 23.1) if it is not as it should
+/// be, and return the `-c` options that make a git merge read it.
+pub fn union_attributes(run_dir: &Path) -> Result<Vec<String>, String> {
+    let path = run_dir.join("attributes");
+    let want = format!("{}\n", crate::init::UNION_ATTRIBUTES.join("\n"));
+    let have = crate::store::read_no_follow(&path, 4096).ok();
+    if have.as_deref() != Some(want.as_bytes()) {
+        crate::store::create_dir_all(run_dir).map_err(|e| e.to_string())?;
+        crate::store::write_atomic(&path, want.as_bytes(), 0o600).map_err(|e| e.to_string())?;
+    }
+    let absolute = std::path::absolute(&path).map_err(|e| e.to_string())?;
+    Ok(vec![
+        "-c".to_owned(),
+        format!("core.attributesFile={}", absolute.display()),
+    ])
 }
 
 /// The worktree that has `branch` checked out, if any.

@@ -116,13 +116,13 @@ fn check_head(
     worktree: &Path,
     head: &str,
     round: u32,
-    target: Option<&str>,
+    target: Option<(&str, &[String])>,
 ) -> Result<Option<Vec<String>>, String> {
     let heads = accounted_heads(lane);
     if heads.iter().any(|h| h == head) {
         return Ok(None);
     }
-    if target.is_some_and(|t| own_merge(worktree, head, &heads, t)) {
+    if target.is_some_and(|(t, merge)| own_merge(worktree, head, &heads, t, merge)) {
         return Ok(None);
     }
     let since = heads.last().cloned().unwrap_or_default();
@@ -153,7 +153,13 @@ fn check_head(
 /// it leaves it on the branch): a merge of the target (as of `target` or before) into a head the
 /// loop accounts for, whose tree is exactly what git merges them into. A person's resolution of a
 /// conflict would not be: it has a tree git did not make by itself.
-fn own_merge(worktree: &Path, head: &str, heads: &[String], target: &str) -> bool {
+fn own_merge(
+    worktree: &Path,
+    head: &str,
+    heads: &[String],
+    target: &str,
+    merge: &[String],
+) -> bool {
     let git = |args: &[&str]| crate::git::run(worktree, args);
     let Ok(parents) = git(&["rev-list", "--parents", "-n", "1", head]) else {
         return false;
@@ -164,7 +170,10 @@ fn own_merge(worktree: &Path, head: &str, heads: &[String], target: &str) -> boo
     if !heads.iter().any(|h| h == first) || !land::is_ancestor(worktree, second, target) {
         return false;
     }
-    let merged = git(&["merge-tree", "--write-tree", first, second]);
+    // Merged as the integrate step merges: iced's append-only files by union (SPEC 23.1).
+    let mut args: Vec<&str> = merge.iter().map(String::as_str).collect();
+    args.extend(["merge-tree", "--write-tree", first, second]);
+    let merged = git(&args);
     let tree = git(&["rev-parse", &format!("{head}^{{tree}}")]);
     matches!((merged, tree), (Ok(m), Ok(t)) if m.lines().next() == Some(t.as_str()))
 }
@@ -205,7 +214,21 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 Ok(c) => c,
                 Err(e) => return failed(format!("the target `{target}` could not be read: {e}")),
             };
-            let accepted = match check_head(lane, &worktree, &before, round, Some(&target_head)) {
+            let merge = match land::union_attributes(&ctx.paths.dir) {
+                Ok(attributes) => [identity(&worktree), attributes].concat(),
+                Err(e) => {
+                    return failed(format!(
+                        "the loop's attributes file could not be written: {e}"
+                    ))
+                }
+            };
+            let accepted = match check_head(
+                lane,
+                &worktree,
+                &before,
+                round,
+                Some((&target_head, &merge)),
+            ) {
                 Ok(a) => a,
                 Err(why) => return failed(why),
             };
@@ -271,7 +294,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                     }
                 }
             }
-            let result = land::integrate(&worktree, &target_head, &identity(&worktree));
+            let result = land::integrate(&worktree, &target_head, &merge);
             crate::failpoint::hit("land-after-integrate");
             match result {
                 // Whether the target came in is judged against the delivery commit, so a call
