@@ -7,7 +7,7 @@ use crate::env::{merge_json, TestEnv};
 use crate::loop_e2e::{last_line, str_of};
 use crate::mock_api::{MockApi, Reply, Rule};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A dummy key: the mock only checks that one was sent. It must never be written anywhere.
 pub(crate) const API_KEY: &str = "sk-ant-test-PLANTED-0123456789";
@@ -589,13 +589,10 @@ pub(crate) fn record_claude_outputs() {
     }
 }
 
-/// Crash safety of taking an answer from the final message (SPEC 20.8): `iced build` killed
-/// right after writing the report the implementer left in its final message, then built again,
-/// reads that report as the agent's and delivers, the implementer having run once.
-#[test]
-pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
-    let Some(program) = claude() else { return };
-    let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
+/// A Claude Code implementer and validator; `iced build` killed at `failpoint`, then built again
+/// to delivery with the implementer having run once. The harness and the last line.
+fn killed_at_then_delivered(program: &Path, failpoint: (&str, &str)) -> (Harness, Value) {
+    let h = Harness::new(program, vec![implementer(), validator(PASS)], json!({}));
     let home = h.env.outside("home");
     std::fs::create_dir_all(&home).unwrap();
     let killed = h
@@ -604,7 +601,7 @@ pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
         .env("HOME", &home)
         .env("ICED_TEST_API", &h.api.url)
         .env("ANTHROPIC_API_KEY", API_KEY)
-        .env("ICED_FAILPOINT", "answer-after-write")
+        .env(failpoint.0, failpoint.1)
         .args(["build", &h.id, "--json"])
         .output()
         .expect("iced runs");
@@ -619,6 +616,16 @@ pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
         .filter(|s| s.rule.as_deref() == Some("# Brief: implement") && s.turn == 0)
         .count();
     assert_eq!(implementer_calls, 1, "the implementer ran once");
+    (h, last)
+}
+
+/// Crash safety of taking an answer from the final message (SPEC 20.8): `iced build` killed
+/// right after writing the report the implementer left in its final message, then built again,
+/// reads that report as the agent's and delivers, the implementer having run once.
+#[test]
+pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
+    let Some(program) = claude() else { return };
+    let (h, last) = killed_at_then_delivered(&program, ("ICED_FAILPOINT", "answer-after-write"));
     let show = h.show(str_of(&last, "run"));
     assert_eq!(record(&show, "receipt")["status"], "done", "{show:#}");
 }
@@ -629,30 +636,7 @@ pub(crate) fn a_build_killed_after_writing_the_answer_reads_it_once_resumed() {
 #[test]
 pub(crate) fn a_build_killed_after_copying_the_transcript_copies_it_once_resumed() {
     let Some(program) = claude() else { return };
-    let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
-    let home = h.env.outside("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let killed = h
-        .env
-        .command()
-        .env("HOME", &home)
-        .env("ICED_TEST_API", &h.api.url)
-        .env("ANTHROPIC_API_KEY", API_KEY)
-        .env("ICED_FAILPOINT", "transcript-after-copy")
-        .args(["build", &h.id, "--json"])
-        .output()
-        .expect("iced runs");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
-    let (out, last) = h.build();
-    assert_eq!(last["status"], "delivered", "{out:#?}");
-    let implementer_calls = h
-        .api
-        .seen()
-        .iter()
-        .filter(|s| s.rule.as_deref() == Some("# Brief: implement") && s.turn == 0)
-        .count();
-    assert_eq!(implementer_calls, 1, "the implementer ran once");
+    let (h, last) = killed_at_then_delivered(&program, ("ICED_FAILPOINT", "transcript-after-copy"));
     let show = h.show(str_of(&last, "run"));
     let implement = record(&show, "implement");
     let copy = PathBuf::from(str_of(&implement["outcome"]["harness"], "transcript"));

@@ -473,9 +473,9 @@ fn a_run_whose_only_blocked_lane_waits_on_a_handback_ends_handed_back() {
     }
 }
 
-/// SPEC 23.6: while a project run is live, building one of its children alone is refused.
-#[test]
-fn a_child_of_a_live_project_run_cannot_be_built_alone() {
+/// A project of two children, one lane at a time, whose first child hands back: `iced build`
+/// returns the run blocked (its last line).
+fn blocked_on_a_handback() -> (Project, Value) {
     let p = Project::new(
         &["idle sessions end", "active sessions stay"],
         &[],
@@ -484,6 +484,13 @@ fn a_child_of_a_live_project_run_cannot_be_built_alone() {
     );
     let (_, last) = build(&p.env, &p.id, &[], 4);
     assert_eq!(last["status"], "blocked");
+    (p, last)
+}
+
+/// SPEC 23.6: while a project run is live, building one of its children alone is refused.
+#[test]
+fn a_child_of_a_live_project_run_cannot_be_built_alone() {
+    let (p, last) = blocked_on_a_handback();
     let b = &p.children[1];
     let refusal = p.env.iced_json(&["build", b]).refused(3, "unit-claimed");
     assert!(
@@ -500,14 +507,7 @@ fn a_child_of_a_live_project_run_cannot_be_built_alone() {
 /// killed there, the run was still live with its children unclaimed.
 #[test]
 fn a_run_killed_between_its_end_and_its_releases_has_ended_and_blocks_nobody() {
-    let p = Project::new(
-        &["idle sessions end", "active sessions stay"],
-        &[],
-        &handing_back("002-idle-sessions-end", None),
-        json!({"pace": {"lanes": 1}}),
-    );
-    let (_, last) = build(&p.env, &p.id, &[], 4);
-    assert_eq!(last["status"], "blocked");
+    let (p, last) = blocked_on_a_handback();
     let run = str_of(&last, "run").to_owned();
     let killed = p
         .env

@@ -26,12 +26,7 @@ fn agent_pid(starts: &[String], attempt: u32) -> Option<i32> {
 }
 
 fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !(rest.starts_with('Z') || rest.starts_with('X'))),
-    }
+    crate::survivors::alive(pid as u32)
 }
 
 #[test]

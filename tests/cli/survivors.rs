@@ -61,7 +61,7 @@ impl Drop for Escapees {
 
 /// A process runs with this pid: it is in /proc and is not a zombie (one that ended and waits
 /// for its parent to reap it runs nothing).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
         Ok(stat) => stat
