@@ -155,3 +155,69 @@ fn a_definition_of_done_program_that_is_not_there_is_refused_at_admit() {
     let run = env.iced_json(&["build", &id, "--no-wait"]);
     assert_ne!(run.code, 3, "{run:#?}");
 }
+
+/// `verify.model` rotates over the validators in their fixed order, and each gets its effort
+/// (its model's `:level`, else `verify.effort`); `record.json` says which model each one had.
+#[test]
+fn verify_model_rotates_over_the_validators_with_their_effort() {
+    use crate::validation::{implementer, section, validated, PASS};
+    let script = implementer("") + &section("*", "validator", "*", &format!("report {PASS}"));
+    let (env, id) = validated(
+        &script,
+        &["expectations", "failures", "rules"],
+        json!({"verify": {"model": ["model-a", "model-b:low"], "effort": "high"}}),
+    );
+    let (out, last) = crate::loop_e2e::build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let mut seen: Vec<String> = env
+        .agent_starts()
+        .iter()
+        .filter(|l| l.contains("role=validator"))
+        .map(|l| {
+            let field = |name: &str| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            format!("{} {} {}", field("lens"), field("model"), field("effort"))
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "expectations model-a high",
+            "failures model-b low",
+            "rules model-a high"
+        ]
+    );
+    let run = last["run"].as_str().unwrap();
+    let record: serde_json::Value =
+        serde_json::from_str(&env.read(&format!(".iced/run/{run}/record.json"))).unwrap();
+    let validator = &record["settings"]["validator"];
+    assert_eq!(validator["models"], json!(["model-a", "model-b:low"]));
+    assert_eq!(validator["effort"], "high");
+    let mut models: Vec<String> = record["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["step"].as_str().unwrap_or("").starts_with("validate"))
+        .map(|a| {
+            format!(
+                "{} {}",
+                a["step"].as_str().unwrap(),
+                a["model"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    models.sort();
+    assert_eq!(
+        models,
+        [
+            "validate-expectations model-a",
+            "validate-failures model-b",
+            "validate-rules model-a"
+        ]
+    );
+}
