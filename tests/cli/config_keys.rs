@@ -48,7 +48,40 @@ fn every_verb_refuses_a_bad_value_the_loop_reads() {
                 "{patch} {args:?}: {reason}"
             );
         }
+        // `autonomy <n>` refused: the file is as the person wrote it.
+        assert_eq!(env.read(".iced/config.json"), config.to_string());
     }
+}
+
+/// With `roles.validator.distinct_model`, every model of `verify.model`'s rotation must differ
+/// from the implementer's.
+#[test]
+fn a_rotation_holding_the_implementers_model_is_not_distinct() {
+    let (env, id) = TestEnv::buildable_with(|env| {
+        let mut config = crate::env::fake_runner(env, "");
+        crate::env::merge_json(
+            &mut config,
+            &json!({
+                "roles": {"implementer": {"model": "m-a"}, "validator": {"runner": "fake", "distinct_model": true}},
+                "verify": {"independent": true, "model": ["m-b", "m-a:high"]}
+            }),
+        );
+        config
+    });
+    let refusal = env
+        .iced_json(&["build", &id])
+        .refused(3, "validator-not-distinct");
+    assert!(
+        refusal["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`m-a`, the implementer's too"),
+        "{refusal}"
+    );
+    env.patch_config(&json!({"verify": {"model": ["m-b", "m-c:high"]}}));
+    env.commit_all("distinct models");
+    let run = env.iced_json(&["build", &id, "--no-wait"]);
+    assert_ne!(run.code, 3, "{run:#?}");
 }
 
 /// The refusals of a misspelt key, as a person and a host read them.
