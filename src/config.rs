@@ -169,6 +169,54 @@ impl Config {
                 "must be null, a model, a list of models, or a per-host object",
             ));
         }
+        let effort = at("/verify/effort");
+        let level_ok = |v: &Value| v.is_null() || v.as_str().is_some_and(|e| EFFORTS.contains(&e));
+        if !(level_ok(effort) || effort.as_object().is_some_and(|m| m.values().all(level_ok))) {
+            return Err(invalid(
+                "verify.effort",
+                &format!(
+                    "must be null or one of {} (or a per-host object of those)",
+                    EFFORTS.join(", ")
+                ),
+            ));
+        }
+        if !at("/build").is_object() {
+            return Err(invalid("build", "must be an object"));
+        }
+        match at("/build/testWriter") {
+            Value::Bool(false) => {}
+            Value::Bool(true) => {
+                return Err(invalid(
+                    "build.testWriter",
+                    "is true, but the test writer is not built yet in iced: set it to false (its model and effort stay unused until it is)",
+                ))
+            }
+            _ => return Err(invalid("build.testWriter", "must be true or false")),
+        }
+        let model = at("/build/testWriterModel");
+        if !(model.is_null()
+            || model.is_string()
+            || model
+                .as_array()
+                .is_some_and(|l| l.iter().all(Value::is_string)))
+        {
+            return Err(invalid(
+                "build.testWriterModel",
+                "must be null, a model or a list of models",
+            ));
+        }
+        if !level_ok(at("/build/testWriterEffort")) {
+            return Err(invalid(
+                "build.testWriterEffort",
+                &format!("must be null or one of {}", EFFORTS.join(", ")),
+            ));
+        }
+        if !at("/memory").is_object() {
+            return Err(invalid("memory", "must be an object"));
+        }
+        if !at("/memory/product").is_string() {
+            return Err(invalid("memory.product", "must be a path"));
+        }
         let memory = at("/memory/knowledge");
         if !(memory.is_array()
             && memory
@@ -276,26 +324,34 @@ pub fn read_raw(path: &Path) -> Result<Value, ConfigError> {
     })
 }
 
-/// Set one top-level key in the config file, keeping every other key as written.
-pub fn set_key(root: &Path, key: &str, value: Value) -> Result<Config, ConfigError> {
+/// Set one top-level key in the config file, keeping every other key as written; the file is
+/// written only when `check` passes the config it would hold.
+pub fn set_key<E>(
+    root: &Path,
+    key: &str,
+    value: Value,
+    refuse: impl Fn(ConfigError) -> E,
+    check: impl FnOnce(&Config) -> Result<(), E>,
+) -> Result<Config, E> {
     let path = Config::path(root);
     let mut raw = match read_raw(&path) {
         Ok(raw) => raw,
         Err(ConfigError::Store(e)) if e.is_not_found() => Value::Object(Map::new()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(refuse(e)),
     };
     let Some(object) = raw.as_object_mut() else {
-        return Err(ConfigError::Invalid {
+        return Err(refuse(ConfigError::Invalid {
             path,
             key: "(top level)".into(),
             expected: "must be a JSON object".into(),
-        });
+        }));
     };
     object.insert(key.to_owned(), value);
-    let config = Config::from_value(raw.clone(), &path)?;
+    let config = Config::from_value(raw.clone(), &path).map_err(&refuse)?;
+    check(&config)?;
     let mut text = serde_json::to_string_pretty(&raw).expect("a JSON value serialises");
     text.push('\n');
-    store::write_atomic(&path, text.as_bytes(), 0o644)?;
+    store::write_atomic(&path, text.as_bytes(), 0o644).map_err(|e| refuse(e.into()))?;
     Ok(config)
 }
 
@@ -330,6 +386,22 @@ mod tests {
                 "verify.commands",
             ),
             (json!([1]), "(top level)"),
+            (json!({"verify": {"effort": "turbo"}}), "verify.effort"),
+            (
+                json!({"verify": {"effort": {"pi": "turbo"}}}),
+                "verify.effort",
+            ),
+            (json!({"build": {"testWriter": "yes"}}), "build.testWriter"),
+            (json!({"build": {"testWriter": true}}), "build.testWriter"),
+            (
+                json!({"build": {"testWriterEffort": 3}}),
+                "build.testWriterEffort",
+            ),
+            (
+                json!({"build": {"testWriterModel": 3}}),
+                "build.testWriterModel",
+            ),
+            (json!({"memory": {"product": 5}}), "memory.product"),
         ] {
             match load(v) {
                 Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),

@@ -173,7 +173,9 @@ impl Repo {
         }
     }
 
-    pub fn config(&self, step: &str) -> Result<Config, Refusal> {
+    /// The config file parsed and its base keys checked: verbs load it through
+    /// `run::settings::load_config`, which checks the whole of it.
+    pub fn config_file(&self, step: &str) -> Result<Config, Refusal> {
         Config::load(&self.root).map_err(|e| config_refusal(step, e))
     }
 

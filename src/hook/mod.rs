@@ -230,7 +230,10 @@ fn load_config(root: &Path) -> Result<Config, Problem> {
     })?;
     let value = serde_json::from_slice(&bytes)
         .map_err(|e| problem(format!("`{}` is not valid JSON: {e}", path.display())))?;
-    Config::from_value(value, &path).map_err(|e| problem(e.to_string()))
+    let config = Config::from_value(value, &path).map_err(|e| problem(e.to_string()))?;
+    // The same whole check every verb makes (SPEC 11).
+    crate::run::settings::check(&config, "guard").map_err(|r| problem(r.reason))?;
+    Ok(config)
 }
 
 /// The text a write leaves, from the file's current text.

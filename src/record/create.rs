@@ -48,7 +48,7 @@ pub fn infer_type_and_title(line: &str) -> (Option<UnitType>, String) {
 
 /// Create a unit from a one-line request.
 pub fn new_unit(repo: &Repo, request: NewUnit<'_>, step: &str) -> Result<Created, Refusal> {
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(repo, step)?;
     let (inferred, title) = infer_type_and_title(request.line);
     if title.is_empty() {
         return Err(Refusal::new(

@@ -218,15 +218,20 @@ pub fn set_autonomy(
     step: &str,
 ) -> Result<AutonomySet, Refusal> {
     let Some(id) = id else {
-        config::set_key(&repo.root, "autonomy", level.into())
-            .map_err(|e| crate::repo::config_refusal(step, e))?;
+        config::set_key(
+            &repo.root,
+            "autonomy",
+            level.into(),
+            |e| crate::repo::config_refusal(step, e),
+            |c| crate::run::settings::check(c, step),
+        )?;
         return Ok(AutonomySet {
             id: None,
             autonomy: level,
             effective_autonomy: None,
         });
     };
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(repo, step)?;
     let (unit, _) = read_open_unit(repo, id, step)?;
     editable(&unit, step)?;
     let text = apply(&unit.text, &[Edit::set("autonomy", level)]);

@@ -280,7 +280,7 @@ pub fn children_of<'a>(
 
 /// Every unit, by id; an unreadable file is listed with its refusal instead of failing the list.
 pub fn list_units(repo: &Repo, step: &str) -> Result<Vec<ListEntry>, Refusal> {
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(repo, step)?;
     let ids = repo.unit_ids(step)?;
     let active = repo.active();
     let numbers = Numbers::new(&ids);
@@ -313,7 +313,7 @@ pub fn list_units(repo: &Repo, step: &str) -> Result<Vec<ListEntry>, Refusal> {
 
 /// One unit; without a reference, the active one.
 pub fn unit_status(repo: &Repo, reference: Option<&str>, step: &str) -> Result<UnitView, Refusal> {
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(repo, step)?;
     let active = repo.active();
     let id = match reference {
         Some(r) => repo.resolve(r, step)?,

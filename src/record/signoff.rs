@@ -38,7 +38,7 @@ pub struct Approved {
 
 /// Run every check of the sign-off without writing anything.
 pub fn prepare_approval(repo: &Repo, id: &str, step: &str) -> Result<Approval, Refusal> {
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(repo, step)?;
     let unit = repo.read_unit(id, step)?;
     let status = status_of(&unit, step)?;
     refuse_if_closed(&unit, status, step)?;

@@ -36,7 +36,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn new(repo: &'a Repo, verb: &'static str) -> Result<Ctx<'a>, Refusal> {
-        let config = repo.config(verb)?;
+        let config = repo.config_file(verb)?;
         let settings = Settings::from_config(&config, verb)?;
         let exe = std::env::current_exe()
             .map_err(|e| io_error(verb, format!("cannot find the iced binary: {e}")))?;

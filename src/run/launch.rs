@@ -32,6 +32,8 @@ pub(crate) struct AgentStart<'a> {
     pub read_only: bool,
     pub nonce: &'a str,
     pub model: Option<&'a str>,
+    /// A validator's effort (SPEC 11); `None` leaves the harness's own.
+    pub effort: Option<&'a str>,
     /// The brief or the validator's prompt.
     pub prompt: &'a Path,
     pub cwd: PathBuf,
@@ -78,6 +80,7 @@ pub(crate) fn agent_spec(
                 program: &runner.argv[0],
                 read_only: start.read_only,
                 model: start.model.filter(|m| !m.is_empty()),
+                effort: start.effort,
                 session_id: &session,
                 max_turns: runner.max_turns,
                 transcripts: runner.transcripts,

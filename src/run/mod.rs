@@ -5,6 +5,7 @@
 pub mod alive;
 pub mod answer;
 pub mod claims;
+pub mod config_keys;
 pub mod control;
 pub mod ctx;
 pub mod decide;

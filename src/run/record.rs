@@ -131,7 +131,7 @@ pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
         "history": history,
         "settings": {
             "implementer": s.implementer.as_ref().map(|r| json!({"runner": r.name, "argv": r.argv, "model": s.implementer_model})),
-            "validator": s.validator.as_ref().map(|r| json!({"runner": r.name, "argv": r.argv, "model": s.validator_model})),
+            "validator": s.validator.as_ref().map(|r| json!({"runner": r.name, "argv": r.argv, "model": s.validator_model, "models": s.verify_models, "effort": s.verify_effort})),
             "lenses": s.lenses, "reviewers": s.reviewers, "refute": s.refute,
             "max_attempts": s.max_attempts, "independent": s.independent,
             "land": {"mode": s.land.mode, "target": s.land.target, "strategy": s.land.strategy, "remote": s.land.remote, "arm": s.land.arm},
@@ -178,10 +178,12 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
         if !(implementer || validator) || r.nonce.is_none() || started {
             continue;
         }
+        // A validator's model is the one `verify.model`'s rotation gave it (SPEC 11).
         let (runner, model) = if implementer {
-            (&s.implementer, &s.implementer_model)
+            (&s.implementer, s.implementer_model.clone())
         } else {
-            (&s.validator, &s.validator_model)
+            let name = r.step.validator_name().unwrap_or("");
+            (&s.validator, s.validator_model_for(name).0)
         };
         // A validator's outcome keeps its activity's under `finished`.
         let activity: ActivityOutcome = match r.outcome_as::<ValidatorOutcome>() {
@@ -201,7 +203,7 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
             attempt: r.attempt,
             runner: runner.as_ref().map(|r| r.name.clone()),
             model_configured: said.model.is_none() && model.is_some(),
-            model: said.model.or_else(|| model.clone()),
+            model: said.model.or(model),
             session: None,
             turns: said.turns,
             cost_usd: match said.cost_usd {

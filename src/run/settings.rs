@@ -148,6 +148,10 @@ pub struct Settings {
     pub refute: bool,
     pub validator: Option<Runner>,
     pub validator_model: Option<String>,
+    /// `verify.model` as a list, rotated over the validators (SPEC 11); empty when not set.
+    pub verify_models: Vec<String>,
+    /// `verify.effort`: the level of a validator whose model has no `:level`.
+    pub verify_effort: Option<String>,
     pub distinct_model: bool,
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
@@ -163,7 +167,7 @@ pub struct Settings {
     pub product: Option<String>,
 }
 
-fn invalid(step: &str, key: &str, expected: &str) -> Refusal {
+pub(super) fn invalid(step: &str, key: &str, expected: &str) -> Refusal {
     Refusal::new(
         step,
         "config-invalid",
@@ -324,6 +328,11 @@ impl Settings {
         if !(roles.is_null() || roles.is_object()) {
             return Err(invalid(step, "roles", "must be an object"));
         }
+        super::config_keys::check_roles(&roles, step)?;
+        // Every runner is checked, whether a role names it or not.
+        for (name, def) in runners.as_object().into_iter().flatten() {
+            runner(name, def, timeout, step)?;
+        }
         let (implementer, implementer_model) =
             role(&runners, &roles, "implementer", timeout, step)?;
         let (validator, validator_model) = role(&runners, &roles, "validator", timeout, step)?;
@@ -338,6 +347,8 @@ impl Settings {
                 ))
             }
         };
+        let (verify_models, verify_effort) =
+            super::config_keys::verify_models(config, validator.as_ref(), &validator_model, step)?;
         let lenses = match at("/verify/lenses") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s == "auto" => None,
@@ -408,6 +419,8 @@ impl Settings {
             refute,
             validator,
             validator_model,
+            verify_models,
+            verify_effort,
             distinct_model,
             max_mutations: 2,
             land,
@@ -424,6 +437,41 @@ impl Settings {
                 .filter(|p| !p.trim().is_empty())
                 .map(str::to_owned),
         })
+    }
+}
+
+/// The one check of `.iced/config.json` (SPEC 11): every verb that reads the config loads it here,
+/// so a key the loop reads is refused by `iced list` as it is by `iced build`.
+pub fn load_config(repo: &crate::repo::Repo, step: &str) -> Result<Config, Refusal> {
+    let config = repo.config_file(step)?;
+    check(&config, step)?;
+    Ok(config)
+}
+
+/// [`load_config`]'s check of a config already read (the file `autonomy <n>` is about to write).
+pub fn check(config: &Config, step: &str) -> Result<(), Refusal> {
+    Settings::from_config(config, step).map(drop)
+}
+
+impl Settings {
+    /// The model and effort validator `name` starts with (SPEC 11): `verify.model` rotated over
+    /// the validators in their fixed order, else `roles.validator.model`; the effort is the
+    /// model's `:level`, else `verify.effort`.
+    pub fn validator_model_for(&self, name: &str) -> (Option<String>, Option<String>) {
+        let picked = match self.verify_models.len() {
+            0 => self.validator_model.clone(),
+            n => Some(self.verify_models[super::config_keys::rotation_index(name) % n].clone()),
+        };
+        let Some(reference) = picked else {
+            return (None, self.verify_effort.clone());
+        };
+        let (model, level) = crate::config::split_effort(&reference);
+        (
+            Some(model.to_owned()),
+            level
+                .map(str::to_owned)
+                .or_else(|| self.verify_effort.clone()),
+        )
     }
 }
 
@@ -564,16 +612,38 @@ fn role(
             ))
         }
     };
-    let Some(runner) = runner_name else {
+    let Some(runner_name) = runner_name else {
         return Ok((None, model));
     };
-    let def = runners.get(&runner).ok_or_else(|| {
+    let def = runners.get(&runner_name).ok_or_else(|| {
+        let known: Vec<&str> = runners
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let near = super::config_keys::nearest(&runner_name, &known)
+            .map(|n| format!("; did you mean `{n}`?"))
+            .unwrap_or_default();
         invalid(
             step,
             &format!("roles.{name}.runner"),
-            &format!("names `{runner}`, which `runners` does not define"),
+            &format!("names `{runner_name}`, which `runners` does not define{near}"),
         )
     })?;
+    Ok((Some(runner(&runner_name, def, timeout, step)?), model))
+}
+
+/// One entry of `runners`, checked whole.
+fn runner(name: &str, def: &Value, timeout: Duration, step: &str) -> Result<Runner, Refusal> {
+    let runner = name.to_owned();
+    if !def.is_object() {
+        return Err(invalid(
+            step,
+            &format!("runners.{name}"),
+            "must be an object (kind, argv or program, ...)",
+        ));
+    }
     let key = format!("runners.{runner}");
     let kind_text = match def.get("kind") {
         None | Some(Value::Null) => "command",
@@ -603,14 +673,12 @@ fn role(
         .as_object()
         .and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str())))
     {
-        return Err(invalid(
+        return Err(super::config_keys::unknown(
             step,
             &format!("{key}.{k}"),
-            &format!(
-                "is not a field of a `{}` runner ({})",
-                kind.as_str(),
-                allowed.join(", ")
-            ),
+            k,
+            &format!("a field of a `{}` runner", kind.as_str()),
+            allowed,
         ));
     }
     let argv = if kind.is_harness() {
@@ -686,29 +754,26 @@ fn role(
             "must be a positive number",
         )
     })?;
-    Ok((
-        Some(Runner {
-            transcripts: match def.get("transcripts") {
-                None | Some(Value::Null) => true,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => {
-                    return Err(invalid(
-                        step,
-                        &format!("{key}.transcripts"),
-                        "must be true or false",
-                    ))
-                }
-            },
-            name: runner,
-            kind,
-            argv,
-            timeout: t,
-            env,
-            args,
-            max_turns,
-        }),
-        model,
-    ))
+    Ok(Runner {
+        transcripts: match def.get("transcripts") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(invalid(
+                    step,
+                    &format!("{key}.transcripts"),
+                    "must be true or false",
+                ))
+            }
+        },
+        name: runner,
+        kind,
+        argv,
+        timeout: t,
+        env,
+        args,
+        max_turns,
+    })
 }
 
 /// The pace with `flags` over everything else, at the real time now (SPEC 20.11).

@@ -65,6 +65,8 @@ pub struct Invocation<'a> {
     /// Validators and the refuter read; only the implementer writes.
     pub read_only: bool,
     pub model: Option<&'a str>,
+    /// The reasoning effort (SPEC 11: `verify.effort`, a model's `:level`), one the kind takes.
+    pub effort: Option<&'a str>,
     /// The harness session's id, where the harness lets the caller choose it.
     pub session_id: &'a str,
     pub max_turns: Option<u32>,
@@ -115,6 +117,9 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             if let Some(model) = inv.model {
                 push(&["--model", model]);
             }
+            if let Some(effort) = inv.effort {
+                push(&["--effort", effort]);
+            }
             if let Some(turns) = inv.max_turns {
                 argv.push("--max-turns".into());
                 argv.push(turns.to_string());
@@ -139,6 +144,10 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             if let Some(model) = inv.model {
                 push(&["--model", model]);
             }
+            if let Some(effort) = inv.effort {
+                argv.push("-c".into());
+                argv.push(format!("model_reasoning_effort={effort}"));
+            }
         }
         Kind::Pi => {
             // `--no-approve`: no extension or setting from the repository under work is loaded.
@@ -149,6 +158,9 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             }
             if let Some(model) = inv.model {
                 push(&["--model", model]);
+            }
+            if let Some(effort) = inv.effort {
+                push(&["--thinking", effort]);
             }
             if !inv.transcripts {
                 push(&["--no-session"]);
@@ -427,12 +439,32 @@ mod tests {
             program: "claude",
             read_only,
             model: Some("claude-sonnet-4-5"),
+            effort: None,
             session_id: "0badc0de-0000-4000-8000-000000000001",
             max_turns: Some(50),
             transcripts: true,
             extra_args: &[],
             git_dirs: &[],
             settings: None,
+        }
+    }
+
+    /// SPEC 11: a validator's effort reaches each harness by the option it takes.
+    #[test]
+    fn an_effort_reaches_each_harness_by_its_own_option() {
+        let with = Invocation {
+            effort: Some("high"),
+            ..inv(true)
+        };
+        for (kind, expected) in [
+            (Kind::Claude, "--effort high"),
+            (Kind::Codex, "-c model_reasoning_effort=high"),
+            (Kind::Pi, "--thinking high"),
+        ] {
+            let a = argv(kind, &with).join(" ");
+            assert!(a.contains(expected), "{kind:?}: {a}");
+            let b = argv(kind, &inv(true)).join(" ");
+            assert!(!b.contains("effort") && !b.contains("--thinking"), "{b}");
         }
     }
 

@@ -300,6 +300,17 @@ fn bad_input_is_refused_with_a_reason() {
     env.write(".iced/config.json", "{\"gate\": 3}");
     let out = piped(&env, &["guard", "--json"], br#"{"tool": "read"}"#, &[]);
     out.refused(3, "config-invalid");
+    // The whole config, as every verb checks it (SPEC 11): a misspelt role too.
+    env.write(".iced/config.json", r#"{"roles": {"validater": {}}}"#);
+    let out = piped(&env, &["guard", "--json"], br#"{"tool": "read"}"#, &[]);
+    let refused = out.refused(3, "config-invalid");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `validator`?"),
+        "{out:#?}"
+    );
 }
 
 /// Claude Code's PreToolUse hook input for one tool call.

@@ -545,6 +545,7 @@ pub(crate) fn record_claude_outputs() {
                 program: &program.display().to_string(),
                 read_only: false,
                 model: Some("claude-sonnet-4-5"),
+                effort: None,
                 // A session id is used once.
                 session_id: &iced::runner::session_id(&format!(
                     "0badc0de0000400080000000000000{n:02x}"

@@ -8,6 +8,7 @@ mod authoring;
 mod bad_input;
 mod claims;
 mod compat;
+mod config_keys;
 mod crash;
 mod examples;
 mod guard;

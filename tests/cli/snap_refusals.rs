@@ -51,6 +51,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("unit-uncommitted", In("snap_refusals")),
     ("unit-claimed", In("snap_refusals")),
     ("runner-missing", In("snap_refusals")),
+    ("dod-program-missing", In("config_keys")),
     ("ceiling-full", In("snap_step")),
     // SPEC 20.x: run verbs, receipts, the state
     ("no-live-run", In("snap_step")),

@@ -41,14 +41,16 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let cwd = current_dir(step)?;
     let root = crate::git::toplevel(&cwd).unwrap_or(cwd);
     if !args.force && Config::path(&root).exists() {
-        Config::load(&root).map_err(|e| {
-            let mut r = config_refusal(step, e);
-            r.remedy = format!(
-                "{}; or run `iced init --force` to replace it with the defaults",
-                r.remedy
-            );
-            r
-        })?;
+        Config::load(&root)
+            .map_err(|e| config_refusal(step, e))
+            .and_then(|c| crate::run::settings::check(&c, step))
+            .map_err(|mut r| {
+                r.remedy = format!(
+                    "{}; or run `iced init --force` to replace it with the defaults",
+                    r.remedy
+                );
+                r
+            })?;
     }
     // Every check before the first write: a settings file that cannot take the hook changes
     // nothing.

@@ -24,7 +24,7 @@ fn line(s: &Summary) -> String {
 pub fn run() -> Result<Output, Refusal> {
     let step = "stats";
     let repo = repo(step)?;
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(&repo, step)?;
     let events = metrics::read(&repo.root).map_err(|e| store_refusal(step, e))?;
     let stats = metrics::stats(&events);
     let suggestions = metrics::promotion_suggestions(&events, &config);

@@ -8,7 +8,7 @@ use crate::run::settings::Settings;
 pub fn run() -> Result<Output, Refusal> {
     let step = "trust";
     let repo = repo(step)?;
-    let config = repo.config(step)?;
+    let config = crate::run::settings::load_config(&repo, step)?;
     let settings = Settings::from_config(&config, step)?;
     let trusted = crate::trust::trust(&repo.root, &config, &settings, step)?;
     let text = match &trusted.store {

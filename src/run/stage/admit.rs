@@ -59,26 +59,44 @@ pub fn admit(
     let plan = if unit.parsed.frontmatter.str("type") == Some("project") {
         plan_project(ctx, &state, &id, &numbers)?
     } else {
+        // A unit built alone waits for nothing: what it `depends:` on must be delivered already.
+        for entry in depends_of(&unit) {
+            let d = resolve_dependency(ctx, &id, &entry)?;
+            let file = repo.read_unit(&d, step).ok();
+            let how = format!(" (`iced build {d}` once it is approved)");
+            dependency_closed(ctx, &id, &d, file.as_ref(), &how)?;
+        }
         ProjectPlan {
             lanes: vec![(id.clone(), Vec::new())],
             skipped: Vec::new(),
         }
     };
     if ctx.settings.independent && ctx.settings.distinct_model {
-        let same = ctx.settings.validator_model.is_some()
-            && ctx.settings.validator_model == ctx.settings.implementer_model;
-        if same || ctx.settings.validator_model.is_none() {
-            return Err(ctx.refuse(
-                "validator-not-distinct",
-                format!(
-                    "roles.validator.distinct_model is on, but the validator's model is {}",
-                    match &ctx.settings.validator_model {
-                        Some(m) => format!("`{m}`, the implementer's too"),
-                        None => "not named, so it cannot be shown to differ".to_owned(),
-                    }
-                ),
-                "name a different model in roles.validator.model, or turn distinct_model off",
-            ));
+        // Every model a validator may get: `verify.model`'s rotation, or the role's one.
+        let models: Vec<Option<String>> = if ctx.settings.verify_models.is_empty() {
+            vec![ctx.settings.validator_model.clone()]
+        } else {
+            ctx.settings
+                .verify_models
+                .iter()
+                .map(|m| Some(crate::config::split_effort(m).0.to_owned()))
+                .collect()
+        };
+        for model in models {
+            let same = model.is_some() && model == ctx.settings.implementer_model;
+            if same || model.is_none() {
+                return Err(ctx.refuse(
+                    "validator-not-distinct",
+                    format!(
+                        "roles.validator.distinct_model is on, but the validator's model is {}",
+                        match &model {
+                            Some(m) => format!("`{m}`, the implementer's too"),
+                            None => "not named, so it cannot be shown to differ".to_owned(),
+                        }
+                    ),
+                    "name a different model in roles.validator.model (or verify.model), or turn distinct_model off",
+                ));
+            }
         }
     }
     for runner in [&ctx.settings.implementer, &ctx.settings.validator]
@@ -97,6 +115,7 @@ pub fn admit(
             ));
         }
     }
+    dod_programs(ctx)?;
     // A new run starts agents: the ceiling must have room for one (SPEC 20.9).
     if ctx.driver() == Driver::Process {
         let alive: usize = state
@@ -450,14 +469,7 @@ pub(crate) fn plan_project(
             wants.push(parent);
         }
         for entry in depends_of(&units[u]) {
-            let Ok(d) = repo.resolve(&entry, step) else {
-                return Err(ctx.refuse(
-                    "dependency-unknown",
-                    format!("`{u}` depends on `{entry}`, which names no unit"),
-                    format!("fix the `depends:` line of `intent/{u}/iced.md`"),
-                ));
-            };
-            wants.push(d);
+            wants.push(resolve_dependency(ctx, u, &entry)?);
         }
         let mut mine = Vec::new();
         for d in wants {
@@ -467,18 +479,14 @@ pub(crate) fn plan_project(
                 }
                 continue;
             }
-            // Outside the run: its work must already be there. A nested project is not work.
-            let closed = matches!(status_of(&d), Some(Status::Done | Status::Accepted));
-            if !closed && field(&d, "type").as_deref() != Some("project") {
-                return Err(ctx.refuse(
-                    "dependency-open",
-                    format!(
-                        "`{u}` depends on `{d}`, which is {} and not part of this run",
-                        status_of(&d).map_or("unreadable".to_owned(), |s| s.to_string())
-                    ),
-                    format!("deliver `{d}` first, or approve it so the run builds it too"),
-                ));
-            }
+            // Outside the run: its work must already be there.
+            dependency_closed(
+                ctx,
+                u,
+                &d,
+                units.get(&d),
+                ", or approve it so the run builds it too",
+            )?;
         }
         deps.insert(u.clone(), mine);
     }
@@ -529,4 +537,78 @@ pub(crate) fn plan_project(
             .collect(),
         skipped,
     })
+}
+
+/// A `depends:` entry as a unit id, or `dependency-unknown`.
+fn resolve_dependency(ctx: &Ctx<'_>, unit: &str, entry: &str) -> Result<String, Refusal> {
+    ctx.repo.resolve(entry, ctx.verb).map_err(|_| {
+        ctx.refuse(
+            "dependency-unknown",
+            format!("`{unit}` depends on `{entry}`, which names no unit"),
+            format!("fix the `depends:` line of `intent/{unit}/iced.md`"),
+        )
+    })
+}
+
+/// A dependency outside the run must be delivered (`done` or `accepted`), or `dependency-open`.
+/// A project is not work itself: its children are what is built.
+fn dependency_closed(
+    ctx: &Ctx<'_>,
+    unit: &str,
+    dependency: &str,
+    file: Option<&crate::repo::UnitFile>,
+    or: &str,
+) -> Result<(), Refusal> {
+    let field = |key: &str| file.and_then(|f| f.parsed.frontmatter.str(key));
+    let status = field("status").and_then(|s| Status::from_str(s).ok());
+    if matches!(status, Some(Status::Done | Status::Accepted)) || field("type") == Some("project") {
+        return Ok(());
+    }
+    Err(ctx.refuse(
+        "dependency-open",
+        format!(
+            "`{unit}` depends on `{dependency}`, which is {} and not part of this run",
+            status.map_or("unreadable".to_owned(), |s| s.to_string())
+        ),
+        format!("deliver `{dependency}` first{or}"),
+    ))
+}
+
+/// Each definition-of-done command's program can be started as the loop will start it (SPEC
+/// 20.3): a bare name on `PATH`, a path from the command's folder in the repository (the lane's
+/// worktree is a checkout of it). A missing one is refused here, not found by a failed attempt.
+fn dod_programs(ctx: &Ctx<'_>) -> Result<(), Refusal> {
+    for command in ctx.settings.dod.iter().flatten() {
+        let program = &command.argv[0];
+        let at = match &command.cwd {
+            Some(cwd) => ctx.repo.root.join(cwd),
+            None => ctx.repo.root.clone(),
+        };
+        let found = if program.contains('/') {
+            find_program(&at.join(program).display().to_string(), None)
+        } else {
+            find_program(program, std::env::var_os("PATH").as_deref())
+        };
+        if found.is_none() {
+            return Err(ctx.refuse(
+                "dod-program-missing",
+                format!(
+                    "the definition-of-done command `{}` starts `{program}`, which is {}",
+                    command.display(),
+                    if program.contains('/') {
+                        format!(
+                            "not an executable file at `{}` in the repository",
+                            std::path::Path::new(command.cwd.as_deref().unwrap_or("."))
+                                .join(program)
+                                .display()
+                        )
+                    } else {
+                        "not on PATH".to_owned()
+                    }
+                ),
+                "install it (or commit it, executable), or fix `verify.commands` in `.iced/config.json`; then run `iced trust` and build again",
+            ));
+        }
+    }
+    Ok(())
 }

@@ -50,6 +50,7 @@ pub(crate) fn launch(
             read_only: false,
             nonce: &nonce,
             model: ctx.settings.implementer_model.as_deref(),
+            effort: None,
             prompt: &brief,
             cwd: worktree,
             gate: gate_value(ctx, &snapshot.id, &lane, &StepKey::Implement, l.attempt),

@@ -433,13 +433,14 @@ pub fn launch_all(
         let sandbox = sandbox(lane, key, lane.attempt);
         let prompt = prompt_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
         let output = output_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
-        let model = ctx.settings.validator_model.clone().unwrap_or_default();
+        let (model, effort) = ctx.settings.validator_model_for(name_of(key));
         let values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt.display().to_string()),
             ("output_file", output.display().to_string()),
             ("worktree", sandbox.display().to_string()),
             ("role", role_of(key).into()),
-            ("model", model),
+            ("model", model.clone().unwrap_or_default()),
+            ("effort", effort.clone().unwrap_or_default()),
             ("run", snapshot.id.clone()),
             ("lane", lane_id.to_owned()),
             ("attempt", lane.attempt.to_string()),
@@ -451,7 +452,8 @@ pub fn launch_all(
             crate::run::launch::AgentStart {
                 read_only: true,
                 nonce,
-                model: ctx.settings.validator_model.as_deref(),
+                model: model.as_deref(),
+                effort: effort.as_deref(),
                 prompt: &prompt,
                 cwd: sandbox,
                 gate: gate_value(ctx, &snapshot.id, lane_id, key, lane.attempt),

@@ -1,0 +1,283 @@
+//! The keys of `roles` and `runners` and the efforts each harness takes (SPEC 11, 20.8): a
+//! misspelt key is refused with the nearest valid name, never read as absent, and an effort a
+//! runner cannot pass on is refused, never dropped.
+
+use crate::refusal::Refusal;
+use crate::runner::Kind;
+use serde_json::Value;
+
+/// The roles a config may name, and the fields of each.
+pub const ROLES: &[&str] = &["implementer", "validator"];
+pub const IMPLEMENTER_FIELDS: &[&str] = &["runner", "model"];
+pub const VALIDATOR_FIELDS: &[&str] = &["runner", "model", "distinct_model"];
+
+/// The nearest of `known` to `word`, when it is close enough to be a slip of the keyboard: at most
+/// two edits, and fewer than half the word's letters.
+pub fn nearest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (distance(word, k), *k))
+        .filter(|(d, _)| *d <= 2 && *d * 2 < word.chars().count().max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance, by characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// `<key>` is not one of `known`: the refusal names the nearest, or lists them all.
+pub fn unknown(step: &str, key: &str, word: &str, what: &str, known: &[&str]) -> Refusal {
+    let hint = match nearest(word, known) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => format!("the known ones are {}", known.join(", ")),
+    };
+    super::settings::invalid(step, key, &format!("is not {what}; {hint}"))
+}
+
+/// Every role named, and every field of each, is one iced reads.
+pub fn check_roles(roles: &Value, step: &str) -> Result<(), Refusal> {
+    for (name, role) in roles.as_object().into_iter().flatten() {
+        let fields = match name.as_str() {
+            "implementer" => IMPLEMENTER_FIELDS,
+            "validator" => VALIDATOR_FIELDS,
+            _ => {
+                return Err(unknown(
+                    step,
+                    &format!("roles.{name}"),
+                    name,
+                    "a role",
+                    ROLES,
+                ))
+            }
+        };
+        match role {
+            Value::Null => {}
+            Value::Object(map) => {
+                if let Some(k) = map.keys().find(|k| !fields.contains(&k.as_str())) {
+                    return Err(unknown(
+                        step,
+                        &format!("roles.{name}.{k}"),
+                        k,
+                        &format!("a field of the {name} role"),
+                        fields,
+                    ));
+                }
+            }
+            _ => {
+                return Err(super::settings::invalid(
+                    step,
+                    &format!("roles.{name}"),
+                    "must be an object",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The efforts a runner of this kind can be given (SPEC 20.8), from the pinned harnesses' own
+/// options: claude `--effort` (low to max), codex `model_reasoning_effort` (minimal to xhigh), pi
+/// `--thinking` (every level). A `command` runner gets it as `{effort}` and `ICED_EFFORT`.
+pub fn efforts_of(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Claude => &["low", "medium", "high", "xhigh", "max"],
+        Kind::Codex => &["minimal", "low", "medium", "high", "xhigh"],
+        Kind::Pi | Kind::Command => crate::config::EFFORTS,
+    }
+}
+
+/// `verify.model` (a list rotated over the validators) and `verify.effort`, checked against the
+/// validator's runner (SPEC 11): iced passes both to the validators it starts, so a setting no
+/// validator can take is refused rather than dropped.
+pub fn verify_models(
+    config: &crate::config::Config,
+    validator: Option<&super::settings::Runner>,
+    role_model: &Option<String>,
+    step: &str,
+) -> Result<(Vec<String>, Option<String>), Refusal> {
+    let invalid = super::settings::invalid;
+    let host = validator.map(|r| r.kind.as_str());
+    let models = config.verify_models(host);
+    let effort = config.verify_effort(host).map(str::to_owned);
+    if models.is_empty() && effort.is_none() {
+        return Ok((models, effort));
+    }
+    let key = if models.is_empty() {
+        "verify.effort"
+    } else {
+        "verify.model"
+    };
+    let Some(runner) = validator else {
+        return Err(invalid(
+            step,
+            key,
+            "is set, but no validator runner is (`roles.validator.runner`): validators a host runs use the host's own model and effort, which iced cannot choose",
+        ));
+    };
+    if !models.is_empty() && role_model.is_some() {
+        return Err(invalid(
+            step,
+            "verify.model",
+            "and `roles.validator.model` both name the validators' model; keep one",
+        ));
+    }
+    let takes = efforts_of(runner.kind);
+    let mut levels: Vec<(String, &str)> = models
+        .iter()
+        .filter_map(|m| {
+            crate::config::split_effort(m)
+                .1
+                .map(|l| (format!("verify.model (`{m}`)"), l))
+        })
+        .collect();
+    if let Some(e) = &effort {
+        levels.push(("verify.effort".to_owned(), e.as_str()));
+    }
+    for (key, level) in levels {
+        if !takes.contains(&level) {
+            return Err(super::settings::invalid(
+                step,
+                &key,
+                &format!(
+                    "asks for effort `{level}`, which a `{}` runner cannot take (it takes {})",
+                    runner.kind.as_str(),
+                    takes.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok((models, effort))
+}
+
+/// The place of a validator in the fixed order of validators (lenses, reviewers, the refuter):
+/// `verify.model`'s rotation gives validator `i` the model `i mod n`.
+pub fn rotation_index(name: &str) -> usize {
+    super::validate::LENSES
+        .iter()
+        .chain(super::validate::REVIEWERS)
+        .chain(&["refute"])
+        .position(|n| *n == name)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::run::settings::Settings;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn settings(v: Value) -> Result<Settings, Refusal> {
+        let config = Config::from_value(v, Path::new("c.json")).unwrap();
+        Settings::from_config(&config, "test")
+    }
+
+    /// Issue 11 #8: every key the loop reads is checked whole, and a misspelt key of `roles` or
+    /// `runners` is refused with the nearest name.
+    #[test]
+    fn bad_values_and_misspelt_keys_are_refused_with_the_nearest_name() {
+        let runner = json!({"kind": "command", "argv": ["a", "{output_file}"]});
+        for (v, reason) in [
+            (json!({"verify": {"lenses": 5}}), "`verify.lenses` must be auto or a list"),
+            (json!({"verify": {"commands": [1, 2]}}), "`verify.commands[0]` must be a command"),
+            (
+                json!({"roles": {"implementer": {"modle": "m"}}}),
+                "`roles.implementer.modle` is not a field of the implementer role; did you mean `model`?",
+            ),
+            (
+                json!({"roles": {"validater": {"runner": "r"}}}),
+                "`roles.validater` is not a role; did you mean `validator`?",
+            ),
+            (
+                json!({"roles": {"tester": {}}}),
+                "`roles.tester` is not a role; the known ones are implementer, validator",
+            ),
+            (
+                json!({"runners": {"r": {"kind": "claude", "progam": "claude"}}}),
+                "`runners.r.progam` is not a field of a `claude` runner; did you mean `program`?",
+            ),
+            (
+                json!({"runners": {"fake": runner.clone()}, "roles": {"implementer": {"runner": "fakes"}}}),
+                "names `fakes`, which `runners` does not define; did you mean `fake`?",
+            ),
+            (
+                json!({"runners": {"unused": {"kind": "command"}}}),
+                "`runners.unused.argv` must be a non-empty list",
+            ),
+        ] {
+            let e = settings(v.clone()).unwrap_err();
+            assert_eq!(e.code, "config-invalid");
+            assert!(e.reason.contains(reason), "{v}: {}", e.reason);
+        }
+    }
+
+    /// Issue 11 #9: `verify.model` rotates over the validators and `verify.effort` reaches them,
+    /// or the config is refused; never read and dropped.
+    #[test]
+    fn verify_model_rotates_and_effort_is_passed_or_refused() {
+        let with = |verify: Value, kind: &str| {
+            settings(json!({
+                "verify": verify,
+                "runners": {"v": {"kind": kind}},
+                "roles": {"validator": {"runner": "v"}}
+            }))
+        };
+        let s = with(json!({"model": ["a", "b:low"], "effort": "high"}), "pi").unwrap();
+        let m = |n: &str| s.validator_model_for(n);
+        assert_eq!(m("expectations"), (Some("a".into()), Some("high".into())));
+        assert_eq!(m("failures"), (Some("b".into()), Some("low".into())));
+        assert_eq!(m("rules"), (Some("a".into()), Some("high".into())));
+        let e = with(json!({"effort": "off"}), "claude").unwrap_err();
+        assert!(
+            e.reason.contains(
+                "`verify.effort` asks for effort `off`, which a `claude` runner cannot take"
+            ),
+            "{}",
+            e.reason
+        );
+        let e = with(json!({"model": "m:max"}), "codex").unwrap_err();
+        assert!(
+            e.reason
+                .contains("`verify.model (`m:max`)` asks for effort `max`"),
+            "{}",
+            e.reason
+        );
+        assert!(with(json!({"effort": "max"}), "claude").is_ok());
+        let e = settings(json!({"verify": {"model": "m"}})).unwrap_err();
+        assert!(e.reason.contains("no validator runner is"), "{}", e.reason);
+        let e = settings(json!({
+            "verify": {"model": "m"},
+            "runners": {"v": {"kind": "pi"}},
+            "roles": {"validator": {"runner": "v", "model": "n"}}
+        }))
+        .unwrap_err();
+        assert!(e.reason.contains("both name"), "{}", e.reason);
+        let s = settings(json!({})).unwrap();
+        assert_eq!(s.validator_model_for("full"), (None, None));
+    }
+
+    #[test]
+    fn the_nearest_name_is_a_slip_not_a_guess() {
+        assert_eq!(nearest("modle", IMPLEMENTER_FIELDS), Some("model"));
+        assert_eq!(nearest("validater", ROLES), Some("validator"));
+        assert_eq!(nearest("runer", VALIDATOR_FIELDS), Some("runner"));
+        assert_eq!(nearest("timeout", &["timeoutSec", "kind"]), None);
+        assert_eq!(nearest("xy", &["kind"]), None);
+    }
+}
