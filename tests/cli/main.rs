@@ -35,6 +35,7 @@ mod snap_step;
 mod snap_units;
 mod survivors;
 mod trust;
+mod until_host;
 mod validation;
 mod validation_answers;
 mod validation_pace;

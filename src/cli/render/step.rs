@@ -2,7 +2,7 @@
 
 use super::then::words;
 use crate::cli::Output;
-use crate::run::reply::exit_for;
+use crate::run::reply::{exit_for, SmallStart};
 use crate::run::StepReport;
 
 /// `<run> <lane>: <action> (stage <stage>, attempt <n>)`, the paths a host needs, then `next:`.
@@ -47,6 +47,28 @@ pub fn output(report: &StepReport) -> Output {
     let mut out = Output::new(json(report), text(report));
     out.exit = exit_for(report);
     out
+}
+
+/// A small `start_agent` (SPEC 20.2): `<run>: start_agent <role> [(<lens>)]`, the brief, then
+/// `next:` with the exact receipt command; in JSON its fields and `next`.
+pub fn small_output(s: &SmallStart) -> Output {
+    let mut v = serde_json::to_value(s).expect("serialises");
+    if let Some(o) = v.as_object_mut() {
+        o.insert("next".into(), words(&s.next).into());
+    }
+    let text = format!(
+        "{}: {} {}{}\n  brief: {}\nnext: {}",
+        s.run,
+        s.action,
+        s.role,
+        s.lens
+            .as_ref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default(),
+        s.brief,
+        words(&s.next)
+    );
+    Output::new(v, text)
 }
 
 /// One line of `build`'s progress on stderr: `  <lane> <stage> attempt <n>: <action>`.
