@@ -8,6 +8,7 @@ mod bad_input;
 mod claims;
 mod compat;
 mod crash;
+mod crash_chained;
 mod examples;
 mod guard;
 mod harness;
