@@ -81,3 +81,46 @@ pub fn progress_line(report: &StepReport) -> String {
         report.action
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::reply::{small_start, Action, HostAnswer, StepReport};
+    use crate::run::then::Then;
+    use std::path::Path;
+
+    /// A `start_agent` of a run folder as deep as a repository may be still fits in 512 bytes once
+    /// made small: nothing of the root is left in it (issue 12, item 3).
+    #[test]
+    fn a_small_start_agent_fits_whatever_the_root() {
+        let root = format!("/{}", "very-long-folder-name/".repeat(200));
+        let run = "run-20260930T110000-a79901";
+        let lane = format!("002-{}", "x".repeat(40));
+        let dir = format!("{root}.iced/run/{run}/{lane}/activities/validate-expectations-1");
+        let report = StepReport {
+            run: Some(run.into()),
+            lane: Some(lane.clone()),
+            stage: Some("validate".into()),
+            attempt: Some(1),
+            action: Action::StartAgent,
+            role: Some("validator"),
+            read_only: Some(true),
+            lens: Some("expectations".into()),
+            brief: Some(format!("{dir}/prompt.md")),
+            worktree: Some(format!("{root}../sandbox")),
+            receipt_path: Some(format!("{dir}/output.json")),
+            receipt_key: Some("k".repeat(32)),
+            missing: Vec::new(),
+            next: Then::Nothing,
+        };
+        let HostAnswer::Start(small) = small_start(report, Path::new(&root)) else {
+            panic!("not made small");
+        };
+        let json = small_output(&small).json.to_string();
+        assert!(json.len() < 512, "{} bytes: {json}", json.len());
+        assert!(!json.contains("very-long-folder-name"), "{json}");
+        assert!(json.contains(&format!(
+            "iced implement receipt .iced/run/{run}/{lane}/activities/validate-expectations-1/output.json --until-host"
+        )), "{json}");
+    }
+}
