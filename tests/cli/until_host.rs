@@ -162,3 +162,35 @@ fn until_host_with_no_live_run_says_nothing() {
     let (nothing, _) = call(&env, &["implement", "step", "--until-host", "--wait", "5"]);
     assert_eq!(nothing["action"], "nothing", "{nothing}");
 }
+
+/// `--wait` is a bound: a definition of done that runs longer than it is left running, and the
+/// call answers `waiting` once its time is up.
+#[test]
+fn a_wait_ends_at_its_time_with_the_run_still_waiting() {
+    let (env, id) = TestEnv::buildable(json!({
+        "verify": {"independent": false, "commands": ["sleep 6"]},
+    }));
+    build(&env, &id, &["--no-wait"], 0);
+    let (agent, _) = call(&env, &["implement", "step", "--until-host"]);
+    agent_commit(&worktree_of(&env, &id), "src/session.rs", "fixed\n");
+    let receipt = receipt_of(&agent);
+    std::fs::write(env.root().join(&receipt), GOOD_REPORT).unwrap();
+    let began = std::time::Instant::now();
+    let (answer, _) = call(
+        &env,
+        &[
+            "implement",
+            "receipt",
+            &receipt,
+            "--until-host",
+            "--wait",
+            "2",
+        ],
+    );
+    let took = began.elapsed();
+    assert_eq!(answer["action"], "waiting", "{answer}");
+    assert!(
+        took >= std::time::Duration::from_secs(2) && took < std::time::Duration::from_secs(6),
+        "{took:?}"
+    );
+}
