@@ -45,7 +45,7 @@ pub struct UntilHost {
 
 #[derive(clap::Args)]
 pub struct ReceiptArgs {
-    /// The report file: the `receipt_path` that `implement step` named.
+    /// The report file: the `receipt_path` that `implement step` named (a relative path not found from here is read from the repository root, as a small `start_agent` names it).
     pub path: PathBuf,
     /// The run, when several are live.
     #[arg(long)]
