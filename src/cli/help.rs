@@ -31,6 +31,16 @@ The loop (one keyed, recorded step per call; a killed call replays, never repeat
                                       hand in the report the agent wrote, as it wrote it; a
                                       report that is refused can be fixed and handed in again
                                       within the same attempt
+  --until-host [--wait <seconds>]     (on step and receipt) go on stepping, each step its own,
+                                      until the answer needs the host: start_agent, delivered,
+                                      blocked, handback or paused; with --wait, first wait (no
+                                      polling) up to that long while only the loop's own
+                                      commands or agents run. Its start_agent is small: `brief`
+                                      from the repository root (the brief names the worktree and
+                                      ends with the exact receipt command), and `next` the
+                                      command to run when the agent ends. A host's loop:
+                                      `build`, then one `implement receipt <path> --until-host
+                                      --wait 600` per agent
 
 The guard (what an agent may change):
   iced guard --json                   judge one proposed tool call, read as JSON on stdin

@@ -68,8 +68,13 @@ impl Waiter {
     /// Return once the run may have moved on: its state file was replaced, one of its running
     /// activities wrote its outcome, its pace lets it launch again, or the fallback passed.
     pub fn wait(&mut self, ctx: &Ctx<'_>, run_id: &str) {
+        self.wait_at_most(ctx, run_id, FALLBACK_CAP);
+    }
+
+    /// [`Waiter::wait`], returning after `most` at the latest (the end of a host's `--wait`).
+    pub fn wait_at_most(&mut self, ctx: &Ctx<'_>, run_id: &str, most: Duration) {
         let began = Instant::now();
-        let mut deadline = began + fallback(self.quiet);
+        let mut deadline = began + fallback(self.quiet).min(most);
         // A state that cannot be read now is refused by the next step, which says why.
         let state = State::load(&ctx.paths, ctx.verb).ok();
         let live = state

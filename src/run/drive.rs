@@ -14,7 +14,7 @@ use super::state::{Run, RunStatus, State};
 use super::stepper;
 use super::{Ctx, StepReport};
 use crate::refusal::Refusal;
-use crate::run::reply::Action;
+use crate::run::reply::{Action, HostAnswer};
 use crate::run::then::Then;
 use std::path::Path;
 
@@ -79,6 +79,60 @@ pub fn to_end(
     }
 }
 
+/// `--until-host` (SPEC 20.2): after `first` (a step or a receipt of `run`), step on, each step
+/// its own keyed, recorded step, until the answer needs the host (`start_agent`, an end, a pause)
+/// or the run only waits. While it waits on the loop's own activities (no agent it handed to the
+/// host is alive, nothing only a forge or a person moves on), `wait` is asked to wait; it returns
+/// `false` once its time is up, and the waiting answer is the last.
+pub fn until_host(
+    ctx: &Ctx<'_>,
+    run: &str,
+    first: StepReport,
+    mut wait: impl FnMut(&str) -> bool,
+) -> Result<StepReport, Refusal> {
+    let mut report = first;
+    loop {
+        match report.action {
+            Action::Advanced => {}
+            Action::Waiting => {
+                if awaits_someone_else(ctx.settings.land.mode, &report)
+                    || host_agent_alive(ctx, run)?
+                    || !wait(run)
+                {
+                    return Ok(report);
+                }
+            }
+            _ => return Ok(report),
+        }
+        report = stepper::step(ctx, run)?;
+    }
+}
+
+/// The answer a host that asked `--until-host` is given: a `start_agent` of a run whose briefs say
+/// the rest (layout 3 on) is made small (`reply::small_start`); older runs answer as they did.
+pub fn for_host(ctx: &Ctx<'_>, report: StepReport) -> Result<HostAnswer, Refusal> {
+    let Some(run) = report.run.as_deref() else {
+        return Ok(HostAnswer::Report(report));
+    };
+    let state = State::load(&ctx.paths, ctx.verb)?;
+    let small = state.runs.get(run).is_some_and(|r| r.brief_layout >= 3);
+    Ok(if small {
+        super::reply::small_start(report, &ctx.repo.root)
+    } else {
+        HostAnswer::Report(report)
+    })
+}
+
+/// An agent `run` handed to the host is alive: its receipt is the host's to hand in, so waiting
+/// for it here would only hold the host's turn.
+fn host_agent_alive(ctx: &Ctx<'_>, run: &str) -> Result<bool, Refusal> {
+    let state = State::load(&ctx.paths, ctx.verb)?;
+    Ok(state
+        .runs
+        .get(run)
+        .is_some_and(|r| super::host::alive(r) > 0))
+}
+
 /// A pull request waiting for the forge is not something a driver polls for: cron or a host
 /// stepping the run later retires the lane once it has landed. Nor is a landed lane whose landing
 /// is not (or no longer) in the target: only a person changes that.
@@ -104,25 +158,30 @@ pub fn status(ctx: &Ctx<'_>, run: &str) -> Result<Option<RunStatus>, Refusal> {
 }
 
 /// `implement step`: one step of the live run (or the one named); none without a live run.
-pub fn step_live(ctx: &Ctx<'_>, run: Option<&str>) -> Result<StepReport, Refusal> {
+/// Returns the run stepped, with the report.
+pub fn step_live(
+    ctx: &Ctx<'_>,
+    run: Option<&str>,
+) -> Result<(Option<String>, StepReport), Refusal> {
     match control::pick_run(ctx, run)? {
-        None => Ok(StepReport::nothing()),
+        None => Ok((None, StepReport::nothing())),
         Some(run) => {
             // Before the step starts anything (SPEC 24.10).
             crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
-            stepper::step(ctx, &run)
+            let report = stepper::step(ctx, &run)?;
+            Ok((Some(run), report))
         }
     }
 }
 
 /// `implement receipt`: hand in the implementer's report at `path` for the live run (or the one
-/// named).
+/// named). Returns the run, with the report.
 pub fn receipt(
     ctx: &Ctx<'_>,
     run: Option<&str>,
     path: &Path,
     said: &HostAgent,
-) -> Result<StepReport, Refusal> {
+) -> Result<(String, StepReport), Refusal> {
     let run = control::pick_run(ctx, run)?.ok_or_else(|| {
         Refusal::new(
             ctx.verb,
@@ -131,7 +190,8 @@ pub fn receipt(
             "start one with `iced build <id>`",
         )
     })?;
-    control::submit_receipt(ctx, &run, path, said)
+    let report = control::submit_receipt(ctx, &run, path, said)?;
+    Ok((run, report))
 }
 
 /// `run resume`: on the pace in force now when `repace`, else on the one the run recorded, which

@@ -9,6 +9,7 @@ use crate::run::keys::StepKey;
 use crate::run::outcome::LandOutcome;
 use crate::run::then::{Ending, ProjectStands, Retirement, Then};
 use serde::Serialize;
+use std::path::Path;
 
 /// What a call did, as `implement step --json` names it (SPEC 20.2).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -256,6 +257,62 @@ pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> Ste
     report.receipt_path = Some(receipt.display().to_string());
     report.receipt_key = key;
     report
+}
+
+/// A `start_agent` answer as small as a host needs it (SPEC 20.2, brief layout 3 on): the run,
+/// who to start, and the brief named from the repository root; `next` gives the exact command
+/// that hands the report in. The brief holds the rest (the worktree, the branch, the report).
+/// Under 512 bytes whatever the repository's path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SmallStart {
+    pub run: String,
+    pub action: Action,
+    pub role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lens: Option<String>,
+    pub read_only: bool,
+    pub brief: String,
+    #[serde(skip)]
+    pub next: Then,
+}
+
+/// What a host that asked `--until-host` is answered: a small `start_agent`, or the report as any
+/// call gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostAnswer {
+    Start(SmallStart),
+    Report(StepReport),
+}
+
+/// `report` made small when it is a `start_agent`: paths from the repository `root`.
+pub fn small_start(report: StepReport, root: &Path) -> HostAnswer {
+    let from_root = |p: &str| match Path::new(p).strip_prefix(root) {
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => p.to_owned(),
+    };
+    match (
+        &report.action,
+        &report.run,
+        &report.brief,
+        &report.receipt_path,
+    ) {
+        (Action::StartAgent, Some(run), Some(brief), Some(receipt)) => {
+            let role = report.role.unwrap_or("implementer");
+            HostAnswer::Start(SmallStart {
+                run: run.clone(),
+                action: Action::StartAgent,
+                role,
+                lens: report.lens.clone(),
+                read_only: report.read_only.unwrap_or(false),
+                brief: from_root(brief),
+                next: Then::StartFromBrief {
+                    role,
+                    receipt: from_root(receipt),
+                },
+            })
+        }
+        _ => HostAnswer::Report(report),
+    }
 }
 
 pub fn exit_for(report: &StepReport) -> Exit {

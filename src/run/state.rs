@@ -101,8 +101,10 @@ pub struct Run {
     pub lanes: Vec<Lane>,
 }
 
-/// The brief layout a run admitted now renders.
-pub const BRIEF_LAYOUT: u32 = 2;
+/// The brief layout a run admitted now renders. From 3 on, a brief ends with the exact command
+/// that hands its report in, and a host's `start_agent` answer names the brief and the report
+/// from the repository root, no more (SPEC 20.2).
+pub const BRIEF_LAYOUT: u32 = 3;
 
 fn brief_layout_1() -> u32 {
     1

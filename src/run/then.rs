@@ -70,6 +70,13 @@ pub enum Then {
     },
     /// The host starts a fresh implementer.
     StartImplementer,
+    /// The host starts a fresh agent with `brief`, which says the rest (a small `start_agent`,
+    /// SPEC 20.2): its role, and where its report goes.
+    StartFromBrief {
+        role: &'static str,
+        /// The report's path from the repository root.
+        receipt: String,
+    },
     /// The host starts a fresh, read-only validator (`role`, and its lens or reviewer).
     StartValidator {
         role: &'static str,

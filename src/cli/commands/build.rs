@@ -130,7 +130,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         "action": report.action,
     });
     if report.action == Action::StartAgent {
-        out.text = format!("{}\n\nThis run is host-driven: hand the brief to a fresh agent, then `iced implement receipt <receipt_path>` and `iced implement step` until it is delivered.", step::text(&report));
+        out.text = format!("{}\n\nThis run is host-driven: hand the brief to a fresh agent, then `iced implement receipt <receipt_path> --until-host --wait 600`, which answers the next agent to start or how the run ended (`iced help agent`).", step::text(&report));
     }
     Ok(out)
 }

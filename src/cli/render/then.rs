@@ -47,6 +47,10 @@ pub fn words(then: &Then) -> String {
         }
         Then::MovedOn { step } => format!("`{step}` moved on while this call worked; call again"),
         Then::StartImplementer => "start a fresh implementer in `worktree` with `brief`; it writes its report to `receipt_path`; then run `iced implement receipt <receipt_path>`".into(),
+        // Paths from the repository root (SPEC 20.2); the lens is the answer's own key.
+        Then::StartFromBrief { role, receipt } => format!(
+            "start a fresh {role} on `brief`; when it ends, run `iced implement receipt {receipt} --until-host`"
+        ),
         Then::StartValidator { role, lens } => format!(
             "start a fresh, read-only {role} ({lens}) in `worktree` with `brief`; it writes its answer to `receipt_path`; then run `iced implement receipt <receipt_path>`"
         ),

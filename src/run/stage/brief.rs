@@ -282,7 +282,32 @@ To hand the lane back instead (the contract cannot be met as written), write \
         branch = input.branch,
         report = input.receipt_path.display()
     );
+    if input.layout >= 3 {
+        b.push_str(&hand_in_line(input.receipt_path, input.run, "report"));
+    }
     b
+}
+
+/// The last words of a brief or a validator's prompt (layout 3 on): the exact command that hands
+/// its report in, for the agent to end with and the host to run (SPEC 20.2).
+pub(crate) fn hand_in_line(report: &Path, run: &str, what: &str) -> String {
+    format!(
+        "## Handing back\n\nWhen the {what} is written, end your final message with this line; \
+whoever started you runs it, from the repository, to hand your {what} in:\n\n    \
+iced implement receipt {} --run {} --until-host\n",
+        quoted(&report.display().to_string()),
+        quoted(run)
+    )
+}
+
+/// `word` as one shell word: as it is when it holds only plain characters, else single-quoted.
+fn quoted(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:@,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {

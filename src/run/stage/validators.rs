@@ -324,7 +324,7 @@ pub fn prepare(
         )?;
         let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
         let _ = std::fs::remove_file(&output);
-        let prompt = validate::render_prompt(&validate::PromptInput {
+        let mut prompt = validate::render_prompt(&validate::PromptInput {
             name: name_of(key),
             role: role_of(key),
             unit: &lane.unit,
@@ -340,6 +340,15 @@ pub fn prepare(
             rejected: &rejected,
             to_refute: &to_refute,
         });
+        // From brief layout 3 on, the prompt ends with the command that hands its answer in.
+        if snapshot.brief_layout >= 3 {
+            prompt.push_str("\n\n");
+            prompt.push_str(&crate::run::stage::brief::hand_in_line(
+                &output,
+                &snapshot.id,
+                "answer",
+            ));
+        }
         crate::store::write_atomic(
             &prompt_path(ctx, &snapshot.id, lane_id, key, attempt),
             prompt.as_bytes(),

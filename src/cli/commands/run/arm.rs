@@ -22,7 +22,7 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let ctx = Ctx::new(&repo, STEP)?;
     let run = control::request_arm(&ctx, &view::named(&ctx, &args.run)?, args.lane.as_deref())?;
     // The arming is the run's next step: taken now, as `iced implement step` would.
-    let report = drive::step_live(&ctx, Some(&run.id))?;
+    let (_, report) = drive::step_live(&ctx, Some(&run.id))?;
     let mut out = step::output(&report);
     out.text = format!(
         "Arming asked for in run {}: the loop never pushes to the pull request after it is armed.\n{}",
