@@ -1282,9 +1282,11 @@ fn variants(driver: Driver) -> Vec<Variant> {
         // The landing's: reached only when the lane lands (`merge`, locally and through a remote;
         // or by pull request, found again with `land.pr.find` after the kill).
         let lands: &[Land] = match name {
-            "land-after-integrate" | "land-after-move" | "retire-after-remove" => {
-                &[Land::Merge, Land::MergeRemote]
-            }
+            "land-after-integrate"
+            | "land-after-commit"
+            | "land-after-move"
+            | "retire-after-remove" => &[Land::Merge, Land::MergeRemote],
+            "land-after-fetch" => &[Land::MergeRemote],
             "push-after-push" | "pr-after-open" | "pr-after-arm" => &[Land::Pr],
             _ => &[],
         };
@@ -1419,7 +1421,9 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "deliver-after-record",
             "end-after-metrics",
             "end-before-release",
+            "land-after-fetch",
             "land-after-integrate",
+            "land-after-commit",
             "land-after-move",
             "push-after-push",
             "pr-after-open",

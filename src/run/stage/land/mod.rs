@@ -82,7 +82,12 @@ pub fn target(ctx: &Ctx<'_>, run: &Run) -> Option<String> {
 /// The target's commit as the landing sees it: the remote's (fetched) when a remote is set.
 fn target_commit(ctx: &Ctx<'_>, target: &str) -> Result<String, String> {
     match &ctx.settings.land.remote {
-        Some(remote) => land::fetch(&ctx.repo.root, remote, target),
+        Some(remote) => {
+            let fetched = land::fetch(&ctx.repo.root, remote, target);
+            // Fetched, not recorded: a replay fetches again (it only moves FETCH_HEAD).
+            crate::failpoint::hit("land-after-fetch");
+            fetched
+        }
         None => land::rev(&ctx.repo.root, &format!("refs/heads/{target}")),
     }
 }
@@ -346,14 +351,18 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 "{} ({})\n\nLanded by iced: run {}, lane {}.\n\nIced-Run: {}\nIced-Lane: {}\n",
                 lane.unit, settings.strategy, run.id, lane.id, run.id, lane.id
             );
-            match land::landed_commit(
+            let made = land::landed_commit(
                 root,
                 settings.strategy,
                 &head,
                 &target_head,
                 &message,
                 &identity(root),
-            ) {
+            );
+            // Made (an object no ref names yet), not recorded: a replay makes it again and the
+            // first is left for git's garbage collection.
+            crate::failpoint::hit("land-after-commit");
+            match made {
                 Ok(commit) => ok(
                     json!({"landed": commit, "from": target_head, "head": head, "strategy": settings.strategy}),
                     Landing::CommitMade,
