@@ -1,0 +1,345 @@
+//! A run's timeline as a value (`run show --html`, SPEC 20.6): a row per lane, per agent and per
+//! kind of work (definition-of-done commands, landing, waits for the pace), each with its bars in
+//! seconds from the run's start, and each lane's findings with their fate. Read from the run (its
+//! step records), its agents and its `paced` events; `cli::render::timeline` draws it.
+
+use super::agent::{Agent, Who};
+use crate::run::keys::StepKey;
+use crate::run::outcome::LandOutcome;
+use crate::run::record::Cost;
+use crate::run::state::{Lane, Run, RunPaths, Stage, StepRecord, StepStatus};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+/// The events log is read up to this many bytes: a timeline is worth less than a bounded read.
+const EVENTS_LIMIT: u64 = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    pub run: String,
+    pub unit: String,
+    /// The run's status, as the state spells it.
+    pub status: &'static str,
+    /// Seconds from the run's start to the end of its last bar.
+    pub span: i64,
+    pub rows: Vec<Row>,
+    pub findings: Vec<LaneFindings>,
+    pub cost: Cost,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The lane it belongs to; none for the run's own pace.
+    pub lane: Option<String>,
+    pub kind: RowKind,
+    pub bars: Vec<Bar>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowKind {
+    /// The lane from its first step to its last, ending in `stage`.
+    Lane { stage: Stage },
+    /// One agent: an implementer, a validator (by name) or the refuter, in one attempt.
+    Agent { step: StepKey, attempt: u32 },
+    /// The lane's definition-of-done commands (and their runs again when landing).
+    Commands,
+    /// Deliver, integrate, land, push, pull request.
+    Landing,
+    /// The run waiting for its pace (rate limits, the work window, a pause until a time).
+    Pace,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    /// The step (`implement`, `dod-0-0`, `land-1`), or `pace` for a wait.
+    pub step: String,
+    pub attempt: u32,
+    /// Seconds from the run's start.
+    pub start: i64,
+    /// Seconds from the run's start; none while it runs.
+    pub end: Option<i64>,
+    pub outcome: BarOutcome,
+    /// What its agent was, for an agent's bar.
+    pub agent: Option<AgentFacts>,
+    /// How long it took in milliseconds, when something measured it (else the end less the start,
+    /// in seconds, is all that is known).
+    pub duration_ms: Option<u64>,
+    /// Why a wait for the pace was (`rate_limited`, `work_window`, `pause`).
+    pub why: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarOutcome {
+    Done,
+    Failed,
+    /// Failed because the world was not there yet (a moved target, an unmerged pull request).
+    Waits,
+    Running,
+    /// A wait for the pace.
+    Paced,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFacts {
+    pub runner: Option<String>,
+    pub model: Option<String>,
+    /// In US dollars; none when it was not reported (never read as zero).
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneFindings {
+    pub lane: String,
+    pub findings: Vec<FindingFate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingFate {
+    pub id: String,
+    pub severity: String,
+    pub by: String,
+    pub round: u32,
+    /// `open`, `refuted`, `applied`, `rejected` or `noted`.
+    pub status: String,
+    pub summary: String,
+}
+
+impl Timeline {
+    /// Every bar of every row.
+    pub fn bars(&self) -> usize {
+        self.rows.iter().map(|r| r.bars.len()).sum()
+    }
+}
+
+/// The timeline of `run`, with its agents (as `run show` reads them) and its events in `paths`.
+pub fn timeline(paths: &RunPaths, run: &Run, agents: &[Agent], cost: Cost) -> Timeline {
+    let start = at(&run.created_at).unwrap_or_default();
+    let secs = |s: &str| at(s).map_or(0, |t| (t - start).num_seconds().max(0));
+    let mut rows = Vec::new();
+    let pace = pace_bars(paths, &run.id, &secs);
+    if !pace.is_empty() {
+        rows.push(Row {
+            lane: None,
+            kind: RowKind::Pace,
+            bars: pace,
+        });
+    }
+    for lane in &run.lanes {
+        lane_rows(lane, agents, &secs, &mut rows);
+    }
+    let span = rows
+        .iter()
+        .flat_map(|r| &r.bars)
+        .map(|b| b.end.unwrap_or(b.start))
+        .max()
+        .unwrap_or(0)
+        .max(secs(&run.updated_at));
+    let findings = run
+        .lanes
+        .iter()
+        .filter(|l| !l.findings.is_empty())
+        .map(|l| LaneFindings {
+            lane: l.id.clone(),
+            findings: l
+                .findings
+                .iter()
+                .map(|f| FindingFate {
+                    id: f.id.clone(),
+                    severity: f.evidence.severity.clone(),
+                    by: f.by.clone(),
+                    round: f.round,
+                    status: f.status.clone(),
+                    summary: f.evidence.summary.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    Timeline {
+        run: run.id.clone(),
+        unit: run.unit.clone(),
+        status: run.status.as_str(),
+        span,
+        rows,
+        findings,
+        cost,
+    }
+}
+
+fn at(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The lane's row, then one per agent in the order they started, then its commands and landing.
+fn lane_rows(lane: &Lane, agents: &[Agent], secs: &dyn Fn(&str) -> i64, rows: &mut Vec<Row>) {
+    let bar = |r: &StepRecord| step_bar(lane, r, agents, secs);
+    let first = lane.steps.iter().map(|r| secs(&r.started_at)).min();
+    let last = lane
+        .steps
+        .iter()
+        .map(|r| r.ended_at.as_deref().map(secs))
+        .try_fold(0, |max, end| end.map(|e| max.max(e)));
+    if let Some(first) = first {
+        rows.push(Row {
+            lane: Some(lane.id.clone()),
+            kind: RowKind::Lane { stage: lane.stage },
+            bars: vec![Bar {
+                step: lane.stage.as_str().to_owned(),
+                attempt: lane.attempt,
+                start: first,
+                end: if lane.stage.is_final() { last } else { None },
+                outcome: match lane.stage {
+                    Stage::Delivered => BarOutcome::Done,
+                    Stage::Blocked | Stage::Handback | Stage::Discarded => BarOutcome::Failed,
+                    _ => BarOutcome::Running,
+                },
+                agent: None,
+                duration_ms: None,
+                why: None,
+            }],
+        });
+    }
+    for r in lane
+        .steps
+        .iter()
+        .filter(|r| r.step == StepKey::Implement || r.step.is_validator())
+    {
+        rows.push(Row {
+            lane: Some(lane.id.clone()),
+            kind: RowKind::Agent {
+                step: r.step.clone(),
+                attempt: r.attempt,
+            },
+            bars: vec![bar(r)],
+        });
+    }
+    let kinds: [(RowKind, StepKind); 2] = [
+        (RowKind::Commands, StepKey::is_dod),
+        (RowKind::Landing, |k| {
+            k.is_landing() || matches!(k, StepKey::Deliver | StepKey::PrOpen | StepKey::PrArm)
+        }),
+    ];
+    for (kind, which) in kinds {
+        let bars: Vec<Bar> = lane
+            .steps
+            .iter()
+            .filter(|r| which(&r.step))
+            .map(bar)
+            .collect();
+        if !bars.is_empty() {
+            rows.push(Row {
+                lane: Some(lane.id.clone()),
+                kind,
+                bars,
+            });
+        }
+    }
+}
+
+fn step_bar(lane: &Lane, r: &StepRecord, agents: &[Agent], secs: &dyn Fn(&str) -> i64) -> Bar {
+    let key = r.step.to_string();
+    let agent = agents
+        .iter()
+        .find(|a| a.lane == lane.id && a.step == key && a.attempt == u64::from(r.attempt));
+    let waits = r.outcome_as::<LandOutcome>().is_some_and(|o| o.again);
+    let start = secs(&r.started_at);
+    let end = r.ended_at.as_deref().map(secs);
+    let measured = r.outcome.as_ref().and_then(|o| {
+        o["duration_ms"]
+            .as_u64()
+            .or(o["finished"]["duration_ms"].as_u64())
+    });
+    let (facts, agent_ms) = match agent.map(|a| &a.who) {
+        Some(Who::Runner {
+            runner,
+            model,
+            cost_usd,
+            duration_ms,
+            ..
+        }) => (
+            Some(AgentFacts {
+                runner: runner.clone(),
+                model: model.clone(),
+                cost_usd: *cost_usd,
+            }),
+            *duration_ms,
+        ),
+        Some(Who::Host { model, .. }) => (
+            Some(AgentFacts {
+                runner: Some("host".into()),
+                model: model.clone(),
+                cost_usd: None,
+            }),
+            None,
+        ),
+        None if r.step == StepKey::Implement || r.step.is_validator() => (
+            Some(AgentFacts {
+                runner: None,
+                model: None,
+                cost_usd: None,
+            }),
+            None,
+        ),
+        None => (None, None),
+    };
+    Bar {
+        step: key,
+        attempt: r.attempt,
+        start,
+        end,
+        outcome: match r.status {
+            StepStatus::Done => BarOutcome::Done,
+            StepStatus::Failed if waits => BarOutcome::Waits,
+            StepStatus::Failed => BarOutcome::Failed,
+            StepStatus::Started => BarOutcome::Running,
+        },
+        agent: facts,
+        duration_ms: agent_ms.or(measured),
+        why: None,
+    }
+}
+
+/// Which steps a row of a lane holds.
+type StepKind = fn(&StepKey) -> bool;
+
+/// One line of the events log, as far as a wait for the pace needs it.
+#[derive(Deserialize)]
+struct PacedLine {
+    #[serde(default)]
+    run: String,
+    #[serde(default)]
+    event: String,
+    #[serde(default)]
+    ts: String,
+    #[serde(default)]
+    until: Option<String>,
+    #[serde(default)]
+    why: Option<String>,
+}
+
+/// Each `paced` event of `run`: a wait from the event to its `until`.
+fn pace_bars(paths: &RunPaths, run: &str, secs: &dyn Fn(&str) -> i64) -> Vec<Bar> {
+    let Ok(bytes) = crate::store::read_no_follow(&paths.events(), EVENTS_LIMIT) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<PacedLine>(l).ok())
+        .filter(|l| l.run == run && l.event == "paced")
+        .map(|l| {
+            let start = secs(&l.ts);
+            let end = l.until.as_deref().map(secs).map(|e| e.max(start));
+            Bar {
+                step: "pace".into(),
+                attempt: 0,
+                start,
+                end,
+                outcome: BarOutcome::Paced,
+                agent: None,
+                duration_ms: None,
+                why: l.why,
+            }
+        })
+        .collect()
+}
