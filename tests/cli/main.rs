@@ -34,6 +34,7 @@ mod snap_refusals;
 mod snap_step;
 mod snap_units;
 mod survivors;
+mod timeline;
 mod trust;
 mod validation;
 mod validation_answers;

@@ -66,10 +66,10 @@ fn row_label(kind: &RowKind, lane: Option<&str>) -> String {
                 Some(name) => format!("validator {name}"),
                 None => step.role().to_owned(),
             };
-            format!("  {what}, attempt {attempt}")
+            format!("{what}, attempt {attempt}")
         }
-        RowKind::Commands => "  definition-of-done commands".into(),
-        RowKind::Landing => "  landing".into(),
+        RowKind::Commands => "definition-of-done commands".into(),
+        RowKind::Landing => "landing".into(),
         RowKind::Pace => "waits for the pace".into(),
     }
 }
@@ -138,10 +138,11 @@ pub fn html(t: &Timeline) -> String {
     }
     for (i, row) in t.rows.iter().enumerate() {
         let y = TOP + ROW * i as i64;
-        let class = if matches!(row.kind, RowKind::Lane { .. }) {
-            " class=\"lane-label\""
+        // A lane's label at the left edge, its agents' and steps' indented under it.
+        let (class, indent) = if matches!(row.kind, RowKind::Lane { .. } | RowKind::Pace) {
+            (" class=\"lane-label\"", 4)
         } else {
-            ""
+            ("", 16)
         };
         // A long lane id is cut to fit beside the chart; hovering it shows the whole label.
         let label = row_label(&row.kind, row.lane.as_deref());
@@ -152,7 +153,7 @@ pub fn html(t: &Timeline) -> String {
         };
         let _ = writeln!(
             svg,
-            "<text{class} x=\"4\" y=\"{}\" xml:space=\"preserve\"><title>{}</title>{}</text>",
+            "<text{class} x=\"{indent}\" y=\"{}\"><title>{}</title>{}</text>",
             y + 16,
             esc(&label),
             esc(&shown)

@@ -63,6 +63,13 @@ fn timeline_output(ctx: &Ctx<'_>, shown: &Shown, file: &Path) -> Result<Output, 
     if std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(unwritable("it is a symlink".into()));
     }
+    let dir = file.parent().unwrap_or(Path::new("/"));
+    if !dir.is_dir() {
+        return Err(unwritable(format!(
+            "`{}` is not a directory",
+            dir.display()
+        )));
+    }
     crate::store::write_atomic(file, page.as_bytes(), 0o644)
         .map_err(|e| unwritable(e.to_string()))?;
     let bars = timeline.bars();
