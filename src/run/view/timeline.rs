@@ -343,3 +343,144 @@ fn pace_bars(paths: &RunPaths, run: &str, secs: &dyn Fn(&str) -> i64) -> Vec<Bar
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::record::AgentEntry;
+    use serde_json::json;
+
+    /// A bar's start, end and outcome.
+    type Span = (i64, Option<i64>, BarOutcome);
+
+    fn step(
+        key: &str,
+        attempt: u32,
+        status: &str,
+        from: &str,
+        to: Option<&str>,
+    ) -> serde_json::Value {
+        json!({"step": key, "attempt": attempt, "status": status, "started_at": from,
+               "ended_at": to, "inputs": null, "nonce": null, "pid": null, "pid_start": null,
+               "outcome": if key == "land-1" { json!({"again": true}) } else { json!({}) }})
+    }
+
+    /// A run of two fix rounds with a refuter, a landing that waits and a wait for the pace: each
+    /// bar in seconds from the run's start, on its row, coloured by how it ended, with its agent.
+    #[test]
+    fn a_run_becomes_rows_of_bars_from_its_start() {
+        let t0 = "2026-09-30T11:00:00Z";
+        let at = |s: u32| format!("2026-09-30T11:{:02}:{:02}Z", s / 60, s % 60);
+        let run: Run = serde_json::from_value(json!({
+            "id": "run-1", "unit": "u", "status": "running", "driver": "process", "session": null,
+            "created_at": t0, "updated_at": at(100), "base": {"commit": "c", "branch": "main"},
+            "next_eligible_at": null,
+            "lanes": [{
+                "id": "u", "unit": "u", "stage": "land", "attempt": 2, "crashes": 0,
+                "worktree": null, "branch": null, "reason": null,
+                "steps": [
+                    step("implement", 1, "done", &at(0), Some(&at(30))),
+                    step("dod-0-0", 1, "failed", &at(30), Some(&at(32))),
+                    step("implement", 2, "done", &at(40), Some(&at(70))),
+                    step("validate-full", 2, "done", &at(70), Some(&at(80))),
+                    step("refute", 2, "failed", &at(80), Some(&at(85))),
+                    step("land-1", 1, "failed", &at(90), Some(&at(95))),
+                    step("land-1", 2, "started", &at(96), None),
+                ],
+                "findings": [{"id": "u-F1", "by": "full", "round": 2, "status": "refuted",
+                              "evidence": {"file_path": "a", "criterion_ref": "E1", "finding_category": "c", "severity": "S2-major", "summary": "<b>x</b>", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}}],
+            }],
+        }))
+        .expect("a run");
+        let dir = tempfile::tempdir().unwrap();
+        let paths = RunPaths::new(dir.path());
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        std::fs::write(
+            paths.events(),
+            format!(
+                "{}\n{}\nnot json\n",
+                json!({"ts": at(32), "run": "run-1", "event": "paced", "until": at(40), "why": "rate_limited"}),
+                json!({"ts": at(33), "run": "run-2", "event": "paced", "until": at(50)}),
+            ),
+        )
+        .unwrap();
+        let agent = |step: &str, attempt: u32, cost: serde_json::Value| {
+            super::super::Agent::of(
+                &AgentEntry::deserialize(json!({"lane": "u", "step": step, "attempt": attempt,
+                    "runner": "cc", "model": "m", "cost_usd": cost, "duration_ms": 29000,
+                    "status": "done"}))
+                .unwrap(),
+            )
+        };
+        let agents = [
+            agent("implement", 1, json!(0.5)),
+            agent("implement", 2, json!("unknown")),
+        ];
+        let t = timeline(&paths, &run, &agents, Cost::default());
+        let rows: Vec<(Option<&str>, &RowKind, Vec<Span>)> = t
+            .rows
+            .iter()
+            .map(|r| {
+                let bars = r.bars.iter().map(|b| (b.start, b.end, b.outcome)).collect();
+                (r.lane.as_deref(), &r.kind, bars)
+            })
+            .collect();
+        use BarOutcome::*;
+        let agent_row = |step: StepKey, attempt| RowKind::Agent { step, attempt };
+        assert_eq!(
+            rows,
+            vec![
+                (None, &RowKind::Pace, vec![(32, Some(40), Paced)]),
+                (
+                    Some("u"),
+                    &RowKind::Lane { stage: Stage::Land },
+                    vec![(0, None, Running)]
+                ),
+                (
+                    Some("u"),
+                    &agent_row(StepKey::Implement, 1),
+                    vec![(0, Some(30), Done)]
+                ),
+                (
+                    Some("u"),
+                    &agent_row(StepKey::Implement, 2),
+                    vec![(40, Some(70), Done)]
+                ),
+                (
+                    Some("u"),
+                    &agent_row(StepKey::Validate("full".into()), 2),
+                    vec![(70, Some(80), Done)]
+                ),
+                (
+                    Some("u"),
+                    &agent_row(StepKey::Refute, 2),
+                    vec![(80, Some(85), Failed)]
+                ),
+                (Some("u"), &RowKind::Commands, vec![(30, Some(32), Failed)]),
+                (
+                    Some("u"),
+                    &RowKind::Landing,
+                    vec![(90, Some(95), Waits), (96, None, Running)]
+                ),
+            ]
+        );
+        assert_eq!(t.span, 100);
+        assert_eq!(t.bars(), 9);
+        let facts = |i: usize| t.rows[i].bars[0].agent.clone().unwrap();
+        assert_eq!(facts(2).cost_usd, Some(0.5));
+        assert_eq!(facts(3).cost_usd, None, "an unknown cost stays unknown");
+        assert_eq!(facts(2).model.as_deref(), Some("m"));
+        assert_eq!(t.rows[2].bars[0].duration_ms, Some(29000));
+        assert_eq!(
+            facts(5).runner,
+            None,
+            "a refuter with no agent entry is still an agent"
+        );
+        assert_eq!(t.rows[0].bars[0].why.as_deref(), Some("rate_limited"));
+        assert_eq!(t.findings[0].findings[0].status, "refuted");
+        assert_eq!(
+            t.findings[0].findings[0].summary, "<b>x</b>",
+            "escaped when drawn, not here"
+        );
+    }
+}
