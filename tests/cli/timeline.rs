@@ -73,6 +73,13 @@ fn text_from_files_reaches_the_page_escaped() {
     );
     let text = text.replace("\"model\": null", "\"model\": \"<b>m</b>\\u001b[2J\"");
     std::fs::write(&record, text).unwrap();
+    // And the unit's title, as its file in the checkout says.
+    let unit = repo.join("intent/001-greet-ignores-the-name-it-is-given/iced.md");
+    let text = std::fs::read_to_string(&unit).unwrap().replace(
+        "title: greet ignores the name it is given",
+        "title: greet <script>alert(1)</script>\u{1b}]0;owned\u{7} people",
+    );
+    std::fs::write(&unit, text).unwrap();
     let page = env.outside("timeline.html");
     write_page(&env, &repo, &page);
     let html = std::fs::read_to_string(&page).unwrap();
@@ -81,7 +88,13 @@ fn text_from_files_reaches_the_page_escaped() {
         "{html}"
     );
     assert!(html.contains("model &lt;b&gt;m&lt;/b&gt;,"), "{html}");
-    assert!(!html.contains('\u{1b}') && !html.contains("<img") && !html.contains("<b>"));
+    assert!(
+        html.contains("greet &lt;script&gt;alert(1)&lt;/script&gt; people"),
+        "{html}"
+    );
+    for never in ["\u{1b}", "\u{7}", "<img", "<b>", "<script", "owned"] {
+        assert!(!html.contains(never), "`{never:?}` in the page:\n{html}");
+    }
     assert!(!html.contains("https://"), "{html}");
 }
 

@@ -59,7 +59,15 @@ fn outcome_class(o: BarOutcome) -> &'static str {
 
 fn row_label(kind: &RowKind, lane: Option<&str>) -> String {
     match kind {
-        RowKind::Lane { stage } => format!("lane {} ({})", lane.unwrap_or(""), stage.as_str()),
+        RowKind::Lane { stage, title } => format!(
+            "lane {} ({}){}",
+            lane.unwrap_or(""),
+            stage.as_str(),
+            title
+                .as_deref()
+                .map(|t| format!(": {t}"))
+                .unwrap_or_default()
+        ),
         RowKind::Agent { step, attempt } => {
             let what = match step.validator_name() {
                 Some("refute") => "refuter".to_owned(),
@@ -175,7 +183,16 @@ pub fn html(t: &Timeline) -> String {
     svg.push_str("</svg>\n");
 
     let mut page = String::new();
-    let heading = format!("{}: {} ({})", t.run, t.unit, t.status);
+    let heading = format!(
+        "{}: {}{} ({})",
+        t.run,
+        t.unit,
+        t.title
+            .as_deref()
+            .map(|t| format!(" — {t}"))
+            .unwrap_or_default(),
+        t.status
+    );
     let _ = write!(
         page,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{0}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>{0}</h1>\n<p>Times are seconds from the run's start ({1} s in all). Cost: {2}.</p>\n<p class=\"legend\"><span class=\"done\">done</span><span class=\"failed\">failed</span><span class=\"waits\">waits</span><span class=\"running\">running</span><span class=\"paced\">pace</span></p>\n{svg}",

@@ -8,6 +8,7 @@ use crate::run::keys::StepKey;
 use crate::run::outcome::LandOutcome;
 use crate::run::record::Cost;
 use crate::run::state::{Lane, Run, RunPaths, Stage, StepRecord, StepStatus};
+use crate::run::Ctx;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
@@ -18,6 +19,8 @@ const EVENTS_LIMIT: u64 = 64 << 20;
 pub struct Timeline {
     pub run: String,
     pub unit: String,
+    /// The unit's title, as its file says (none when it cannot be read).
+    pub title: Option<String>,
     /// The run's status, as the state spells it.
     pub status: &'static str,
     /// Seconds from the run's start to the end of its last bar.
@@ -37,8 +40,8 @@ pub struct Row {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum RowKind {
-    /// The lane from its first step to its last, ending in `stage`.
-    Lane { stage: Stage },
+    /// The lane from its first step to its last, ending in `stage`; its unit's title.
+    Lane { stage: Stage, title: Option<String> },
     /// One agent: an implementer, a validator (by name) or the refuter, in one attempt.
     Agent { step: StepKey, attempt: u32 },
     /// The lane's definition-of-done commands (and their runs again when landing).
@@ -111,8 +114,21 @@ impl Timeline {
     }
 }
 
-/// The timeline of `run`, with its agents (as `run show` reads them) and its events in `paths`.
-pub fn timeline(paths: &RunPaths, run: &Run, agents: &[Agent], cost: Cost) -> Timeline {
+/// The timeline of `run`, with its agents (as `run show` reads them), its events and the titles
+/// of its units.
+pub fn timeline(ctx: &Ctx<'_>, run: &Run, agents: &[Agent], cost: Cost) -> Timeline {
+    let title = |unit: &str| {
+        crate::repo::read_text(&ctx.repo.unit_paths(unit).iced)
+            .ok()
+            .and_then(|t| crate::unit::parse_unit(&t).title)
+    };
+    build(&ctx.paths, &title, run, agents, cost)
+}
+
+/// Titles of units, by id.
+type Titles<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+fn build(paths: &RunPaths, titles: &Titles, run: &Run, agents: &[Agent], cost: Cost) -> Timeline {
     let start = at(&run.created_at).unwrap_or_default();
     let secs = |s: &str| at(s).map_or(0, |t| (t - start).num_seconds().max(0));
     let mut rows = Vec::new();
@@ -125,7 +141,7 @@ pub fn timeline(paths: &RunPaths, run: &Run, agents: &[Agent], cost: Cost) -> Ti
         });
     }
     for lane in &run.lanes {
-        lane_rows(lane, agents, &secs, &mut rows);
+        lane_rows(lane, titles(&lane.unit), agents, &secs, &mut rows);
     }
     let span = rows
         .iter()
@@ -157,6 +173,7 @@ pub fn timeline(paths: &RunPaths, run: &Run, agents: &[Agent], cost: Cost) -> Ti
     Timeline {
         run: run.id.clone(),
         unit: run.unit.clone(),
+        title: titles(&run.unit),
         status: run.status.as_str(),
         span,
         rows,
@@ -172,7 +189,13 @@ fn at(s: &str) -> Option<DateTime<Utc>> {
 }
 
 /// The lane's row, then one per agent in the order they started, then its commands and landing.
-fn lane_rows(lane: &Lane, agents: &[Agent], secs: &dyn Fn(&str) -> i64, rows: &mut Vec<Row>) {
+fn lane_rows(
+    lane: &Lane,
+    title: Option<String>,
+    agents: &[Agent],
+    secs: &dyn Fn(&str) -> i64,
+    rows: &mut Vec<Row>,
+) {
     let bar = |r: &StepRecord| step_bar(lane, r, agents, secs);
     let first = lane.steps.iter().map(|r| secs(&r.started_at)).min();
     let last = lane
@@ -183,7 +206,10 @@ fn lane_rows(lane: &Lane, agents: &[Agent], secs: &dyn Fn(&str) -> i64, rows: &m
     if let Some(first) = first {
         rows.push(Row {
             lane: Some(lane.id.clone()),
-            kind: RowKind::Lane { stage: lane.stage },
+            kind: RowKind::Lane {
+                stage: lane.stage,
+                title,
+            },
             bars: vec![Bar {
                 step: lane.stage.as_str().to_owned(),
                 attempt: lane.attempt,
@@ -416,7 +442,8 @@ mod tests {
             agent("implement", 1, json!(0.5)),
             agent("implement", 2, json!("unknown")),
         ];
-        let t = timeline(&paths, &run, &agents, Cost::default());
+        let titles = |unit: &str| (unit == "u").then(|| "A <title>".to_owned());
+        let t = build(&paths, &titles, &run, &agents, Cost::default());
         let rows: Vec<(Option<&str>, &RowKind, Vec<Span>)> = t
             .rows
             .iter()
@@ -433,7 +460,10 @@ mod tests {
                 (None, &RowKind::Pace, vec![(32, Some(40), Paced)]),
                 (
                     Some("u"),
-                    &RowKind::Lane { stage: Stage::Land },
+                    &RowKind::Lane {
+                        stage: Stage::Land,
+                        title: Some("A <title>".into())
+                    },
                     vec![(0, None, Running)]
                 ),
                 (

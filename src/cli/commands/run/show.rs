@@ -41,13 +41,10 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
 /// `--html <file>`: the run's timeline, written atomically to `file` (never through a symlink).
 fn timeline_output(ctx: &Ctx<'_>, shown: &Shown, file: &Path) -> Result<Output, Refusal> {
     let timeline = match shown {
-        Shown::Live(live) => view::timeline(&ctx.paths, &live.run, &live.agent_views(), live.cost),
-        Shown::Recorded(r) => view::timeline(
-            &ctx.paths,
-            &r.run,
-            r.agents.as_deref().unwrap_or_default(),
-            r.cost,
-        ),
+        Shown::Live(live) => view::timeline(ctx, &live.run, &live.agent_views(), live.cost),
+        Shown::Recorded(r) => {
+            view::timeline(ctx, &r.run, r.agents.as_deref().unwrap_or_default(), r.cost)
+        }
     };
     let page = crate::cli::render::timeline::html(&timeline);
     let unwritable = |why: String| {
