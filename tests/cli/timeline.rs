@@ -234,3 +234,24 @@ fn the_demos_timeline_loads_in_chromium() {
         }
     }
 }
+
+/// A live run (host-driven, its implementer handed out and not back yet): the lane and the
+/// implementer still run, and the page says so.
+#[test]
+fn a_live_runs_timeline_shows_what_still_runs() {
+    let (env, id) = TestEnv::buildable(serde_json::json!({}));
+    let built = env.iced_json(&["build", &id]);
+    assert_eq!(built.code, 0, "{built:#?}");
+    let page = env.outside("live.html");
+    let said = write_page(&env, env.root(), &page);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(said["bars"].as_u64().unwrap() >= 2, "{said}");
+    assert!(
+        html.contains("<rect class=\"bar running\""),
+        "the lane or its implementer runs:\n{html}"
+    );
+    assert!(
+        html.contains("implement, attempt 1, runner unknown, model unknown, cost unknown, still running, running"),
+        "{html}"
+    );
+}
