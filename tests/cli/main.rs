@@ -38,6 +38,7 @@ mod snap_step;
 mod snap_units;
 mod supervisor_kill;
 mod survivors;
+mod timeline;
 mod trust;
 mod until_host;
 mod validation;

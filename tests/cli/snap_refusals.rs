@@ -102,6 +102,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ),
     ("validator-not-distinct", In("snap_refusals")),
     ("demo-failed", In("snap_refusals")),
+    ("timeline-unwritable", In("timeline")),
 ];
 
 /// Every code in [`EVERY_CODE`] that a test produces has its snapshot, from the module named; a

@@ -1,11 +1,12 @@
 //! How results and refusals look. Text goes through `for_terminal`: anything a unit file or a
 //! report said is printed without its escape sequences. The words of the loop's values live in the
-//! submodules: a step report (`step`), a run and its agents (`run`), the handover (`handover`).
+//! submodules: a step report (`step`), a run and its agents (`run`), the handover (`handover`), a run's timeline page (`timeline`).
 
 pub mod handover;
 pub mod run;
 pub mod step;
 pub mod then;
+pub mod timeline;
 
 use super::Output;
 use crate::refusal::Refusal;

@@ -8,12 +8,16 @@
 mod agent;
 mod handover;
 mod next;
+mod timeline;
 
 pub use agent::{Agent, HostEnd, RunnerEnd, Who};
 pub use handover::{
     handover, Handover, HandoverLane, HandoverRun, InForce, Role, Ruling, Validators,
 };
 pub use next::{next_move, NextMove, Release};
+pub use timeline::{
+    timeline, AgentFacts, Bar, BarOutcome, FindingFate, LaneFindings, Row, RowKind, Timeline,
+};
 
 /// What `run retire` did, as `control::retire_runs` reports it.
 pub use super::control::{LaneRetirement, Retirement};

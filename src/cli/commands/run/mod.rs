@@ -22,7 +22,7 @@ const STEP: &str = "run";
 pub enum RunCommand {
     /// List the runs in the state file with their status and stage: writes nothing.
     List,
-    /// Show one run (default: the live one, else the latest): lanes, stages, every step record with its key, status and outcome; writes nothing.
+    /// Show one run (default: the live one, else the latest): lanes, stages, every step record with its key, status and outcome; writes nothing, except with --html its timeline page, refused when that file is a symlink or cannot be written.
     Show(show::Args),
     /// Pause a run: nothing new is launched until it is resumed; refuses a run that has ended.
     Pause(pause::Args),

@@ -9,11 +9,16 @@ use crate::refusal::Refusal;
 use crate::run::view::{self, LiveRun, RecordedRun, Shown, WorkWent};
 use crate::run::Ctx;
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The run id (or a unique part of it); default: the one live run, else the latest run.
     pub run: Option<String>,
+    /// Write the run's timeline to FILE instead: one self-contained HTML page (no script, no
+    /// external URL); refuses a symlink or a destination it cannot write.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Output, Refusal> {
@@ -23,10 +28,56 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         Some(name) => name,
         None => view::default_run(&ctx)?,
     };
-    Ok(match view::show(&ctx, &name)? {
+    let shown = view::show(&ctx, &name)?;
+    if let Some(file) = args.html {
+        return timeline_output(&ctx, &shown, &file);
+    }
+    Ok(match shown {
         Shown::Live(live) => live_output(*live),
         Shown::Recorded(recorded) => recorded_output(*recorded),
     })
+}
+
+/// `--html <file>`: the run's timeline, written atomically to `file` (never through a symlink).
+fn timeline_output(ctx: &Ctx<'_>, shown: &Shown, file: &Path) -> Result<Output, Refusal> {
+    let timeline = match shown {
+        Shown::Live(live) => view::timeline(ctx, &live.run, &live.agent_views(), live.cost),
+        Shown::Recorded(r) => {
+            view::timeline(ctx, &r.run, r.agents.as_deref().unwrap_or_default(), r.cost)
+        }
+    };
+    let page = crate::cli::render::timeline::html(&timeline);
+    let unwritable = |why: String| {
+        Refusal::new(
+            STEP,
+            "timeline-unwritable",
+            format!("cannot write the timeline to `{}`: {why}", file.display()),
+            "name a file in a directory you can write, not a symlink (e.g. `--html timeline.html`)",
+        )
+    };
+    // Absolute, so the rename and the sync of its directory name a directory.
+    let file = &crate::cli::commands::current_dir(STEP)?.join(file);
+    if std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(unwritable("it is a symlink".into()));
+    }
+    let dir = file.parent().unwrap_or(Path::new("/"));
+    if !dir.is_dir() {
+        return Err(unwritable(format!(
+            "`{}` is not a directory",
+            dir.display()
+        )));
+    }
+    crate::store::write_atomic(file, page.as_bytes(), 0o644)
+        .map_err(|e| unwritable(e.to_string()))?;
+    let bars = timeline.bars();
+    Ok(Output::new(
+        serde_json::json!({"run": timeline.run, "html": file, "bars": bars}),
+        format!(
+            "wrote the timeline of {} to {} ({bars} bars)",
+            timeline.run,
+            file.display()
+        ),
+    ))
 }
 
 /// A run in the state: every lane with its next move, step records (each outcome cut to 160
