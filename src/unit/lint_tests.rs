@@ -7,34 +7,34 @@
 //! code the case does not expect shows up. The tests after the table cover the body-parsing rules
 //! of section 6 through `lint` and `parse_unit`.
 
-use super::frontmatter::{self, Edit};
 use super::hash::contract_hash;
 use super::kinds::{Stage, Status};
-use super::lint::{lint, solution_word, LintContext, LintReport, REQUIRED};
+use super::lint::{lint, LintContext, LintReport, REQUIRED};
 use super::parse::parse_unit;
 
-const STAGES: [Stage; 4] = [Stage::Draft, Stage::Signoff, Stage::Accept, Stage::Validate];
+pub(super) const STAGES: [Stage; 4] =
+    [Stage::Draft, Stage::Signoff, Stage::Accept, Stage::Validate];
 
 /// Reported at `[draft, signoff, accept, validate]`.
-type At = [bool; 4];
+pub(super) type At = [bool; 4];
 /// An "all" rule.
-const ALL: At = [true, true, true, true];
+pub(super) const ALL: At = [true, true, true, true];
 /// A signoff rule on a unit past `draft` (so `validate` runs the signoff rules too).
-const SIGNOFF: At = [false, true, true, true];
+pub(super) const SIGNOFF: At = [false, true, true, true];
 /// `contract-changed` on a unit past approval.
-const ACCEPT_VALIDATE: At = [false, false, true, true];
+pub(super) const ACCEPT_VALIDATE: At = [false, false, true, true];
 /// `evidence-missing`.
-const ACCEPT: At = [false, false, true, false];
-const NEVER: At = [false, false, false, false];
+pub(super) const ACCEPT: At = [false, false, true, false];
+pub(super) const NEVER: At = [false, false, false, false];
 
 /// The folder the fixture lives in, as `LintContext::folder`.
-const FOLDER: &str = "042-dark-mode";
+pub(super) const FOLDER: &str = "042-dark-mode";
 
 /// A unit that lints clean at every stage once `{status}` and `{hash}` are filled in ([`unit`]).
 /// Line numbers, for reading the cases: frontmatter 1-13, `### Goal` 19, `[C1]` 23,
 /// `### Failure conditions` 25, `[F1]` 26, `## Context` 32, `## Expectations` 36, `[E1]` 37,
 /// `[E2]` 38, `## Open questions` 40, `[Q1]` 41.
-const CLEAN: &str = "\
+pub(super) const CLEAN: &str = "\
 ---
 iced: 0.1
 id: 042-dark-mode
@@ -78,16 +78,18 @@ Users can read the app at night without glare.
 - [Q1] Follow the OS preference? -> A: Yes, until the user picks a theme.
 ";
 
-const GOAL: &str = "Users can read the app at night without glare.\n";
-const F1: &str = "- [F1] The theme resets after a reload.\n";
-const E1: &str = "- [E1] The toggle switches the theme. {verify: test | tests/theme.spec.ts}\n";
-const E2: &str = "- [E2] The choice survives a reload. {verify: manual}\n";
-const Q1: &str = "- [Q1] Follow the OS preference? -> A: Yes, until the user picks a theme.\n";
-const CONTEXT2: &str = "- [product] Most sessions start after 8 pm.\n";
+pub(super) const GOAL: &str = "Users can read the app at night without glare.\n";
+pub(super) const F1: &str = "- [F1] The theme resets after a reload.\n";
+pub(super) const E1: &str =
+    "- [E1] The toggle switches the theme. {verify: test | tests/theme.spec.ts}\n";
+pub(super) const E2: &str = "- [E2] The choice survives a reload. {verify: manual}\n";
+pub(super) const Q1: &str =
+    "- [Q1] Follow the OS preference? -> A: Yes, until the user picks a theme.\n";
+pub(super) const CONTEXT2: &str = "- [product] Most sessions start after 8 pm.\n";
 
 /// What the frontmatter's `contract_hash` holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hash {
+pub(super) enum Hash {
     /// The hash of the final text.
     Right,
     /// The hash of the clean text, before the edits: approved, then edited.
@@ -102,7 +104,7 @@ enum Hash {
 
 /// [`CLEAN`] with `status`, each `(from, to)` edit applied once (`from` must be there), and the
 /// contract hash as `hash` says.
-fn unit(status: &str, hash: Hash, edits: &[(&str, &str)]) -> String {
+pub(super) fn unit(status: &str, hash: Hash, edits: &[(&str, &str)]) -> String {
     let mut text = CLEAN.replace("{status}", status);
     let before = contract_hash(&text);
     for (from, to) in edits {
@@ -123,12 +125,12 @@ fn unit(status: &str, hash: Hash, edits: &[(&str, &str)]) -> String {
 }
 
 /// An approved unit with the right hash, edited.
-fn approved(edits: &[(&str, &str)]) -> String {
+pub(super) fn approved(edits: &[(&str, &str)]) -> String {
     unit("approved", Hash::Right, edits)
 }
 
 /// The 1-based line of the only line of `text` containing `needle`.
-fn line(text: &str, needle: &str) -> usize {
+pub(super) fn line(text: &str, needle: &str) -> usize {
     let hits: Vec<usize> = text
         .split('\n')
         .enumerate()
@@ -140,10 +142,10 @@ fn line(text: &str, needle: &str) -> usize {
 }
 
 #[derive(Debug, Clone)]
-struct Ctx {
-    evidence: Option<bool>,
-    folder: Option<&'static str>,
-    same_number: Vec<String>,
+pub(super) struct Ctx {
+    pub(super) evidence: Option<bool>,
+    pub(super) folder: Option<&'static str>,
+    pub(super) same_number: Vec<String>,
 }
 
 impl Default for Ctx {
@@ -157,7 +159,7 @@ impl Default for Ctx {
     }
 }
 
-fn run(text: &str, stage: Stage, ctx: &Ctx) -> LintReport {
+pub(super) fn run(text: &str, stage: Stage, ctx: &Ctx) -> LintReport {
     let parsed = parse_unit(text);
     lint(
         &parsed,
@@ -172,26 +174,26 @@ fn run(text: &str, stage: Stage, ctx: &Ctx) -> LintReport {
 }
 
 /// Lint with the default context.
-fn at(text: &str, stage: Stage) -> LintReport {
+pub(super) fn at(text: &str, stage: Stage) -> LintReport {
     run(text, stage, &Ctx::default())
 }
 
 /// `(code, line)` of every error and every warning.
-type Found = Vec<(&'static str, Option<usize>)>;
+pub(super) type Found = Vec<(&'static str, Option<usize>)>;
 
-fn found(report: &LintReport) -> (Found, Found) {
+pub(super) fn found(report: &LintReport) -> (Found, Found) {
     let f = |v: &[super::Issue]| v.iter().map(|i| (i.code, i.line)).collect();
     (f(&report.errors), f(&report.warnings))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sev {
+pub(super) enum Sev {
     Error,
     Warning,
 }
 
 #[derive(Debug, Clone)]
-struct Case {
+pub(super) struct Case {
     name: String,
     text: String,
     ctx: Ctx,
@@ -204,7 +206,13 @@ struct Case {
     also: &'static [&'static str],
 }
 
-fn case(name: impl Into<String>, code: &'static str, sev: Sev, at: At, text: String) -> Case {
+pub(super) fn case(
+    name: impl Into<String>,
+    code: &'static str,
+    sev: Sev,
+    at: At,
+    text: String,
+) -> Case {
     Case {
         name: name.into(),
         text,
@@ -242,7 +250,7 @@ impl Case {
 }
 
 /// Every problem with one case, at every stage.
-fn check(case: &Case) -> Vec<String> {
+pub(super) fn check(case: &Case) -> Vec<String> {
     let mut problems = Vec::new();
     for (i, &stage) in STAGES.iter().enumerate() {
         let report = run(&case.text, stage, &case.ctx);
@@ -291,7 +299,7 @@ fn check(case: &Case) -> Vec<String> {
 }
 
 /// The table of SPEC 10.1 x 10.2.
-fn rules() -> Vec<Case> {
+pub(super) fn rules() -> Vec<Case> {
     use Sev::{Error, Warning};
     let mut cases = Vec::new();
 
@@ -991,467 +999,4 @@ fn the_table_covers_every_code_of_spec_10_1() {
         );
     }
     assert!(table.iter().all(|c| CODES.contains(&c.code)));
-}
-
-#[test]
-fn a_clean_unit_has_no_findings_at_any_stage_in_any_status() {
-    for status in Status::ALL {
-        let text = unit(status.as_str(), Hash::Right, &[]);
-        for stage in STAGES {
-            let report = at(&text, stage);
-            assert_eq!(report, LintReport::default(), "{status} at {stage}");
-            assert!(report.is_clean());
-        }
-    }
-}
-
-#[test]
-fn line_numbers_count_the_frontmatter() {
-    // Every line numbered by hand: 1-based, in the whole file.
-    let text = "---
-iced: 0.1
-id: 007-lines
-title: Lines
-type: bug
-tier: S
-status: building
-autonomy: 1
-risk: 4
-contract_hash: 0000
----
-<!-- a comment
-over three lines -->
-## Intent
-### Goal
-### Failure conditions
-## Context
-- [guessed] The tag is unknown.
-- [assumed] Wrapped
-  over two lines.
-## Expectations
-## Open questions
-- [Q1] Open?
-- [q1] Again?
-## expectations
-";
-    let own = Ctx {
-        folder: Some("007-lines"),
-        ..Ctx::default()
-    };
-    let (errors, warnings) = found(&run(text, Stage::Accept, &own));
-    assert_eq!(
-        errors,
-        [
-            ("field-invalid", Some(9)),
-            ("section-duplicate", Some(25)),
-            ("ids-duplicate", Some(24)),
-            ("goal-missing", Some(15)),
-            ("failures-missing", Some(16)),
-            ("expectations-missing", Some(21)),
-            ("open-questions", Some(23)),
-            ("open-questions", Some(24)),
-            ("contract-changed", Some(10)),
-        ]
-    );
-    assert_eq!(
-        warnings,
-        [("context-tag", Some(18)), ("assumptions-present", Some(19))]
-    );
-    // Another folder with the number points at the `id` line; a wrong folder too.
-    let report = run(
-        text,
-        Stage::Draft,
-        &Ctx {
-            folder: Some("007-other"),
-            same_number: vec!["007-x".into()],
-            evidence: None,
-        },
-    );
-    let (errors, _) = found(&report);
-    assert!(errors.contains(&("field-invalid", Some(3))), "{errors:?}");
-    assert!(errors.contains(&("ids-duplicate", Some(3))), "{errors:?}");
-}
-
-#[test]
-fn crlf_and_lone_cr_read_as_lf() {
-    for eol in ["\r\n", "\r"] {
-        let clean = unit("done", Hash::Right, &[]).replace('\n', eol);
-        for stage in STAGES {
-            assert_eq!(at(&clean, stage), LintReport::default(), "{eol:?} {stage}");
-        }
-        // Lines are counted the same way.
-        let text = approved(&[(" {verify: test | tests/theme.spec.ts}", "")]).replace('\n', eol);
-        let (errors, _) = found(&at(&text, Stage::Signoff));
-        assert_eq!(errors, [("expectation-unverifiable", Some(37))], "{eol:?}");
-    }
-}
-
-#[test]
-fn frontmatter_messages_say_what_to_fix() {
-    let message = |text: &str| {
-        let report = at(text, Stage::Draft);
-        assert_eq!(report.errors.len(), 1, "{report:?}");
-        assert_eq!(report.errors[0].code, "frontmatter-missing");
-        report.errors[0].message.clone()
-    };
-    let bom = message(&format!("\u{FEFF}{}", approved(&[])));
-    assert!(bom.contains("byte-order mark"), "{bom}");
-    assert!(bom.contains("without a BOM"), "{bom}");
-    let bad = message(&approved(&[("risk: medium\n", "risk: medium\n- a list\n")]));
-    assert!(bad.contains("line 11"), "{bad}");
-    let open = message(&approved(&[("---\n\n# Dark mode", "\n# Dark mode")]));
-    assert!(open.contains("not closed"), "{open}");
-}
-
-#[test]
-fn the_last_of_a_repeated_frontmatter_key_wins() {
-    let text = approved(&[("risk: medium\n", "risk: medium\nrisk: extreme\n")]);
-    let (errors, _) = found(&at(&text, Stage::Draft));
-    assert_eq!(errors, [("field-invalid", Some(11))]);
-    let text = approved(&[("risk: medium\n", "risk: extreme\nrisk: medium\n")]);
-    assert!(at(&text, Stage::Draft).errors.is_empty());
-}
-
-/// An approved unit whose Expectations and Open questions sections are replaced.
-fn with_items(expectations: &str, questions: &str) -> String {
-    approved(&[(&format!("{E1}{E2}"), expectations), (Q1, questions)])
-}
-
-/// Codes and lines found at stage signoff.
-fn signoff(text: &str) -> (Found, Found) {
-    found(&at(text, Stage::Signoff))
-}
-
-#[test]
-fn a_suffix_or_answer_on_a_continuation_line_counts() {
-    let text = with_items(
-        "- [E1] The toggle switches
-   the theme.
-  {verify: test | tests/theme.spec.ts}
-- [E2] The choice survives a reload. {verify:
-  manual}
-",
-        "- [Q1] Follow the OS
-  preference?
-  -> A: Yes.
-",
-    );
-    assert_eq!(signoff(&text), (vec![], vec![]));
-    let p = parse_unit(&text);
-    assert_eq!(p.expectations[0].text, "The toggle switches the theme.");
-    assert_eq!(p.expectations[0].line, 37);
-    assert_eq!(p.expectations[1].verify.as_ref().unwrap().kind, "manual");
-    assert_eq!(p.expectations[1].line, 40);
-    assert_eq!(p.questions[0].text, "Follow the OS preference?");
-    assert_eq!(p.questions[0].answer.as_deref(), Some("Yes."));
-    assert_eq!(p.questions[0].line, 44);
-}
-
-#[test]
-fn a_blank_line_a_heading_or_a_list_item_ends_an_item() {
-    // Each breaker, between an item and its would-be suffix or answer.
-    for breaker in [
-        "",
-        "   ",
-        "### How",
-        "#### Deeper",
-        "# Top",
-        "- x",
-        "* x",
-        "+ x",
-        "1. x",
-        "22) x",
-        "  - indented x",
-    ] {
-        let text = with_items(
-            &format!(
-                "- [E1] The toggle switches the theme.\n{breaker}\n{{verify: test | t}}\n{E2}"
-            ),
-            &format!("- [Q1] Follow the OS preference?\n{breaker}\n-> A: Yes.\n"),
-        );
-        let (errors, _) = signoff(&text);
-        assert_eq!(
-            errors,
-            [
-                ("expectation-unverifiable", Some(37)),
-                ("open-questions", Some(43))
-            ],
-            "breaker {breaker:?}"
-        );
-    }
-    // Lines that look close but do not break: no space after the marker.
-    for joiner in ["#tag", "-x", "1.5", "+1", "*bold*"] {
-        let text = with_items(
-            &format!("- [E1] The toggle switches the theme.\n{joiner}\n{{verify: test | t}}\n{E2}"),
-            &format!("- [Q1] Follow the OS preference?\n{joiner}\n-> A: Yes.\n"),
-        );
-        assert_eq!(signoff(&text), (vec![], vec![]), "joiner {joiner:?}");
-        let p = parse_unit(&text);
-        assert_eq!(
-            p.expectations[0].text,
-            format!("The toggle switches the theme. {joiner}")
-        );
-    }
-    // The next item starts fresh: its suffix is its own.
-    let text = with_items(
-        &format!("- [E1] The toggle switches the theme.\n{E2}"),
-        "- [Q1] Follow the OS preference?\n- [Q2] Other? -> A: Yes.\n",
-    );
-    let (errors, _) = signoff(&text);
-    assert_eq!(
-        errors,
-        [
-            ("expectation-unverifiable", Some(37)),
-            ("open-questions", Some(41))
-        ]
-    );
-}
-
-#[test]
-fn context_lines_wrap_like_items() {
-    let text = approved(&[(
-        CONTEXT2,
-        "- [assumed] People
-  use it at night.
-
-  Not part of it.
-",
-    )]);
-    let p = parse_unit(&text);
-    assert_eq!(p.context[1].text, "People use it at night.");
-    let (_, warnings) = signoff(&text);
-    assert_eq!(warnings, [("assumptions-present", Some(34))]);
-}
-
-#[test]
-fn scope_lines() {
-    let text = approved(&[(
-        "- In: settings toggle, persistence\n- Out: marketing site\n",
-        "- In: a, b,, \n- OUT: c ,  ,\n* in : d\n- Out:\n  - iN:e\n- Inside: not scope\nIn: not a list item\n",
-    )]);
-    let p = parse_unit(&text);
-    assert_eq!(p.scope.inside, ["a", "b", "d", "e"]);
-    assert_eq!(p.scope.outside, ["c"]);
-    // Scope lines elsewhere are not scope.
-    let text = approved(&[(GOAL, &format!("{GOAL}- In: goal text\n"))]);
-    let p = parse_unit(&text);
-    assert_eq!(p.scope.inside, ["settings toggle", "persistence"]);
-    assert!(p.goal.ends_with("- In: goal text"));
-}
-
-#[test]
-fn context_tags_are_case_insensitive() {
-    let text = approved(&[(
-        CONTEXT2,
-        "- [PRODUCT] a\n- [Knowledge] b\n- [PARENT] c\n- [Assumed] d\n* [ASSUMED] e\n- [todo] f\n- [Code1] not a tag line\n",
-    )]);
-    let p = parse_unit(&text);
-    let tags: Vec<&str> = p.context.iter().map(|c| c.tag.as_str()).collect();
-    assert_eq!(
-        tags,
-        [
-            "code",
-            "product",
-            "knowledge",
-            "parent",
-            "assumed",
-            "assumed",
-            "todo"
-        ]
-    );
-    let (errors, warnings) = signoff(&text);
-    assert_eq!(errors, []);
-    assert_eq!(
-        warnings,
-        [
-            ("context-tag", Some(39)),
-            ("assumptions-present", Some(37)),
-            ("assumptions-present", Some(38))
-        ]
-    );
-    // At draft the assumptions are not reported; the unknown tag is.
-    let (_, warnings) = found(&at(&text, Stage::Draft));
-    assert_eq!(warnings, [("context-tag", Some(39))]);
-}
-
-#[test]
-fn html_comments_are_ignored_and_keep_line_numbers() {
-    let text = with_items(
-        &format!(
-            "<!-- - [E3] Hidden, no suffix.
-- [E4] Hidden too. -->
-{E1}<!-- one line --> <!-- two
- on one line -->
-- [E5] After the comments.
-"
-        ),
-        "<!--\n- [Q2] Hidden question?\n## Expectations\n-->\n- [Q1] Open?\n",
-    );
-    let p = parse_unit(&text);
-    let ids: Vec<&str> = p.items().map(|i| i.id.as_str()).collect();
-    assert_eq!(ids, ["C1", "F1", "E1", "E5", "Q1"]);
-    let (errors, _) = signoff(&text);
-    // Neither the hidden items nor the hidden heading count; later lines keep their numbers.
-    assert_eq!(
-        errors,
-        [
-            ("expectation-unverifiable", Some(line(&text, "[E5]"))),
-            ("open-questions", Some(line(&text, "[Q1] Open?")))
-        ]
-    );
-    assert_eq!(line(&text, "[E5]"), 42);
-    assert_eq!(line(&text, "[Q1] Open?"), 49);
-    // A `<!--` with no `-->` after it is ordinary text.
-    let text = with_items(
-        &format!("{E1}{E2}"),
-        &format!("{Q1}- [Q2] Still open? <!-- never closed\n- [Q3] Also open?\n"),
-    );
-    let (errors, _) = signoff(&text);
-    assert_eq!(
-        errors,
-        [("open-questions", Some(42)), ("open-questions", Some(43))]
-    );
-    // A comment is not part of the contract: adding one changes no hash.
-    let commented = approved(&[(GOAL, &format!("<!-- why -->{GOAL}<!--\n more\n-->\n"))]);
-    assert_eq!(contract_hash(&commented), contract_hash(&approved(&[])));
-}
-
-#[test]
-fn unknown_sections_are_kept_and_ignored() {
-    let notes = "\n## Notes\n- [E9] Not an expectation.\n- [Q9] Not a question?\n- [wat] Not context.\n### Goal\n";
-    let text = approved(&[(Q1, &format!("{Q1}{notes}"))]);
-    for stage in STAGES {
-        assert_eq!(at(&text, stage), LintReport::default(), "{stage}");
-    }
-    let p = parse_unit(&text);
-    assert!(p.items().all(|i| !i.id.ends_with('9')));
-    assert_eq!(p.goal, GOAL.trim());
-    let names: Vec<&str> = p.sections.iter().map(|h| h.text.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "Intent",
-            "Context",
-            "Expectations",
-            "Open questions",
-            "Notes"
-        ]
-    );
-    // Writing the frontmatter keeps the section byte for byte.
-    let written = frontmatter::apply(&text, &[Edit::set("status", "building")]);
-    assert!(written.ends_with(notes), "{written}");
-    assert_eq!(parse_unit(&written).sections.len(), 5);
-    // An item id used in Notes is no duplicate.
-    let text = approved(&[(Q1, &format!("{Q1}\n## Notes\n- [Q1] again\n"))]);
-    assert!(at(&text, Stage::Accept).errors.is_empty());
-}
-
-#[test]
-fn verify_kinds() {
-    for (suffix, ok) in [
-        ("{verify: test | t}", true),
-        ("{verify: TEST | t}", true),
-        ("{verify: Manual}", true),
-        ("{verify: manual}", true),
-        ("{verify: manual |}", true),
-        ("{ verify :check|make lint }", true),
-        ("{verify: metric | p95 < 200ms}  ", true),
-        ("{verify: bogus | x}", false),
-        ("{verify: tests | x}", false),
-        ("{verify: te5t | x}", false),
-        ("{verify: | x}", false),
-        ("{Verify: test | x}", false),
-        ("{verify: test | x} trailing", false),
-        ("{verify: test | x", false),
-        ("(verify: test | x)", false),
-    ] {
-        let text = with_items(&format!("- [E1] It works. {suffix}\n"), Q1);
-        let (errors, _) = signoff(&text);
-        let want: Found = if ok {
-            vec![]
-        } else {
-            vec![("expectation-unverifiable", Some(37))]
-        };
-        assert_eq!(errors, want, "{suffix}");
-    }
-    let text = with_items("- [E1] It works. {verify: Manual}\n", Q1);
-    let v = parse_unit(&text).expectations[0].verify.clone().unwrap();
-    assert_eq!((v.kind.as_str(), v.reference.as_str()), ("manual", ""));
-    let text = with_items("- [E1] It works. {verify: bogus | x}\n", Q1);
-    let report = at(&text, Stage::Signoff);
-    assert!(report.errors[0].message.contains("bogus"), "{report:?}");
-}
-
-#[test]
-fn goal_has_solution_matches_whole_words() {
-    for (goal, word) in [
-        ("Rewrite it in rust", Some("rust")),
-        ("Rust.", Some("rust")),
-        ("(rust)", Some("rust")),
-        ("_rust", Some("rust")),
-        ("a trustworthy theme", None),
-        ("rusty", None),
-        ("rust2", None),
-        ("a.rust", None),
-        ("ship on next.js", Some("next.js")),
-        ("Next.JS!", Some("next.js")),
-        ("next.jsx", None),
-        ("nextajs", None),
-        ("on k8s", Some("k8s")),
-        ("a nosql store", None),
-        ("MySQL", Some("mysql")),
-        ("postgresql", Some("postgresql")),
-        ("microservices", Some("microservices")),
-        ("a cron-job", Some("cron")),
-        ("python and react", Some("react")),
-        ("café rust", Some("rust")),
-        ("Users can read at night.", None),
-    ] {
-        assert_eq!(solution_word(goal), word, "{goal}");
-        let text = approved(&[(GOAL, &format!("{goal}\n"))]);
-        for stage in STAGES {
-            let report = at(&text, stage);
-            let warned: Vec<&str> = report
-                .warnings
-                .iter()
-                .filter(|w| w.code == "goal-has-solution")
-                .map(|w| w.message.as_str())
-                .collect();
-            match word {
-                Some(w) if stage != Stage::Draft => {
-                    assert_eq!(warned.len(), 1, "{goal} at {stage}");
-                    assert!(warned[0].contains(&format!("\"{w}\"")), "{}", warned[0]);
-                }
-                _ => assert!(warned.is_empty(), "{goal} at {stage}"),
-            }
-        }
-    }
-}
-
-#[test]
-fn a_goal_wrapped_over_lines_is_one_text() {
-    let text = approved(&[(GOAL, "Users can read\n  the app at night\nwithout glare.\n")]);
-    assert_eq!(parse_unit(&text).goal, GOAL.trim());
-    // A technology named on a later line of the goal is still found.
-    let text = approved(&[(GOAL, "Users can read at night\nwith Docker.\n")]);
-    let (_, warnings) = signoff(&text);
-    assert_eq!(warnings, [("goal-has-solution", Some(19))]);
-}
-
-#[test]
-fn frontmatter_edits_keep_a_unit_clean() {
-    // What `approve` does: set the status and hash; the unit stays clean and the hash holds.
-    let draft = unit("draft", Hash::Null, &[]);
-    let hash = contract_hash(&draft);
-    let text = frontmatter::apply(
-        &draft,
-        &[
-            Edit::set("status", "approved"),
-            Edit::set("contract_hash", hash.as_str()),
-            Edit::set("approved_by", "Dana Reyes"),
-        ],
-    );
-    for stage in STAGES {
-        assert_eq!(at(&text, stage), LintReport::default(), "{stage}");
-    }
 }

@@ -9,6 +9,8 @@ pub mod lint;
 pub mod parse;
 
 #[cfg(test)]
+mod lint_body_tests;
+#[cfg(test)]
 mod lint_tests;
 #[cfg(test)]
 mod prop_tests;
