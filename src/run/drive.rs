@@ -164,7 +164,17 @@ pub fn step_live(
     run: Option<&str>,
 ) -> Result<(Option<String>, StepReport), Refusal> {
     match control::pick_run(ctx, run)? {
-        None => Ok((None, StepReport::nothing())),
+        None => {
+            let last = match super::view::latest_run(ctx)? {
+                Some(run) => status(ctx, &run)?.map(|s| (run, s)),
+                None => None,
+            };
+            let report = StepReport {
+                next: Then::NoLiveRun { last },
+                ..StepReport::nothing()
+            };
+            Ok((None, report))
+        }
         Some(run) => {
             // Before the step starts anything (SPEC 24.10).
             crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;

@@ -116,7 +116,7 @@ impl StepReport {
             receipt_path: None,
             receipt_key: None,
             missing: Vec::new(),
-            next: Then::NoLiveRun,
+            next: Then::NoLiveRun { last: None },
         }
     }
 

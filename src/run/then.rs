@@ -8,8 +8,11 @@ use crate::run::settings::LandMode;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Then {
-    /// No live run.
-    NoLiveRun,
+    /// No live run; the latest run and how it stands, when there is one (a host whose call was
+    /// killed after its run ended learns how it ended).
+    NoLiveRun {
+        last: Option<(String, crate::run::state::RunStatus)>,
+    },
     /// Nothing to add (a run that is running or paused, asked how it ended).
     Nothing,
     Paused {

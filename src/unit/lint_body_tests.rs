@@ -10,6 +10,39 @@ use super::lint_tests::*;
 use super::parse::parse_unit;
 
 #[test]
+fn the_table_covers_every_code_of_spec_10_1() {
+    const CODES: &[&str] = &[
+        "frontmatter-missing",
+        "field-invalid",
+        "section-duplicate",
+        "ids-duplicate",
+        "context-tag",
+        "goal-missing",
+        "goal-has-solution",
+        "failures-missing",
+        "expectations-missing",
+        "expectation-unverifiable",
+        "open-questions",
+        "assumptions-present",
+        "contract-changed",
+        "evidence-missing",
+    ];
+    let table = rules();
+    for code in CODES {
+        let cases: Vec<&Case> = table.iter().filter(|c| c.code == *code).collect();
+        assert!(
+            cases.iter().any(|c| c.at.contains(&true)),
+            "no case raises `{code}`"
+        );
+        assert!(
+            cases.iter().any(|c| c.at.contains(&false)),
+            "no case shows a stage (or a near miss) where `{code}` is not reported"
+        );
+    }
+    assert!(table.iter().all(|c| CODES.contains(&c.code)));
+}
+
+#[test]
 fn a_clean_unit_has_no_findings_at_any_stage_in_any_status() {
     for status in Status::ALL {
         let text = unit(status.as_str(), Hash::Right, &[]);

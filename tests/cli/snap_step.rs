@@ -340,6 +340,13 @@ fn a_process_agent_at_work_is_waited_for() {
     assert_refused!(&env, "ceiling-full", 3, &["build", &other]);
     std::fs::write(env.outside("go"), "").unwrap();
     step_until(&env, &run, "delivered");
+    // Asked with no run once it has ended, the step names the latest run and how it stands: a
+    // host whose call died after its run ended learns how (issue 15).
+    assert_read!(
+        &env,
+        "step_nothing_after_a_run",
+        both(&env, &["implement", "step"])
+    );
 }
 
 /// `run show` of `run`: text, then JSON. Each step line of the text ends with the step's outcome

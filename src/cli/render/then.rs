@@ -6,7 +6,13 @@ use crate::run::then::{Ending, Landing, ProjectStands, Redo, Retirement, Then};
 
 pub fn words(then: &Then) -> String {
     match then {
-        Then::NoLiveRun => "no live run: start one with `iced build <id>`".into(),
+        Then::NoLiveRun { last: None } => "no live run: start one with `iced build <id>`".into(),
+        Then::NoLiveRun {
+            last: Some((run, status)),
+        } => format!(
+            "no live run; the latest, `{run}`, is {} (`iced run show {run}`): start another with `iced build <id>`",
+            status.as_str()
+        ),
         Then::Nothing => String::new(),
         Then::Paused { run } => {
             format!("run `{run}` is paused: `iced run resume {run}` lets it go on")

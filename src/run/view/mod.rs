@@ -107,22 +107,26 @@ pub fn named(ctx: &Ctx<'_>, name: &str) -> Result<String, Refusal> {
 /// The run a verb means when none is named: the one live run in the state; with none live, the
 /// latest run there or, none there, the latest that left it for its record. Several live runs are
 /// ambiguous; no run at all is not found.
+/// The latest run of the repository, in the state or (landed and retired, it has left the state)
+/// by its record. Run ids begin with their start time (`run-YYYYMMDDTHHMMSS-...`): the greatest
+/// is the latest.
+pub fn latest_run(ctx: &Ctx<'_>) -> Result<Option<String>, Refusal> {
+    let state = State::load(&ctx.paths, ctx.verb)?;
+    let recorded = std::fs::read_dir(&ctx.paths.dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|id| id.starts_with("run-") && record::read(&ctx.paths, id).is_some())
+        .max();
+    Ok(state.runs.keys().max().cloned().max(recorded))
+}
+
 pub fn default_run(ctx: &Ctx<'_>) -> Result<String, Refusal> {
     if let Some(live) = control::pick_run(ctx, None)? {
         return Ok(live);
     }
-    let state = State::load(&ctx.paths, ctx.verb)?;
-    // Run ids begin with their start time (`run-YYYYMMDDTHHMMSS-...`): the greatest is the latest.
-    let latest = state.runs.keys().max().cloned().or_else(|| {
-        std::fs::read_dir(&ctx.paths.dir)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|id| id.starts_with("run-") && record::read(&ctx.paths, id).is_some())
-            .max()
-    });
-    latest.ok_or_else(|| {
+    latest_run(ctx)?.ok_or_else(|| {
         Refusal::new(
             ctx.verb,
             "run-not-found",
