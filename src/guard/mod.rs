@@ -5,6 +5,7 @@
 //! write, the unit files as they stand, the config), so the receipt, the hook and `iced guard`
 //! judge the same way, and a table test can walk every rule.
 
+mod attributes;
 mod config;
 pub mod lex;
 pub mod paths;
@@ -401,6 +402,16 @@ impl<'c, 'a> Judge<'c, 'a> {
                     ConfigChange::NotAnObject => Some(reasons::config_not_object()),
                     ConfigChange::Changes(keys) => Some(reasons::config_keys(&keys, own)),
                 };
+            }
+            Class::Code if attributes::is_attributes(rel) => {
+                // A shell write's text is not known here; the lane's receipt reads it (SPEC 24.2).
+                if let After::Text(text) = after {
+                    let added = attributes::added_merge_lines(before, text);
+                    if !added.is_empty() {
+                        return Some(reasons::merge_attribute(rel, &added));
+                    }
+                }
+                return None;
             }
             _ => {}
         }

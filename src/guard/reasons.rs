@@ -57,6 +57,18 @@ pub fn owned(kind: Owned, rel: &str, own: Option<&str>, active: Option<&str>) ->
     Decision::deny("owned-file", true, why, next)
 }
 
+pub fn merge_attribute(rel: &str, added: &[String]) -> Decision {
+    Decision::deny(
+        "merge-attribute",
+        true,
+        format!(
+            "This adds a merge rule to `{rel}` (`{}`): how git merges a path decides what lands when the lane is merged with its target (`union` keeps both sides' lines and never conflicts), and only a person sets it.",
+            added.join("`, `")
+        ),
+        format!("leave the merge attributes as they are; if the work needs one, {HANDBACK}"),
+    )
+}
+
 pub fn host(rel: &str) -> Decision {
     Decision::deny(
         "host-settings",

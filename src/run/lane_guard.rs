@@ -38,7 +38,10 @@ impl Denied {
 
 /// Whether the guard needs a path's text to judge it: anything iced or a host reads as rules.
 fn text_matters(path: &str) -> bool {
-    path.starts_with("intent/") || path.starts_with(".iced/") || path.starts_with(".claude/")
+    path.starts_with("intent/")
+        || path.starts_with(".iced/")
+        || path.starts_with(".claude/")
+        || path.rsplit('/').next() == Some(".gitattributes")
 }
 
 /// The paths that differ between `from` and `to` (no rename detection: a rename is a deletion and

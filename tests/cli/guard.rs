@@ -143,6 +143,33 @@ fn protected_keys_and_config_integrity_keys_cannot_change() {
     decided(&out, "deny", "config-integrity");
 }
 
+/// `merge-attribute`: an implementer may change a `.gitattributes` but not add a merge rule to
+/// it, whatever the folder; the rules already there and iced's own union lines stay writable.
+#[test]
+fn an_implementer_cannot_add_a_merge_rule() {
+    let (env, id) = approved();
+    env.write(".gitattributes", "*.lock merge=binary\n");
+    let lane = [("ICED_ROLE", "implementer"), ("ICED_LANE", id.as_str())];
+    for (path, content) in [
+        (".gitattributes", "*.lock merge=binary\n* merge=union\n"),
+        ("src/.gitattributes", "*.rs -merge\n"),
+    ] {
+        let out = guard(
+            &env,
+            json!({"tool": "write", "path": path, "content": content}),
+            &lane,
+        );
+        let d = decided(&out, "deny", "merge-attribute");
+        assert!(d["reason"].as_str().unwrap().contains(path), "{d:#}");
+    }
+    let out = guard(
+        &env,
+        json!({"tool": "write", "path": ".gitattributes", "content": "*.lock   merge=binary\n*.sh text eol=lf\n.iced/metrics.jsonl merge=union\n"}),
+        &lane,
+    );
+    decided(&out, "allow", "allowed");
+}
+
 #[test]
 fn an_implementer_writes_code_while_building_and_a_validator_writes_nothing() {
     let (env, id) = approved();

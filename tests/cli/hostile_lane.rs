@@ -347,7 +347,9 @@ fn large_answers_live_in_their_own_files_and_the_state_stays_readable() {
 /// Expectation weakened; an Expectation deleted) and `.iced/config.json` (`verify.independent:
 /// false`, a runner's `argv`). The lane was delivered and merged; the unit was auto-accepted on
 /// the autonomy the agent gave it, and the next `iced build` ran the argv the agent wrote." Now
-/// each such change fails the receipt, naming the path and what it touched, and nothing lands.
+/// each such change fails the receipt, naming the path and what it touched, and nothing lands;
+/// so does a merge rule added to a `.gitattributes` (a lane setting `merge=union` on code would
+/// have its landing merge keep both sides of a conflict without anyone seeing it).
 #[test]
 fn an_implementer_that_changes_its_unit_or_the_config_never_lands() {
     let unit = "intent/{lane}/iced.md";
@@ -379,10 +381,25 @@ fn an_implementer_that_changes_its_unit_or_the_config_never_lands() {
             "`runners`",
         ),
         ("intent/{lane}/verify.json", "", "owned-file", "verify.json"),
+        // A merge rule would let the landing's merge keep both sides of a conflict unseen.
+        (
+            ".gitattributes",
+            "=* merge=union",
+            "merge-attribute",
+            "`* merge=union`",
+        ),
+        (
+            "src/.gitattributes",
+            "=*.rs merge",
+            "merge-attribute",
+            "`*.rs merge`",
+        ),
     ];
     for (path, expr, rule, names) in cases {
         let change = if expr.is_empty() {
             format!("commit {path} {{\"verdict\": \"pass\"}}")
+        } else if let Some(text) = expr.strip_prefix('=') {
+            format!("commit {path} {text}")
         } else {
             format!("commit-sed {path} {expr}")
         };
