@@ -56,13 +56,19 @@ pub(crate) fn prompt_path(
 }
 
 pub(crate) fn remove_sandbox(root: &Path, path: &Path) {
+    // `worktree remove` drops git's entry with the folder; only a sandbox gone another way (a
+    // call killed between the two, a failed remove, a person's `rm`) leaves an entry to prune
+    // (issue 16: no prune per sandbox).
+    let mut entry_gone = false;
     if path.exists() {
         let shown = path.display().to_string();
-        let _ = crate::git::run(root, &["worktree", "remove", "--force", &shown]);
+        entry_gone = crate::git::run(root, &["worktree", "remove", "--force", &shown]).is_ok();
         let _ = std::fs::remove_dir_all(path);
         crate::failpoint::hit("validator-after-remove");
     }
-    let _ = crate::git::run(root, &["worktree", "prune"]);
+    if !entry_gone {
+        let _ = crate::git::run(root, &["worktree", "prune"]);
+    }
     // The `<lane>.validators` folder goes when its last sandbox does.
     if let Some(parent) = path.parent() {
         let _ = std::fs::remove_dir(parent);

@@ -362,12 +362,16 @@ pub fn retire(
     if !is_landed {
         return Ok(Retired::NotLanded);
     }
+    // `worktree remove` drops git's entry with the folder; a worktree already gone leaves an
+    // entry to prune before its branch can be deleted.
+    let mut entry_gone = false;
     if let Some(w) = worktree.filter(|w| w.exists()) {
         if !crate::git::is_clean(w, &[]).unwrap_or(false) {
             return Ok(Retired::DirtyKept(w.to_owned()));
         }
         let shown = w.display().to_string();
         git(root, &["worktree", "remove", &shown])?;
+        entry_gone = true;
         // The loop's own `<repo>.iced-worktrees` folder goes with its last worktree (a folder the
         // person named in `build.worktreeDir` stays).
         if let Some(parent) = w
@@ -377,7 +381,9 @@ pub fn retire(
             let _ = std::fs::remove_dir(parent);
         }
     }
-    let _ = git(root, &["worktree", "prune"]);
+    if !entry_gone {
+        let _ = git(root, &["worktree", "prune"]);
+    }
     if head.is_some() {
         git(root, &["branch", "-D", branch])?;
     }
