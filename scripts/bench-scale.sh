@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# What the loop costs at scale (issue 16, item 3): for each N given (default: 10 100; 1000 only
+# when asked, e.g. `bash scripts/bench-scale.sh 1000`), a throwaway repository holds an approved
+# project of N independent approved children, built with `iced build <project> --json` as one run:
+# `pace.lanes` 8, `land.mode: none` (each lane ends delivered on its branch; no merge, no remote),
+# `verify.independent` false and no definition-of-done command, and the built-in scripted agent
+# (fixtures/fake-agent, the file `iced demo` embeds) as every implementer, answering at once
+# (`commit src/{lane}.txt ...`, `report-ok E1 E2`). So what is left is the loop's own cost.
+#
+# Printed, per N:
+# - wall: the build's wall time, and divided by N (per lane). With 8 lanes at once a lane's share
+#   is what the machine spends on it, not how long one lane lives.
+# - git: git processes started, per lane, split into the loop's (iced and its supervisors) and
+#   the agents' (the fake agent's `git add`/`commit`, told apart by ICED_ROLE in their
+#   environment), and the loop's most frequent subcommands (first two words after git's global
+#   options). A `git` wrapper first on PATH appends a line per process, then execs the real git.
+# - state.json: its size at its largest, sampled every 0.1 s while the run goes, and at the end.
+# - step latency: while the build runs, a probe times one `iced implement step --json` a second
+#   (drivers of one run take turns, so a probe steps the run like the build does and waits its
+#   turn); printed: the median of the first 5 probes against the median of the last 5 (the
+#   issue's goal: the end within 1.5 times the start). The probe's own git calls are counted
+#   apart and left out of the git figures.
+# The wrapper (a bash script) adds a few ms to every git call; the probe adds about a step a
+# second. Both are the same for any iced measured, so compare figures from this script only.
+#
+# Environment: ICED_BENCH_BIN (the iced to measure; default: a release build of this checkout),
+# ICED_BENCH_KEEP=1 (keep the work directory and print its path), ICED_BENCH_TIMEOUT (seconds a
+# build may take before it is stopped and reported as such, default 900). Needs git and python3.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+sizes=("$@")
+[ "${#sizes[@]}" -gt 0 ] || sizes=(10 100)
+for n in "${sizes[@]}"; do
+  case "$n" in '' | *[!0-9]* | 0) echo "N must be a positive number, not \`$n\`" >&2; exit 2 ;; esac
+done
+
+if [ -n "${ICED_BENCH_BIN:-}" ]; then
+  iced="$(realpath "$ICED_BENCH_BIN")"
+else
+  cargo build --quiet --release --manifest-path "$here/Cargo.toml"
+  iced="$(realpath "${CARGO_TARGET_DIR:-$here/target}/release/iced")"
+fi
+real_git="$(command -v git)"
+
+work="$(mktemp -d)"
+cleanup() {
+  if [ "${ICED_BENCH_KEEP:-}" = 1 ]; then
+    echo "work directory: $work" >&2
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+# The counting git: one line per process, "<who> <subcommand> <its first argument>", to
+# $ICED_BENCH_GITLOG (set for the build; the probe sets its own) or, in an agent's environment
+# (iced passes agents only PATH and a few others), the default log. Then the real git.
+mkdir -p "$work/bin"
+cat >"$work/bin/git" <<GIT
+#!/usr/bin/env bash
+who=loop
+[ -n "\${ICED_ROLE:-}" ] && who=agent
+words=() skip=0
+for a in "\$@"; do
+  if [ "\$skip" = 1 ]; then skip=0; continue; fi
+  case "\$a" in
+    -C | -c | --git-dir | --work-tree | --namespace | --exec-path) skip=1 ;;
+    -*) [ "\${#words[@]}" -gt 0 ] && words+=("\$a") ;;
+    *) words+=("\$a") ;;
+  esac
+  [ "\${#words[@]}" -ge 2 ] && break
+done
+printf '%s %s\n' "\$who" "\${words[*]:-?}" >>"\${ICED_BENCH_GITLOG:-$work/git-default.log}"
+exec "$real_git" "\$@"
+GIT
+chmod +x "$work/bin/git"
+
+for n in "${sizes[@]}"; do
+  repo="$work/n$n/repo"
+  mkdir -p "$repo"
+  # The project: N children, each holding a contract that lints clean, all approved and committed.
+  project="$(python3 - "$iced" "$repo" "$n" "$here/fixtures/fake-agent" <<'PY'
+import json, os, subprocess, sys
+iced, repo, n, agent = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+BODY = """
+# Scale
+
+## Intent
+
+### Goal
+Signed-in people stay signed in while they are active.
+
+### Constraints
+- [C1] No change to how passwords are checked.
+
+### Failure conditions
+- [F1] An active person is signed out.
+
+### Scope
+- In: session refresh
+- Out: password policy
+
+## Context
+- [code] Sessions expire after 5 minutes in src/session.rs.
+
+## Expectations
+- [E1] Activity extends the session. {verify: test | tests/session.rs}
+- [E2] An idle session still ends after 30 minutes. {verify: test | tests/session.rs}
+
+## Open questions
+- [Q1] How long is idle? -> A: 30 minutes.
+"""
+
+def run(*args):
+    return subprocess.run(args, cwd=repo, check=True, capture_output=True, text=True).stdout
+
+def git(*args):
+    run("git", *args)
+
+def with_body(uid):
+    path = os.path.join(repo, "intent", uid, "iced.md")
+    text = open(path).read()
+    end = text.index("\n---\n", 3) + 5
+    with open(path, "w") as f:
+        f.write(text[:end] + BODY)
+
+def approve(uid):
+    with_body(uid)
+    run(iced, "approve", uid, "--yes", "--json")
+
+git("init", "-q", "-b", "main", ".")
+git("config", "user.name", "bench")
+git("config", "user.email", "bench@example.invalid")
+git("config", "commit.gpgsign", "false")
+open(os.path.join(repo, "README.md"), "w").write("bench\n")
+git("add", ".")
+git("commit", "-q", "-m", "init")
+run(iced, "init")
+project = json.loads(run(iced, "new", "project: scale benchmark", "--json"))["id"]
+kind = json.loads(run(iced, "status", project, "--json"))["type"]
+if kind != "project":
+    sys.exit(f"`iced new \"project: ...\"` made a unit of type {kind}, not a project")
+approve(project)
+for i in range(n):
+    child = json.loads(run(iced, "child", project, f"child {i + 1}", "--json"))["id"]
+    approve(child)
+script = os.path.join(os.path.dirname(repo), "agent.txt")
+with open(script, "w") as f:
+    f.write("commit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n")
+path = os.path.join(repo, ".iced", "config.json")
+config = json.load(open(path))
+config["verify"]["independent"] = False
+config["verify"]["commands"] = []
+config["runners"] = {"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"],
+                                  "timeoutSec": 120}}
+config["roles"] = {"implementer": {"runner": "scripted"}}
+config["land"] = {"mode": "none"}
+config["pace"] = {"lanes": 8}
+with open(path, "w") as f:
+    json.dump(config, f, indent=2)
+    f.write("\n")
+run(iced, "trust")
+git("add", "-A")
+git("commit", "-q", "-m", f"approve {project} and its {n} children")
+print(project)
+PY
+)"
+  # The build, the state sampler and the step probe, in one python process that reads the logs.
+  python3 - "$iced" "$repo" "$n" "$work/bin" "$work/n$n" "$project" "${ICED_BENCH_TIMEOUT:-900}" <<'PY'
+import collections, json, os, re, statistics, subprocess, sys, time
+iced, repo, n, bindir, out, project, timeout = sys.argv[1:8]
+n, timeout = int(n), float(timeout)
+state = os.path.join(repo, ".iced", "run", "state.json")
+build_log, probe_log = os.path.join(out, "git-build.log"), os.path.join(out, "git-probe.log")
+env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], ICED_BENCH_GITLOG=build_log)
+probe_env = dict(env, ICED_BENCH_GITLOG=probe_log)
+default_log = os.path.join(os.path.dirname(out), "git-default.log")
+# Only this N's agents write the default log from now on.
+open(default_log, "w").close()
+
+def size():
+    try:
+        return os.stat(state).st_size
+    except OSError:
+        return 0
+
+largest, probes, next_probe = 0, [], time.monotonic() + 1.0
+start = time.monotonic()
+build = subprocess.Popen([iced, "build", project, "--json"], cwd=repo, env=env,
+                         stdout=open(os.path.join(out, "build.jsonl"), "w"),
+                         stderr=open(os.path.join(out, "build.err"), "w"))
+timed_out = False
+while build.poll() is None:
+    largest = max(largest, size())
+    now = time.monotonic()
+    if now - start > timeout:
+        build.kill()
+        timed_out = True
+        break
+    if now >= next_probe:
+        t0 = time.monotonic()
+        p = subprocess.run([iced, "implement", "step", "--json"], cwd=repo, env=probe_env,
+                           capture_output=True, text=True)
+        ms = (time.monotonic() - t0) * 1000
+        if build.poll() is None:
+            probes.append((ms, p.returncode, size()))
+        next_probe = time.monotonic() + 1.0
+        continue
+    time.sleep(0.1)
+wall = time.monotonic() - start
+build.wait()
+largest = max(largest, size())
+
+lines = [l for l in open(os.path.join(out, "build.jsonl")) if l.strip()]
+last = json.loads(lines[-1]) if lines else {}
+status = "timed out" if timed_out else last.get("status", f"exit {build.returncode}")
+
+def read(path):
+    try:
+        return [l.split(" ", 1) for l in open(path).read().splitlines() if l]
+    except OSError:
+        return []
+
+calls = read(build_log) + read(default_log)
+def words(w):
+    # A revision or a path in second place is not a kind of call: `rev-parse <rev>`.
+    sub, _, arg = w.strip().partition(" ")
+    if arg and not arg.startswith("-") and not re.fullmatch(r"[A-Za-z][A-Za-z.]*", arg):
+        arg = "<arg>"
+    return f"{sub} {arg}".strip()
+
+loop = collections.Counter(words(w) for who, w in calls if who == "loop")
+agent = sum(1 for who, _ in calls if who == "agent")
+probe_git = len(read(probe_log))
+total_loop = sum(loop.values())
+print(f"N={n}: {status} in {wall:.1f} s, {wall / n * 1000:.0f} ms a lane (8 at once)")
+print(f"  git: {(total_loop + agent) / n:.1f} processes a lane: the loop's {total_loop / n:.1f}, "
+      f"the agents' {agent / n:.1f} (the probe's {probe_git} left out)")
+top = ", ".join(f"{w} {c / n:.1f}" for w, c in loop.most_common(8))
+print(f"  loop's git a lane, most frequent: {top}")
+print(f"  state.json: largest {largest / 1024:.1f} KB, at the end {size() / 1024:.1f} KB")
+ok = [p for p in probes if p[1] == 0]
+if len(ok) >= 2:
+    k = min(5, len(ok) // 2)
+    first = statistics.median(p[0] for p in ok[:k])
+    end = statistics.median(p[0] for p in ok[-k:])
+    print(f"  implement step: {len(ok)} probes, median of the first {k} {first:.0f} ms "
+          f"(state {ok[0][2] / 1024:.0f} KB), of the last {k} {end:.0f} ms "
+          f"(state {ok[-1][2] / 1024:.0f} KB): {end / first:.2f} times")
+else:
+    print(f"  implement step: {len(ok)} probe(s) answered while the build ran: too short a run")
+if len(ok) < len(probes):
+    print(f"  ({len(probes) - len(ok)} probe(s) refused)")
+sys.exit(0 if status == "delivered" else 1)
+PY
+done
