@@ -14,6 +14,8 @@
 #   the agents' (the fake agent's `git add`/`commit`, told apart by ICED_ROLE in their
 #   environment), and the loop's most frequent subcommands (first two words after git's global
 #   options). A `git` wrapper first on PATH appends a line per process, then execs the real git.
+# - where the time goes: the loop's git processes' time summed, a lane; and the time before each
+#   line `build --json` printed (the step it reports, or the wait before it) by stage and action.
 # - state.json: its size at its largest, sampled every 0.1 s while the run goes, and at the end.
 # - step latency: while the build runs, a probe times one `iced implement step --json` a second
 #   (drivers of one run take turns, so a probe steps the run like the build does and waits its
@@ -54,7 +56,9 @@ trap cleanup EXIT
 
 # The counting git: one line per process, "<who> <subcommand> <its first argument>", to
 # $ICED_BENCH_GITLOG (set for the build; the probe sets its own) or, in an agent's environment
-# (iced passes agents only PATH and a few others), the default log. Then the real git.
+# (iced passes agents only PATH and a few others), the default log: "n <who> <subcommand> <its
+# first argument>" before the real git (run as a child, to time it), "t <who> <microseconds>" after
+# it (absent when iced killed it: `blob_at` kills its `cat-file --batch` once it has read).
 mkdir -p "$work/bin"
 cat >"$work/bin/git" <<GIT
 #!/usr/bin/env bash
@@ -70,8 +74,14 @@ for a in "\$@"; do
   esac
   [ "\${#words[@]}" -ge 2 ] && break
 done
-printf '%s %s\n' "\$who" "\${words[*]:-?}" >>"\${ICED_BENCH_GITLOG:-$work/git-default.log}"
-exec "$real_git" "\$@"
+log="\${ICED_BENCH_GITLOG:-$work/git-default.log}"
+printf 'n %s %s\n' "\$who" "\${words[*]:-?}" >>"\$log"
+t0="\$EPOCHREALTIME"
+"$real_git" "\$@"
+rc=\$?
+t1="\$EPOCHREALTIME"
+printf 't %s %s\n' "\$who" "\$(( \${t1/./} - \${t0/./} ))" >>"\$log"
+exit "\$rc"
 GIT
 chmod +x "$work/bin/git"
 
@@ -167,7 +177,7 @@ PY
 )"
   # The build, the state sampler and the step probe, in one python process that reads the logs.
   python3 - "$iced" "$repo" "$n" "$work/bin" "$work/n$n" "$project" "${ICED_BENCH_TIMEOUT:-900}" <<'PY'
-import collections, json, os, re, statistics, subprocess, sys, time
+import collections, json, os, re, statistics, subprocess, sys, threading, time
 iced, repo, n, bindir, out, project, timeout = sys.argv[1:8]
 n, timeout = int(n), float(timeout)
 state = os.path.join(repo, ".iced", "run", "state.json")
@@ -187,8 +197,16 @@ def size():
 largest, probes, next_probe = 0, [], time.monotonic() + 1.0
 start = time.monotonic()
 build = subprocess.Popen([iced, "build", project, "--json"], cwd=repo, env=env,
-                         stdout=open(os.path.join(out, "build.jsonl"), "w"),
+                         stdout=subprocess.PIPE, text=True,
                          stderr=open(os.path.join(out, "build.err"), "w"))
+lines = []  # (seconds since the start, the step's line) as the build prints them
+
+def reader():
+    for line in build.stdout:
+        if line.strip():
+            lines.append((time.monotonic() - start, json.loads(line)))
+
+threading.Thread(target=reader, daemon=True).start()
 timed_out = False
 while build.poll() is None:
     largest = max(largest, size())
@@ -211,13 +229,16 @@ wall = time.monotonic() - start
 build.wait()
 largest = max(largest, size())
 
-lines = [l for l in open(os.path.join(out, "build.jsonl")) if l.strip()]
-last = json.loads(lines[-1]) if lines else {}
+time.sleep(0.2)  # the reader's last line
+with open(os.path.join(out, "build.jsonl"), "w") as f:
+    for t, line in lines:
+        f.write(f"{t:.3f} {json.dumps(line)}\n")
+last = lines[-1][1] if lines else {}
 status = "timed out" if timed_out else last.get("status", f"exit {build.returncode}")
 
 def read(path):
     try:
-        return [l.split(" ", 1) for l in open(path).read().splitlines() if l]
+        return [l.split(" ", 2) for l in open(path).read().splitlines() if l.count(" ") >= 2]
     except OSError:
         return []
 
@@ -229,15 +250,27 @@ def words(w):
         arg = "<arg>"
     return f"{sub} {arg}".strip()
 
-loop = collections.Counter(words(w) for who, w in calls if who == "loop")
-agent = sum(1 for who, _ in calls if who == "agent")
-probe_git = len(read(probe_log))
+loop = collections.Counter(words(w) for kind, who, w in calls if kind == "n" and who == "loop")
+loop_ms = sum(int(us) for kind, who, us in calls if kind == "t" and who == "loop") / 1000
+agent = sum(1 for kind, who, _ in calls if kind == "n" and who == "agent")
+probe_git = sum(1 for kind, _, _ in read(probe_log) if kind == "n")
 total_loop = sum(loop.values())
 print(f"N={n}: {status} in {wall:.1f} s, {wall / n * 1000:.0f} ms a lane (8 at once)")
 print(f"  git: {(total_loop + agent) / n:.1f} processes a lane: the loop's {total_loop / n:.1f}, "
       f"the agents' {agent / n:.1f} (the probe's {probe_git} left out)")
 top = ", ".join(f"{w} {c / n:.1f}" for w, c in loop.most_common(8))
 print(f"  loop's git a lane, most frequent: {top}")
+print(f"  loop's git time: {loop_ms / n:.0f} ms a lane (git processes end to end, summed; "
+      f"the killed `cat-file --batch` left out)")
+# Where the driver's time goes: the time before each line it printed, by the line's stage and
+# action (the step that line reports, or the wait before it).
+spent, before = collections.Counter(), 0.0
+for t, line in lines:
+    if "lane" in line:
+        spent[f"{line.get('stage')} {line.get('action')}"] += t - before
+    before = t
+top = ", ".join(f"{k} {v / n * 1000:.0f}" for k, v in spent.most_common(6))
+print(f"  the build's time before each line it printed, ms a lane: {top}")
 print(f"  state.json: largest {largest / 1024:.1f} KB, at the end {size() / 1024:.1f} KB")
 ok = [p for p in probes if p[1] == 0]
 if len(ok) >= 2:
