@@ -8,25 +8,30 @@
 # (`commit src/{lane}.txt ...`, `report-ok E1 E2`). So what is left is the loop's own cost.
 #
 # Printed, per N:
-# - wall: the build's wall time, and divided by N (per lane). With 8 lanes at once a lane's share
-#   is what the machine spends on it, not how long one lane lives.
+# - wall: the build's wall time, and divided by N (per lane). With agents that answer at once the
+#   one driver steps the lanes in turn and they hardly overlap, so this is the loop's own time a
+#   lane, whatever `pace.lanes` says.
 # - git: git processes started, per lane, split into the loop's (iced and its supervisors) and
 #   the agents' (the fake agent's `git add`/`commit`, told apart by ICED_ROLE in their
 #   environment), and the loop's most frequent subcommands (first two words after git's global
-#   options). A `git` wrapper first on PATH appends a line per process, then execs the real git.
+#   options). A `git` wrapper first on PATH appends a line per process and runs the real git.
 # - where the time goes: the loop's git processes' time summed, a lane; and the time before each
 #   line `build --json` printed (the step it reports, or the wait before it) by stage and action.
 # - state.json: its size at its largest, sampled every 0.1 s while the run goes, and at the end.
 # - step latency: while the build runs, a probe times one `iced implement step --json` a second
 #   (drivers of one run take turns, so a probe steps the run like the build does and waits its
-#   turn); printed: the median of the first 5 probes against the median of the last 5 (the
-#   issue's goal: the end within 1.5 times the start). The probe's own git calls are counted
-#   apart and left out of the git figures.
+#   turn); printed, over the probes that did the most frequent kind of step (writing a brief,
+#   mostly): the median of the first against the median of the last (10, or a third of them;
+#   the issue's goal: the end within 1.5 times the start). Probes contend with the build, so
+#   they are noisy; the build's own time a lane, first lanes to end against the last (from its
+#   timestamped lines), is printed too. The probe's own git calls are counted apart and left out
+#   of the git figures.
 # The wrapper (a bash script) adds a few ms to every git call; the probe adds about a step a
 # second. Both are the same for any iced measured, so compare figures from this script only.
 #
 # Environment: ICED_BENCH_BIN (the iced to measure; default: a release build of this checkout),
-# ICED_BENCH_KEEP=1 (keep the work directory and print its path), ICED_BENCH_TIMEOUT (seconds a
+# ICED_BENCH_KEEP=1 (keep the work directory and print its path: per N, the repository, the
+# build's lines with their times, the git logs and the probes' answers), ICED_BENCH_TIMEOUT (seconds a
 # build may take before it is stopped and reported as such, default 900). Needs git and python3.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -221,7 +226,14 @@ while build.poll() is None:
                            capture_output=True, text=True)
         ms = (time.monotonic() - t0) * 1000
         if build.poll() is None:
-            probes.append((ms, p.returncode, size()))
+            try:
+                answer = json.loads(p.stdout)
+                kind = f"{answer.get('stage')} {answer.get('action')}"
+            except ValueError:
+                kind = "?"
+            probes.append((ms, p.returncode, size(), kind))
+            with open(os.path.join(out, "probes.txt"), "a") as f:
+                f.write(f"{ms:.1f} ms, exit {p.returncode}, state {size()} bytes: {p.stdout.strip()}\n")
         next_probe = time.monotonic() + 1.0
         continue
     time.sleep(0.1)
@@ -271,15 +283,31 @@ for t, line in lines:
     before = t
 top = ", ".join(f"{k} {v / n * 1000:.0f}" for k, v in spent.most_common(6))
 print(f"  the build's time before each line it printed, ms a lane: {top}")
+# The same, a lane: the time before each of its lines, summed; lanes in the order they ended.
+per_lane, before = {}, 0.0
+for t, line in lines:
+    if "lane" in line:
+        per_lane[line["lane"]] = per_lane.pop(line["lane"], 0.0) + t - before
+    before = t
+ended = list(per_lane.values())
+if len(ended) >= 4:
+    k = min(10, len(ended) // 3)
+    first, end = statistics.median(ended[:k]), statistics.median(ended[-k:])
+    print(f"  the build's time a lane: median of the first {k} lanes to end {first * 1000:.0f} ms, "
+          f"of the last {k} {end * 1000:.0f} ms: {end / first:.2f} times")
 print(f"  state.json: largest {largest / 1024:.1f} KB, at the end {size() / 1024:.1f} KB")
+# A probe does whatever step is next (write a brief, check a receipt, or wait out another
+# call's step), so only probes that did the same kind of step, the most frequent, are compared.
 ok = [p for p in probes if p[1] == 0]
-if len(ok) >= 2:
-    k = min(5, len(ok) // 2)
-    first = statistics.median(p[0] for p in ok[:k])
-    end = statistics.median(p[0] for p in ok[-k:])
-    print(f"  implement step: {len(ok)} probes, median of the first {k} {first:.0f} ms "
-          f"(state {ok[0][2] / 1024:.0f} KB), of the last {k} {end:.0f} ms "
-          f"(state {ok[-1][2] / 1024:.0f} KB): {end / first:.2f} times")
+kind = collections.Counter(p[3] for p in ok).most_common(1)[0][0] if ok else None
+same = [p for p in ok if p[3] == kind]
+if len(same) >= 2:
+    k = min(10, max(1, len(same) // 3))
+    first = statistics.median(p[0] for p in same[:k])
+    end = statistics.median(p[0] for p in same[-k:])
+    print(f"  implement step ({len(same)} of {len(ok)} probes answered `{kind}`): median of the "
+          f"first {k} {first:.0f} ms (state {same[0][2] / 1024:.0f} KB), of the last {k} "
+          f"{end:.0f} ms (state {same[-1][2] / 1024:.0f} KB): {end / first:.2f} times")
 else:
     print(f"  implement step: {len(ok)} probe(s) answered while the build ran: too short a run")
 if len(ok) < len(probes):
