@@ -125,6 +125,39 @@ pub fn run_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<String,
     finish(cmd, args)
 }
 
+/// Run git with its index at `index` (as [`run_with_index`]), `input` on its standard input.
+pub fn run_with_index_input(
+    dir: &Path,
+    index: &Path,
+    args: &[&str],
+    input: &[u8],
+) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = command(dir)
+        .env("GIT_INDEX_FILE", index)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("git could not be started: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let written = stdin.write_all(input);
+    drop(stdin);
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    written.map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
 /// Write `bytes` into the object store as a blob; its id.
 pub fn write_blob(dir: &Path, bytes: &[u8]) -> Result<String, String> {
     use std::io::Write;
@@ -152,69 +185,97 @@ pub fn write_blob(dir: &Path, bytes: &[u8]) -> Result<String, String> {
 }
 
 /// The bytes of `path` in `commit`, if it is a file there no larger than `limit` bytes: `Ok(None)`
-/// when the path is absent (or not a blob), an error when git fails or the blob is larger.
+/// when the path is absent (or not a blob), an error when git fails or the blob is larger. One
+/// git; for several files, [`Blobs`] reads them all through one.
 pub fn blob_at(
     dir: &Path,
     commit: &str,
     path: &str,
     limit: u64,
 ) -> Result<Option<Vec<u8>>, String> {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let spec = format!("{commit}:{path}");
-    if spec.contains('\n') {
-        return Err(format!("`{path}` names no file git can look up"));
+    Blobs::open(dir)?.get(commit, path, limit)
+}
+
+/// Files read from commits through one `git cat-file --batch`, however many (issue 16: a lane's
+/// receipt and delivery read a file or two per changed path, each once a git of its own).
+pub struct Blobs {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Blobs {
+    pub fn open(dir: &Path) -> Result<Blobs, String> {
+        let mut child = command(dir)
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("git could not be started: {e}"))?;
+        let input = child.stdin.take().expect("piped");
+        let output = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        Ok(Blobs {
+            child,
+            input,
+            output,
+        })
     }
-    // One git for the type, the size and the bytes: this runs on every step that re-renders a
-    // brief, so it is one process, not three.
-    let mut child = command(dir)
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("git could not be started: {e}"))?;
-    let asked = child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(format!("{spec}\n").as_bytes());
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    let mut header = String::new();
-    let read = asked
-        .map_err(|e| e.to_string())
-        .and_then(|()| out.read_line(&mut header).map_err(|e| e.to_string()));
-    let answer = (|| {
-        read.map_err(|e| format!("`git cat-file --batch` for {spec}: {e}"))?;
+
+    /// As [`blob_at`]. A blob over `limit` is read past, unkept, so the next answer lines up.
+    pub fn get(&mut self, commit: &str, path: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+        use std::io::{BufRead, Read, Write};
+        let spec = format!("{commit}:{path}");
+        if spec.contains('\n') {
+            return Err(format!("`{path}` names no file git can look up"));
+        }
+        let failed = |e: std::io::Error| format!("`git cat-file --batch` for {spec}: {e}");
+        self.input
+            .write_all(format!("{spec}\n").as_bytes())
+            .and_then(|()| self.input.flush())
+            .map_err(failed)?;
+        let mut header = String::new();
+        self.output.read_line(&mut header).map_err(failed)?;
         // `<sha> <type> <size>`, or `<spec> missing` (or `ambiguous`).
         let fields: Vec<&str> = header.split_whitespace().collect();
         let [_, kind, size] = fields.as_slice() else {
             return Ok(None);
         };
-        if *kind != "blob" {
-            return Ok(None);
-        }
         let size: u64 = size
             .parse()
             .map_err(|e| format!("git cat-file --batch: {e}"))?;
+        // The object's bytes and the newline after them.
+        let mut bytes = Vec::with_capacity(if size <= limit { size as usize } else { 0 });
+        let keep = *kind == "blob" && size <= limit;
+        let read = if keep {
+            (&mut self.output).take(size).read_to_end(&mut bytes)
+        } else {
+            std::io::copy(&mut (&mut self.output).take(size), &mut std::io::sink())
+                .map(|n| n as usize)
+        }
+        .map_err(failed)?;
+        let mut newline = [0u8; 1];
+        self.output.read_exact(&mut newline).map_err(failed)?;
+        if read as u64 != size {
+            return Err(format!("`git cat-file --batch` for {spec} ended early"));
+        }
+        if *kind != "blob" {
+            return Ok(None);
+        }
         if size > limit {
             return Err(format!(
                 "`{path}` at {commit} is {size} bytes, over {limit}"
             ));
         }
-        let mut bytes = Vec::with_capacity(size as usize);
-        (&mut out)
-            .take(size)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("`git cat-file --batch` for {spec}: {e}"))?;
-        if bytes.len() as u64 != size {
-            return Err(format!("`git cat-file --batch` for {spec} ended early"));
-        }
         Ok(Some(bytes))
-    })();
-    drop(out);
-    let _ = child.kill();
-    let _ = child.wait();
-    answer
+    }
+}
+
+impl Drop for Blobs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 #[cfg(test)]
@@ -248,5 +309,20 @@ mod tests {
         assert_eq!(blob_at(root, "no-such-rev", "d/f.txt", 100).unwrap(), None);
         let over = at("d/f.txt", 3).unwrap_err();
         assert!(over.contains("is 6 bytes, over 3"), "{over}");
+
+        // Through one git, one answer after another stays in line: after a folder, a missing
+        // path and a file over the limit, the next file still reads whole.
+        let mut blobs = Blobs::open(root).unwrap();
+        assert_eq!(blobs.get("HEAD", "d", 100).unwrap(), None);
+        assert_eq!(blobs.get("HEAD", "nope.txt", 100).unwrap(), None);
+        assert!(blobs.get("HEAD", "d/f.txt", 3).is_err());
+        assert_eq!(
+            blobs.get("HEAD", "d/f.txt", 100).unwrap(),
+            Some(b"hello\n".to_vec())
+        );
+        assert_eq!(
+            blobs.get("HEAD", "d/f.txt", 100).unwrap(),
+            Some(b"hello\n".to_vec())
+        );
     }
 }

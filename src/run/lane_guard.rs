@@ -78,8 +78,12 @@ pub fn judge_range(
     units_at: &str,
     except: &[String],
 ) -> Result<Vec<Denied>, String> {
+    // Every text this judgement reads, through one git.
+    let blobs = RefCell::new(crate::git::Blobs::open(dir)?);
     let text_at = |commit: &str, path: &str| -> Result<Option<String>, String> {
-        Ok(crate::git::blob_at(dir, commit, path, TEXT_LIMIT)?
+        Ok(blobs
+            .borrow_mut()
+            .get(commit, path, TEXT_LIMIT)?
             .map(|b| String::from_utf8_lossy(&b).into_owned()))
     };
     let cache: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());

@@ -195,9 +195,13 @@ fn settle_worktree(worktree: &Path, branch: &str, paths: &[String]) -> Result<()
         return Ok(());
     }
     git(worktree, &["reset", "-q"])?;
-    for path in paths {
-        // A close file the delivery does not hold is skipped.
-        let _ = git(worktree, &["checkout", "-q", "HEAD", "--", path]);
+    // One checkout for all; when one is not in the delivery, each on its own, skipping it.
+    let mut all = vec!["checkout", "-q", "HEAD", "--"];
+    all.extend(paths.iter().map(String::as_str));
+    if git(worktree, &all).is_err() {
+        for path in paths {
+            let _ = git(worktree, &["checkout", "-q", "HEAD", "--", path]);
+        }
     }
     Ok(())
 }
@@ -291,8 +295,12 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
             .map(|a| (k.clone(), a))
         })
         .collect();
+    // Every file the close reads, through one git.
+    let blobs = std::cell::RefCell::new(crate::git::Blobs::open(worktree)?);
     let text_at = |commit: &str, path: &str| -> Result<Option<String>, String> {
-        crate::git::blob_at(worktree, commit, path, BLOB_LIMIT)
+        blobs
+            .borrow_mut()
+            .get(commit, path, BLOB_LIMIT)
             .map(|b| b.map(|b| String::from_utf8_lossy(&b).into_owned()))
     };
     let unit_path = format!("{rel}/iced.md");
@@ -404,19 +412,26 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     }
     let _ = std::fs::remove_file(&index);
     crate::git::run_with_index(worktree, &index, &["read-tree", &head])?;
+    // Every file into the index at once (`--index-info` reads `<mode> <sha>\t<path>` lines;
+    // no close path holds a newline or a tab: they are the unit's folder and fixed names).
+    let mut entries = String::new();
     for (path, body) in &files {
+        if path.contains(['\n', '\t']) {
+            return Err(format!(
+                "`{}` cannot be written to an index line",
+                path.escape_debug()
+            )
+            .into());
+        }
         let blob = crate::git::write_blob(worktree, body.as_bytes())?;
-        crate::git::run_with_index(
-            worktree,
-            &index,
-            &[
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                &format!("100644,{blob},{path}"),
-            ],
-        )?;
+        entries.push_str(&format!("100644 {blob}\t{path}\n"));
     }
+    crate::git::run_with_index_input(
+        worktree,
+        &index,
+        &["update-index", "--index-info"],
+        entries.as_bytes(),
+    )?;
     let tree = crate::git::run_with_index(worktree, &index, &["write-tree"])?;
     let _ = std::fs::remove_file(&index);
     let message = format!(
