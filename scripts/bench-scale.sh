@@ -100,34 +100,7 @@ for n in "${sizes[@]}"; do
   project="$(python3 - "$iced" "$repo" "$n" "$here/fixtures/fake-agent" <<'PY'
 import json, os, subprocess, sys
 iced, repo, n, agent = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-BODY = """
-# Scale
-
-## Intent
-
-### Goal
-Signed-in people stay signed in while they are active.
-
-### Constraints
-- [C1] No change to how passwords are checked.
-
-### Failure conditions
-- [F1] An active person is signed out.
-
-### Scope
-- In: session refresh
-- Out: password policy
-
-## Context
-- [code] Sessions expire after 5 minutes in src/session.rs.
-
-## Expectations
-- [E1] Activity extends the session. {verify: test | tests/session.rs}
-- [E2] An idle session still ends after 30 minutes. {verify: test | tests/session.rs}
-
-## Open questions
-- [Q1] How long is idle? -> A: 30 minutes.
-"""
+BODY = "\n# Scale\n\n" + open(os.path.join(os.path.dirname(agent), "..", "scripts", "unit-body.md")).read()
 
 def run(*args):
     return subprocess.run(args, cwd=repo, check=True, capture_output=True, text=True).stdout

@@ -106,35 +106,7 @@ setup() {
   id="$("$iced" new "session timeout" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
   local unit="intent/$id/iced.md"
   head -n "$(grep -n '^---$' "$unit" | sed -n 2p | cut -d: -f1)" "$unit" >"$unit.new"
-  cat >>"$unit.new" <<'BODY'
-
-# Session timeout
-
-## Intent
-
-### Goal
-Signed-in people stay signed in while they are active.
-
-### Constraints
-- [C1] No change to how passwords are checked.
-
-### Failure conditions
-- [F1] An active person is signed out.
-
-### Scope
-- In: session refresh
-- Out: password policy
-
-## Context
-- [code] Sessions expire after 5 minutes in src/session.rs.
-
-## Expectations
-- [E1] Activity extends the session. {verify: test | tests/session.rs}
-- [E2] An idle session still ends after 30 minutes. {verify: test | tests/session.rs}
-
-## Open questions
-- [Q1] How long is idle? -> A: 30 minutes.
-BODY
+  { printf '\n# Session timeout\n\n'; cat "$here/scripts/unit-body.md"; } >>"$unit.new"
   mv "$unit.new" "$unit"
   "$iced" approve "$id" --yes >/dev/null
   printf 'sleep %s\ncommit src/session.rs fixed\nreport-ok E1 E2\n' "$sleep_s" >"$repo.agent"

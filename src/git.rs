@@ -132,9 +132,21 @@ pub fn run_with_index_input(
     args: &[&str],
     input: &[u8],
 ) -> Result<String, String> {
+    let mut cmd = command(dir);
+    cmd.env("GIT_INDEX_FILE", index);
+    with_input(cmd, args, input)
+}
+
+/// Write `bytes` into the object store as a blob; its id.
+pub fn write_blob(dir: &Path, bytes: &[u8]) -> Result<String, String> {
+    with_input(command(dir), &["hash-object", "-w", "--stdin"], bytes)
+}
+
+/// Run `cmd` with `args`, `input` on its standard input; its trimmed stdout, or why it failed.
+fn with_input(mut cmd: Command, args: &[&str], input: &[u8]) -> Result<String, String> {
     use std::io::Write;
-    let mut child = command(dir)
-        .env("GIT_INDEX_FILE", index)
+    let shown = args.join(" ");
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -146,38 +158,11 @@ pub fn run_with_index_input(
     drop(stdin);
     let out = child
         .wait_with_output()
-        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-    written.map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+        .map_err(|e| format!("git {shown}: {e}"))?;
+    written.map_err(|e| format!("git {shown}: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-/// Write `bytes` into the object store as a blob; its id.
-pub fn write_blob(dir: &Path, bytes: &[u8]) -> Result<String, String> {
-    use std::io::Write;
-    let mut child = command(dir)
-        .args(["hash-object", "-w", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("git could not be started: {e}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let written = stdin.write_all(bytes);
-    drop(stdin);
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("git hash-object: {e}"))?;
-    written.map_err(|e| format!("git hash-object: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`git hash-object` failed: {}",
+            "`git {shown}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }

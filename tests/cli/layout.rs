@@ -10,19 +10,21 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// Every `.rs` file below `dir`, into `out`.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
 /// Every `.rs` file under `src/`, by its module path (`run::stage::receipt`; `run` for
 /// `run/mod.rs`; the crate root is `crate`).
 fn modules() -> BTreeMap<String, PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
     let mut files = Vec::new();
     walk(&src(), &mut files);
     files
@@ -214,16 +216,6 @@ fn the_cycle_finder_finds_a_circle() {
 #[test]
 fn no_source_file_is_over_a_thousand_lines() {
     // Every Rust file of the crate, its tests too (src/ and tests/).
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
     let mut files = Vec::new();
     walk(&src(), &mut files);
     walk(
