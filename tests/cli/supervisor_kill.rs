@@ -153,8 +153,8 @@ fn a_supervisor_killed_before_its_outcome_is_taken_for_crashed() {
     assert_eq!(started, [1, 2]);
 }
 
-/// Supervisors (an implementer's or a definition-of-done command's, whichever the state names as
-/// running) SIGKILLed at random moments of a build that is left to go on (issue 15, item 5):
+/// Supervisors (an implementer's, a definition-of-done command's or, on every other seed, a
+/// validator's: whichever the state names as running) SIGKILLed at random moments of a build that is left to go on (issue 15, item 5):
 /// `ICED_CRASH_ITERATIONS` seeds (6), up to two kills each. Every build returns, its run ends
 /// delivered (once: one delivery commit) or blocked when the kills spent its crash budget, and no
 /// agent is left alive. Prints how many supervisors were killed; fails when none was.
@@ -164,21 +164,40 @@ fn supervisors_killed_at_random_moments_end_every_run_and_deliver_once() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(6);
-    // Each attempt works a little before it commits, so that kills fall inside its agent.
+    // Each implementer attempt works a little before it commits, and each validator before it
+    // answers, so that kills fall inside their agents.
+    use crate::validation::{section, PASS};
     let mut script: String = (1..=8)
-        .map(|a| format!("attempt {a}\nsleep 0.3\ncommit src/session.rs fixed {a}\n"))
+        .map(|a| {
+            section(
+                &a.to_string(),
+                "implementer",
+                "*",
+                &format!("sleep 0.3\ncommit src/session.rs fixed {a}\nreport-ok E1 E2"),
+            )
+        })
         .collect();
-    script.push_str("attempt *\nreport-ok E1 E2\n");
+    script.push_str(&section(
+        "*",
+        "validator",
+        "*",
+        &format!("sleep 0.3\nreport {PASS}"),
+    ));
     let mut killed = 0;
     for seed in 1..=iterations {
         let mut rng = crate::crash::Rng::new(0x5EED + seed);
-        let (env, id) = with_agent(
-            &script,
-            json!({
-                "run": {"maxCrashRetries": 4},
-                "verify": {"independent": false, "commands": [{"argv": ["sleep", "0.2"], "timeoutSec": 30}]},
-            }),
-        );
+        // Every other seed is validated by one lens, whose supervisor may be the one killed.
+        let patch = json!({
+            "run": {"maxCrashRetries": 4},
+            "verify": {"commands": [{"argv": ["sleep", "0.2"], "timeoutSec": 30}]},
+        });
+        let (env, id) = if seed % 2 == 0 {
+            crate::validation::validated(&script, &["full"], patch)
+        } else {
+            let mut patch = patch;
+            patch["verify"]["independent"] = false.into();
+            with_agent(&script, patch)
+        };
         let mut build = env
             .command()
             .args(["build", &id, "--json"])
@@ -187,7 +206,7 @@ fn supervisors_killed_at_random_moments_end_every_run_and_deliver_once() {
             .spawn()
             .unwrap();
         for _ in 0..2 {
-            std::thread::sleep(std::time::Duration::from_millis(rng.next() % 1200));
+            std::thread::sleep(std::time::Duration::from_millis(rng.next() % 1500));
             let Ok(bytes) = std::fs::read(env.path(".iced/run/state.json")) else {
                 continue;
             };
