@@ -137,9 +137,46 @@ pub fn run_with_index_input(
     with_input(cmd, args, input)
 }
 
-/// Write `bytes` into the object store as a blob; its id.
-pub fn write_blob(dir: &Path, bytes: &[u8]) -> Result<String, String> {
-    with_input(command(dir), &["hash-object", "-w", "--stdin"], bytes)
+/// Write each of `bodies` into the object store as a blob through one git; their ids, in order.
+/// Each goes through a scratch file in `scratch` (a folder of the caller's), removed after.
+pub fn write_blobs(dir: &Path, scratch: &Path, bodies: &[&[u8]]) -> Result<Vec<String>, String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut paths = Vec::new();
+    let written = (|| {
+        for (i, body) in bodies.iter().enumerate() {
+            let path = scratch.join(format!("blob-{i}"));
+            let _ = std::fs::remove_file(&path);
+            // A new file, never one someone put there (nor a link): `create_new`.
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            paths.push(path.clone());
+            file.write_all(body)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let list: String = paths.iter().map(|p| format!("{}\n", p.display())).collect();
+        with_input(
+            command(dir),
+            &["hash-object", "-w", "--stdin-paths", "--no-filters"],
+            list.as_bytes(),
+        )
+    })();
+    for path in &paths {
+        let _ = std::fs::remove_file(path);
+    }
+    let ids: Vec<String> = written?.lines().map(str::to_owned).collect();
+    if ids.len() != bodies.len() {
+        return Err(format!(
+            "`git hash-object` gave {} ids for {} files",
+            ids.len(),
+            bodies.len()
+        ));
+    }
+    Ok(ids)
 }
 
 /// Run `cmd` with `args`, `input` on its standard input; its trimmed stdout, or why it failed.
@@ -309,5 +346,33 @@ mod tests {
             blobs.get("HEAD", "d/f.txt", 100).unwrap(),
             Some(b"hello\n".to_vec())
         );
+    }
+
+    /// Several blobs through one git: ids in order, as git names them, scratch files gone.
+    #[test]
+    fn write_blobs_gives_each_its_id_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(command(root)
+            .args(["init", "-q"])
+            .status()
+            .unwrap()
+            .success());
+        let scratch = root.join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let bodies: [&[u8]; 3] = [b"one\n", b"", b"three\r\n"];
+        let ids = write_blobs(root, &scratch, &bodies).unwrap();
+        for (id, body) in ids.iter().zip(bodies) {
+            assert_eq!(
+                with_input(command(root), &["hash-object", "--stdin"], body).unwrap(),
+                *id
+            );
+            let kept = command(root)
+                .args(["cat-file", "blob", id])
+                .output()
+                .unwrap();
+            assert_eq!(kept.stdout, body);
+        }
+        assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
     }
 }

@@ -414,16 +414,18 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     crate::git::run_with_index(worktree, &index, &["read-tree", &head])?;
     // Every file into the index at once (`--index-info` reads `<mode> <sha>\t<path>` lines;
     // no close path holds a newline or a tab: they are the unit's folder and fixed names).
+    if let Some((path, _)) = files.iter().find(|(p, _)| p.contains(['\n', '\t'])) {
+        return Err(format!(
+            "`{}` cannot be written to an index line",
+            path.escape_debug()
+        )
+        .into());
+    }
+    let bodies: Vec<&[u8]> = files.iter().map(|(_, b)| b.as_bytes()).collect();
+    let scratch = index.parent().unwrap_or(worktree);
+    let blobs = crate::git::write_blobs(worktree, scratch, &bodies)?;
     let mut entries = String::new();
-    for (path, body) in &files {
-        if path.contains(['\n', '\t']) {
-            return Err(format!(
-                "`{}` cannot be written to an index line",
-                path.escape_debug()
-            )
-            .into());
-        }
-        let blob = crate::git::write_blob(worktree, body.as_bytes())?;
+    for ((path, _), blob) in files.iter().zip(&blobs) {
         entries.push_str(&format!("100644 {blob}\t{path}\n"));
     }
     crate::git::run_with_index_input(
