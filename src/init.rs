@@ -16,11 +16,8 @@ pub struct InitReport {
     pub skipped: Vec<String>,
 }
 
-pub const GITATTRIBUTES_LINES: &[&str] = &[
-    "intent/**/*.md text eol=lf",
-    ".iced/metrics.jsonl merge=union",
-    "intent/*/decisions.md merge=union",
-];
+/// `.gitattributes` lines besides [`UNION_ATTRIBUTES`], which `iced init` writes after them.
+pub const GITATTRIBUTES_LINES: &[&str] = &["intent/**/*.md text eol=lf"];
 /// iced's append-only files merge by keeping both sides' lines (SPEC 23.1); the loop's own merges
 /// use these lines whether or not the repository's `.gitattributes` has them.
 pub const UNION_ATTRIBUTES: &[&str] = &[
@@ -216,12 +213,12 @@ pub fn init_repo(root: &Path, force: bool) -> Result<InitReport, StoreError> {
         false,
         &mut report,
     )?;
-    ensure_lines(
-        root,
-        &root.join(".gitattributes"),
-        GITATTRIBUTES_LINES,
-        &mut report,
-    )?;
+    let attributes: Vec<&str> = GITATTRIBUTES_LINES
+        .iter()
+        .chain(UNION_ATTRIBUTES)
+        .copied()
+        .collect();
+    ensure_lines(root, &root.join(".gitattributes"), &attributes, &mut report)?;
     ensure_lines(root, &root.join(".gitignore"), GITIGNORE_LINES, &mut report)?;
     Ok(report)
 }

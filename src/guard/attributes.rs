@@ -4,12 +4,6 @@
 //! or judged. Only a person sets merge rules; iced's own two union lines (section 23.1) are the
 //! exception an agent may write too.
 
-/// iced's own lines, which `iced init` writes (SPEC 23.1).
-const ICED_LINES: [&str; 2] = [
-    ".iced/metrics.jsonl merge=union",
-    "intent/*/decisions.md merge=union",
-];
-
 /// Whether `rel` (root-relative, `/`-separated) is a `.gitattributes` file, at any depth.
 pub fn is_attributes(rel: &str) -> bool {
     rel.rsplit('/').next() == Some(".gitattributes")
@@ -37,7 +31,7 @@ pub fn added_merge_lines(before: Option<&str>, after: &str) -> Vec<String> {
     let old = merge_lines(before.unwrap_or(""));
     merge_lines(after)
         .into_iter()
-        .filter(|l| !old.contains(l) && !ICED_LINES.contains(&l.as_str()))
+        .filter(|l| !old.contains(l) && !crate::init::UNION_ATTRIBUTES.contains(&l.as_str()))
         .collect()
 }
 

@@ -149,6 +149,8 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
     let Ok(state) = State::load(&RunPaths::new(&repo.root), "status") else {
         return BTreeMap::new();
     };
+    // Delivered lanes' closes are read through one git, opened for the first of them.
+    let blobs: std::cell::RefCell<Option<crate::git::Blobs>> = std::cell::RefCell::new(None);
     state
         .runs
         .values()
@@ -164,7 +166,7 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
                     // Delivered: what the close on the lane branch says (`accepted` when the
                     // loop accepted it automatically, else `done`).
                     LaneStage::Land | LaneStage::Retire | LaneStage::Delivered => {
-                        delivered_status(repo, lane)
+                        delivered_status(repo, &blobs, lane)
                     }
                     LaneStage::Blocked | LaneStage::Handback => "blocked",
                     LaneStage::Discarded => return None,
@@ -213,7 +215,11 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
 
 /// The status a delivered lane's close commit gives its unit: `accepted` or `done`. A close that
 /// cannot be read (its commit gone) reads as `done`, what every delivery is at least.
-fn delivered_status(repo: &Repo, lane: &crate::run::state::Lane) -> &'static str {
+fn delivered_status(
+    repo: &Repo,
+    blobs: &std::cell::RefCell<Option<crate::git::Blobs>>,
+    lane: &crate::run::state::Lane,
+) -> &'static str {
     use crate::run::outcome::DeliverOutcome;
     use crate::run::state::StepKey;
     let Some(commit) = lane
@@ -223,7 +229,15 @@ fn delivered_status(repo: &Repo, lane: &crate::run::state::Lane) -> &'static str
         return "done";
     };
     let path = format!("intent/{}/iced.md", lane.unit);
-    let accepted = crate::git::blob_at(&repo.root, &commit, &path, 1 << 20)
+    let mut blobs = blobs.borrow_mut();
+    if blobs.is_none() {
+        *blobs = crate::git::Blobs::open(&repo.root).ok();
+    }
+    let Some(blobs) = blobs.as_mut() else {
+        return "done";
+    };
+    let accepted = blobs
+        .get(&commit, &path, 1 << 20)
         .ok()
         .flatten()
         .map(|bytes| crate::unit::frontmatter::parse(&String::from_utf8_lossy(&bytes)))

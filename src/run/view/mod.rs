@@ -112,14 +112,22 @@ pub fn named(ctx: &Ctx<'_>, name: &str) -> Result<String, Refusal> {
 /// is the latest.
 pub fn latest_run(ctx: &Ctx<'_>) -> Result<Option<String>, Refusal> {
     let state = State::load(&ctx.paths, ctx.verb)?;
-    let recorded = std::fs::read_dir(&ctx.paths.dir)
+    let mut folders: Vec<String> = std::fs::read_dir(&ctx.paths.dir)
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|id| id.starts_with("run-") && record::read(&ctx.paths, id).is_some())
-        .max();
-    Ok(state.runs.keys().max().cloned().max(recorded))
+        .filter(|id| id.starts_with("run-"))
+        .collect();
+    // Latest first: only records that could be the latest are read (`implement step` with no
+    // live run asks this on every call cron makes).
+    folders.sort_unstable_by(|a, b| b.cmp(a));
+    let in_state = state.runs.keys().max();
+    let recorded = folders
+        .into_iter()
+        .take_while(|id| in_state.is_none_or(|s| id > s))
+        .find(|id| record::read(&ctx.paths, id).is_some());
+    Ok(in_state.cloned().max(recorded))
 }
 
 pub fn default_run(ctx: &Ctx<'_>) -> Result<String, Refusal> {
