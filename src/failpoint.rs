@@ -51,6 +51,7 @@ pub const ALL: &[&str] = &[
     "end-after-metrics",
     "end-before-release",
     "land-after-fetch",
+    "land-after-attributes",
     "land-after-integrate",
     "land-after-commit",
     "land-after-move",

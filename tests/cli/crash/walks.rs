@@ -43,7 +43,8 @@ fn variants(driver: Driver) -> Vec<Variant> {
         // The landing's: reached only when the lane lands (`merge`, locally and through a remote;
         // or by pull request, found again with `land.pr.find` after the kill).
         let lands: &[Land] = match name {
-            "land-after-integrate"
+            "land-after-attributes"
+            | "land-after-integrate"
             | "land-after-commit"
             | "land-after-move"
             | "retire-after-remove" => &[Land::Merge, Land::MergeRemote],
@@ -183,6 +184,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "end-after-metrics",
             "end-before-release",
             "land-after-fetch",
+            "land-after-attributes",
             "land-after-integrate",
             "land-after-commit",
             "land-after-move",

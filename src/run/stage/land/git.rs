@@ -118,6 +118,8 @@ pub fn union_attributes(run_dir: &Path) -> Result<Vec<String>, String> {
     if have.as_deref() != Some(want.as_bytes()) {
         crate::store::create_dir_all(run_dir).map_err(|e| e.to_string())?;
         crate::store::write_atomic(&path, want.as_bytes(), 0o600).map_err(|e| e.to_string())?;
+        // Written, the merge not made: a replay finds the file as it should be.
+        crate::failpoint::hit("land-after-attributes");
     }
     let absolute = std::path::absolute(&path).map_err(|e| e.to_string())?;
     Ok(vec![
