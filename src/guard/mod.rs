@@ -404,14 +404,16 @@ impl<'c, 'a> Judge<'c, 'a> {
                 };
             }
             Class::Code if attributes::is_attributes(rel) => {
-                // A shell write's text is not known here; the lane's receipt reads it (SPEC 24.2).
-                if let After::Text(text) = after {
-                    let added = attributes::added_merge_lines(before, text);
-                    if !added.is_empty() {
-                        return Some(reasons::merge_attribute(rel, &added));
+                return match after {
+                    After::Text(text) => {
+                        let added = attributes::added_merge_lines(before, text);
+                        (!added.is_empty()).then(|| reasons::merge_attribute(rel, &added))
                     }
-                }
-                return None;
+                    After::Deleted => None,
+                    // A shell write, or a file too large or not a file: its merge rules cannot be
+                    // read, so they cannot be shown to be unchanged.
+                    After::Unpredictable => Some(reasons::attributes_unpredictable(rel)),
+                };
             }
             _ => {}
         }

@@ -69,6 +69,17 @@ pub fn merge_attribute(rel: &str, added: &[String]) -> Decision {
     )
 }
 
+pub fn attributes_unpredictable(rel: &str) -> Decision {
+    Decision::deny(
+        "merge-attribute",
+        true,
+        format!(
+            "iced cannot tell what this leaves in `{rel}` (a shell command, or a file too large or not a file), so it cannot check that no merge rule is added."
+        ),
+        format!("write `{rel}` with the editor's write or edit tool, whole and under 1 MiB; if the work cannot, {HANDBACK}"),
+    )
+}
+
 pub fn host(rel: &str) -> Decision {
     Decision::deny(
         "host-settings",

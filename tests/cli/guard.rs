@@ -162,6 +162,17 @@ fn an_implementer_cannot_add_a_merge_rule() {
         let d = decided(&out, "deny", "merge-attribute");
         assert!(d["reason"].as_str().unwrap().contains(path), "{d:#}");
     }
+    // A shell write's text cannot be read before it happens: denied, told to use the editor.
+    let out = guard(
+        &env,
+        json!({"tool": "shell", "command": "echo '* merge=union' >> .gitattributes"}),
+        &lane,
+    );
+    let d = decided(&out, "deny", "merge-attribute");
+    assert!(
+        d["next"].as_str().unwrap().contains("write or edit tool"),
+        "{d:#}"
+    );
     let out = guard(
         &env,
         json!({"tool": "write", "path": ".gitattributes", "content": "*.lock   merge=binary\n*.sh text eol=lf\n.iced/metrics.jsonl merge=union\n"}),

@@ -350,6 +350,17 @@ fn large_answers_live_in_their_own_files_and_the_state_stays_readable() {
 /// each such change fails the receipt, naming the path and what it touched, and nothing lands;
 /// so does a merge rule added to a `.gitattributes` (a lane setting `merge=union` on code would
 /// have its landing merge keep both sides of a conflict without anyone seeing it).
+/// Fake-agent lines (after `!`) that commit a `.gitattributes` holding `* merge=union` below a
+/// comment line of 5 MB: one line, then five edits that each make it 16 times as long.
+static BIG_ATTRIBUTES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let mut lines =
+        "!commit .gitattributes # pad\ncommit-sed .gitattributes $a * merge=union".to_owned();
+    for _ in 0..5 {
+        lines.push_str("\ncommit-sed .gitattributes s/^#.*/&&&&&&&&&&&&&&&&/");
+    }
+    lines
+});
+
 #[test]
 fn an_implementer_that_changes_its_unit_or_the_config_never_lands() {
     let unit = "intent/{lane}/iced.md";
@@ -394,9 +405,18 @@ fn an_implementer_that_changes_its_unit_or_the_config_never_lands() {
             "merge-attribute",
             "`*.rs merge`",
         ),
+        // ... or hidden in a file too large to read (a 5 MB comment line above it).
+        (
+            ".gitattributes",
+            &BIG_ATTRIBUTES,
+            "merge-attribute",
+            "cannot tell what this leaves",
+        ),
     ];
     for (path, expr, rule, names) in cases {
-        let change = if expr.is_empty() {
+        let change = if let Some(lines) = expr.strip_prefix('!') {
+            lines.to_owned()
+        } else if expr.is_empty() {
             format!("commit {path} {{\"verdict\": \"pass\"}}")
         } else if let Some(text) = expr.strip_prefix('=') {
             format!("commit {path} {text}")
