@@ -66,4 +66,6 @@ pub const ALL: &[&str] = &[
     "supervisor-after-gate",
     "supervisor-after-spawn",
     "supervisor-before-outcome",
+    "escalation-after-decision",
+    "escalation-after-unit",
 ];

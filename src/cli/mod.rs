@@ -132,6 +132,15 @@ pub enum Command {
         #[command(subcommand)]
         command: commands::run::RunCommand,
     },
+    /// Resolve an implementer's escalation: show it (was/becomes), apply or edit its contract proposal (re-hashes the contract, logs your decision), or reject it with guidance; refuses a unit with no open escalation.
+    #[command(before_help = help::PERSON)]
+    Escalation {
+        #[command(subcommand)]
+        command: commands::escalation::EscalationCommand,
+    },
+    /// Answer an implementer's question: writes it as a Q item with `-> A:` in the unit (the contract is untouched); refuses a question the open escalation does not hold.
+    #[command(verbatim_doc_comment, before_help = help::PERSON)]
+    Answer(commands::escalation::AnswerArgs),
     /// Judge one proposed tool call, read as JSON on standard input, with the guard (SPEC 24.1): prints the decision, rule and reason; exits 0 for allow or notify, 4 for ask, 3 for deny; writes nothing.
     #[command(verbatim_doc_comment, before_help = help::MACHINERY, hide = true)]
     Guard,

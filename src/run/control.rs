@@ -227,6 +227,31 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
             // a lane that blocked while landing (its close is committed) lands again instead, in
             // a new round that takes whatever the person did on its branch.
             let run_id = run.id.clone();
+            // An implementer's escalation waits for the person's answer, not for a resume
+            // (SPEC 20.7): nothing is changed while one is open.
+            if let Some(lane) = run.lanes.iter().find(|l| {
+                l.stage == Stage::Blocked
+                    && l.escalation.as_ref().is_some_and(|e| e.is_open_at(l.attempt))
+            }) {
+                let e = lane.escalation.as_ref().expect("found open");
+                let how = if e.kind == "questions" {
+                    format!("`iced answer {} <Q id> <text>`", lane.unit)
+                } else {
+                    format!("`iced escalation apply|edit|reject {}`", lane.unit)
+                };
+                return Err(ctx.refuse(
+                    "escalation-open",
+                    format!(
+                        "lane `{}` waits for a person: its implementer stopped with {}",
+                        lane.id,
+                        e.reason()
+                    ),
+                    format!(
+                        "read it with `iced escalation show {}`, resolve it with {how}, then resume",
+                        lane.unit
+                    ),
+                ));
+            }
             for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked) {
                 let on_resume = crate::run::decide::on_resume(lane);
                 if on_resume != OnResume::NewAttempt {

@@ -880,7 +880,7 @@ fn receipt(
             Next::CheckReceipt { lane: id }
         };
     };
-    if checks.handback.is_some() {
+    if checks.handback.is_some() || checks.escalation.is_some() {
         return Next::FinishReceipt { lane: id };
     }
     dod(lane, view, expected, crash_budget_left, DodRun::Receipt)

@@ -8,7 +8,7 @@
 use crate::run::decide::DecideView;
 use crate::run::keys::StepKey;
 use crate::run::settings::LandMode;
-use crate::run::state::{Lane, RunStatus, Stage};
+use crate::run::state::{EscalationKind, Lane, RunStatus, Stage};
 
 /// Where a lane goes once a step's result is in: `decide` chooses, the stages and the stepper
 /// apply it.
@@ -30,6 +30,13 @@ pub enum LaneMove {
     Handback {
         reason: String,
     },
+    /// The implementer stopped for a person (SPEC 20.7): blocked, with the escalation's metric
+    /// (and, for questions, how many it asked), until the person resolves it.
+    Escalate {
+        kind: EscalationKind,
+        reason: String,
+        questions: u32,
+    },
 }
 
 /// What a receipt found, all its checks and commands in.
@@ -38,6 +45,8 @@ pub struct ReceiptFound<'a> {
     pub verified: bool,
     pub handback: Option<&'a str>,
     pub missing: &'a [String],
+    /// The implementer's escalation or questions, as the lane records them.
+    pub escalation: Option<&'a crate::run::escalation::Escalation>,
 }
 
 /// After the receipt (SPEC 20.4): handed back; verified, to validation (or straight to delivery
@@ -48,6 +57,16 @@ pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -
         return LaneMove::Handback {
             reason: reason.to_owned(),
         };
+    }
+    // An escalation is a stop for a person, not a failed attempt: its gaps do not count.
+    if let Some(e) = found.escalation {
+        if let Some(kind) = EscalationKind::of_agent(&e.kind) {
+            return LaneMove::Escalate {
+                kind,
+                reason: e.reason(),
+                questions: u32::try_from(e.questions.len()).unwrap_or(u32::MAX),
+            };
+        }
     }
     if found.verified {
         return LaneMove::To(if view.independent {

@@ -762,7 +762,9 @@ fn apply_move(l: &mut Lane, mv: LaneMove) {
             l.stage = stage;
         }
         LaneMove::Retry { reason } => new_attempt(l, reason, false),
-        LaneMove::Block { reason } | LaneMove::Spent { reason } => {
+        LaneMove::Block { reason }
+        | LaneMove::Spent { reason }
+        | LaneMove::Escalate { reason, .. } => {
             l.stage = Stage::Blocked;
             l.reason = Some(reason);
         }

@@ -458,6 +458,7 @@ impl Sim {
             json!({"verified": verified, "missing": missing}),
         );
         let found = ReceiptFound {
+            escalation: None,
             verified,
             handback: handback.as_deref(),
             missing: &missing,

@@ -66,6 +66,8 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         arm_requested: false,
         metrics: Vec::new(),
         rejected: None,
+        escalation: None,
+        unit_text: None,
     }
 }
 
@@ -283,6 +285,7 @@ fn after_the_receipt_each_row_of_spec_20_4() {
         let mut v = view(Driver::Process);
         v.independent = independent;
         let found = ReceiptFound {
+            escalation: None,
             verified,
             handback,
             missing,
@@ -302,6 +305,7 @@ fn after_a_resume_the_attempts_count_from_the_resumed_one() {
     let gaps = vec!["`make test` exited 2, expected [0]".to_owned()];
     let listed = "- `make test` exited 2, expected [0]";
     let found = ReceiptFound {
+        escalation: None,
         verified: false,
         handback: None,
         missing: &gaps,

@@ -332,6 +332,8 @@ mod tests {
             arm_requested: false,
             metrics: Vec::new(),
             rejected: None,
+            escalation: None,
+            unit_text: None,
         }
     }
 

@@ -10,6 +10,8 @@ pub mod control;
 pub mod ctx;
 pub mod decide;
 pub mod dispositions;
+pub mod escalation;
+pub mod escalation_verbs;
 pub mod drive;
 pub mod events;
 pub mod host;

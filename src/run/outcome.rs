@@ -88,6 +88,8 @@ pub struct ReceiptOutcome {
     /// The implementer's report as the loop kept it (SPEC 24.5).
     pub report: Option<Kept>,
     pub handback: Option<String>,
+    /// The implementer's escalation or questions, numbered by the loop (SPEC 20.7).
+    pub escalation: Option<crate::run::escalation::Escalation>,
 }
 
 /// One definition-of-done command as the receipt recorded it, as far as a reader words it; the

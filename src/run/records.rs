@@ -270,6 +270,21 @@ pub(crate) fn apply_move(
             lane.metrics.push(LaneMetric::failed(lane.attempt));
             apply_move(ctx, run_id, lane, LaneMove::Block { reason })?;
         }
+        LaneMove::Escalate {
+            kind,
+            reason,
+            questions,
+        } => {
+            lane.metrics.push(LaneMetric::escalation(kind, &reason));
+            if questions > 0 {
+                lane.metrics.push(LaneMetric::Questions {
+                    ts: crate::clock::now_iso(),
+                    count: questions,
+                });
+            }
+            lane.stage = Stage::Blocked;
+            lane.reason = Some(reason);
+        }
         LaneMove::Handback { reason } => {
             lane.metrics
                 .push(LaneMetric::escalation(EscalationKind::Handback, &reason));

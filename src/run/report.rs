@@ -21,7 +21,41 @@ pub struct Report {
     pub handback: Option<Handback>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dispositions: Vec<Disposition>,
+    /// The agent stops for a person (SPEC 20.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate: Option<Escalate>,
+    /// Questions for a person; the loop numbers them (SPEC 20.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<Vec<Question>>,
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Escalate {
+    pub kind: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+/// Seed 000's five reasons an agent may stop for a person.
+pub const ESCALATION_KINDS: &[&str] = &[
+    "ambiguity",
+    "conflict",
+    "change-expectation",
+    "irreversible",
+    "stuck",
+];
+/// A proposal is contract lines, not a file: at most 16 KiB.
+pub const PROPOSAL_LIMIT: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -204,7 +238,82 @@ pub fn parse(bytes: &[u8]) -> Result<Report, ReportProblem> {
             ));
         }
     }
+    check_stop(&report)?;
     Ok(report)
+}
+
+/// `escalate` and `questions` (SPEC 20.5, 20.7): one way to stop at most, each bounded, a proposal
+/// only where the contract is in question.
+fn check_stop(report: &Report) -> Result<(), ReportProblem> {
+    let stops = [
+        report.handback.is_some(),
+        report.escalate.is_some(),
+        report.questions.is_some(),
+    ];
+    if stops.iter().filter(|s| **s).count() > 1 {
+        return Err(problem(
+            "report-invalid",
+            "carries more than one of `handback`, `escalate` and `questions`",
+        ));
+    }
+    let bounded = |what: &str, text: &str| -> Result<(), ReportProblem> {
+        if text.trim().is_empty() {
+            return Err(problem("report-invalid", format!("`{what}` is empty")));
+        }
+        let n = text.chars().count();
+        if n > HANDBACK_LIMIT {
+            return Err(problem(
+                "report-invalid",
+                format!("`{what}` is {n} characters; at most {HANDBACK_LIMIT} are taken"),
+            ));
+        }
+        Ok(())
+    };
+    if let Some(e) = &report.escalate {
+        if !ESCALATION_KINDS.contains(&e.kind.as_str()) {
+            return Err(problem(
+                "report-invalid",
+                format!(
+                    "`escalate.kind` `{}` is not one of {}",
+                    e.kind.chars().take(40).collect::<String>(),
+                    ESCALATION_KINDS.join(", ")
+                ),
+            ));
+        }
+        bounded("escalate.message", &e.message)?;
+        if let Some(p) = &e.proposal {
+            if !matches!(e.kind.as_str(), "change-expectation" | "conflict") {
+                return Err(problem(
+                    "report-invalid",
+                    format!("`escalate.proposal` is taken only with change-expectation or conflict, not {}", e.kind),
+                ));
+            }
+            if p.len() > PROPOSAL_LIMIT {
+                return Err(problem(
+                    "report-invalid",
+                    format!("`escalate.proposal` is {} bytes; at most {PROPOSAL_LIMIT} are taken", p.len()),
+                ));
+            }
+        }
+    }
+    if let Some(questions) = &report.questions {
+        if questions.is_empty() {
+            return Err(problem("report-invalid", "`questions` is empty"));
+        }
+        for (i, q) in questions.iter().enumerate() {
+            bounded(&format!("questions[{i}].text"), &q.text)?;
+            if q.text.contains('\n') || q.text.contains("-> A:") {
+                return Err(problem(
+                    "report-invalid",
+                    format!("`questions[{i}].text` must be one line without `-> A:`"),
+                ));
+            }
+            for o in &q.options {
+                bounded(&format!("questions[{i}].options"), o)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,6 +336,31 @@ mod tests {
             );
             assert!(parse(text.as_bytes()).is_ok(), "{kind}");
         }
+    }
+
+    #[test]
+    fn an_escalation_or_questions_are_checked_strictly() {
+        let code = |s: &str| parse(s.as_bytes()).map(|_| "ok").unwrap_or_else(|p| p.code);
+        let ok = r#"{"summary": "x", "evidence": [], "escalate": {"kind": "change-expectation", "message": "E2 is wrong", "proposal": "- [E2] new text"}}"#;
+        assert_eq!(code(ok), "ok");
+        for bad in [
+            r#"{"summary": "x", "evidence": [], "escalate": {"kind": "bored", "message": "m"}}"#,
+            r#"{"summary": "x", "evidence": [], "escalate": {"kind": "stuck", "message": " "}}"#,
+            r#"{"summary": "x", "evidence": [], "escalate": {"kind": "stuck", "message": "m", "proposal": "- [E1] x"}}"#,
+            r#"{"summary": "x", "evidence": [], "escalate": {"kind": "stuck", "message": "m", "extra": 1}}"#,
+            r#"{"summary": "x", "evidence": [], "escalate": {"kind": "stuck", "message": "m"}, "handback": {"reason": "r"}}"#,
+            r#"{"summary": "x", "evidence": [], "questions": []}"#,
+            r#"{"summary": "x", "evidence": [], "questions": [{"id": "Q1", "text": "t"}]}"#,
+            r#"{"summary": "x", "evidence": [], "questions": [{"text": "a -> A: b"}]}"#,
+            r#"{"summary": "x", "evidence": [], "questions": [{"text": "two
+lines"}]}"#,
+        ] {
+            assert_eq!(code(bad), "report-invalid", "{bad}");
+        }
+        assert_eq!(
+            code(r#"{"summary": "x", "evidence": [], "questions": [{"text": "which?", "options": ["a", "b"]}]}"#),
+            "ok"
+        );
     }
 
     #[test]

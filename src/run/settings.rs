@@ -139,6 +139,8 @@ pub struct Settings {
     pub dod: Vec<Vec<DodCommand>>,
     pub dod_parallel: bool,
     pub max_attempts: u32,
+    /// `questions.max`: how many questions an implementer may ask at once (SPEC 20.7).
+    pub questions_max: i64,
     pub independent: bool,
     pub implementer: Option<Runner>,
     pub implementer_model: Option<String>,
@@ -409,6 +411,7 @@ impl Settings {
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
             max_attempts: u32::try_from(config.max_attempts).unwrap_or(3),
+            questions_max: config.questions_max,
             independent: at("/verify/independent")
                 .and_then(Value::as_bool)
                 .unwrap_or(true),

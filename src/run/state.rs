@@ -103,8 +103,9 @@ pub struct Run {
 
 /// The brief layout a run admitted now renders. From 3 on, a brief ends with the exact command
 /// that hands its report in, and a host's `start_agent` answer names the brief and the report
-/// from the repository root, no more (SPEC 20.2).
-pub const BRIEF_LAYOUT: u32 = 3;
+/// from the repository root, no more (SPEC 20.2). From 4 on, a brief says how to escalate or ask
+/// (SPEC 20.7).
+pub const BRIEF_LAYOUT: u32 = 4;
 
 fn brief_layout_1() -> u32 {
     1
@@ -216,6 +217,14 @@ pub struct Lane {
     /// built again, and each brief says why. Absent for a unit built the first time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<String>,
+    /// The lane's last escalation or questions from its implementer, and what the person did
+    /// (SPEC 20.7). Absent until one is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<super::escalation::Escalation>,
+    /// The unit's text as a person's escalation verb last wrote it during this run (SPEC 20.7),
+    /// kept by path and sha256: the delivery's close is made from it. Absent while none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_text: Option<super::kept::Kept>,
 }
 
 /// One metric event of a lane, with the time it happened (`ts`).
@@ -233,6 +242,8 @@ pub enum LaneMetric {
         kind: EscalationKind,
         reason: String,
     },
+    /// Questions an implementer asked (SPEC 20.7).
+    Questions { ts: String, count: u32 },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -249,6 +260,30 @@ pub enum EscalationKind {
     Handback,
     /// The loop stopped the lane for a person.
     Blocked,
+    /// The implementer stopped for a person (SPEC 20.7), for one of seed 000's five reasons, or
+    /// to ask questions.
+    Ambiguity,
+    Conflict,
+    #[serde(rename = "change-expectation")]
+    ChangeExpectation,
+    Irreversible,
+    Stuck,
+    Questions,
+}
+
+impl EscalationKind {
+    /// An agent's word for why it stopped: one of the five, or `questions`.
+    pub fn of_agent(word: &str) -> Option<EscalationKind> {
+        Some(match word {
+            "ambiguity" => EscalationKind::Ambiguity,
+            "conflict" => EscalationKind::Conflict,
+            "change-expectation" => EscalationKind::ChangeExpectation,
+            "irreversible" => EscalationKind::Irreversible,
+            "stuck" => EscalationKind::Stuck,
+            "questions" => EscalationKind::Questions,
+            _ => return None,
+        })
+    }
 }
 
 impl LaneMetric {
@@ -618,8 +653,13 @@ mod tests {
                 "depends": ["002-b"], "released": true, "attempts_before": 1,
                 "arm_requested": true,
                 "metrics": [{"event": "verify", "ts": "t", "result": "fail", "attempt": 1},
-                    {"event": "escalation", "ts": "t", "kind": "blocked", "reason": "r"}],
-                "rejected": "why"}]}}}"#;
+                    {"event": "escalation", "ts": "t", "kind": "blocked", "reason": "r"},
+                    {"event": "escalation", "ts": "t", "kind": "change-expectation", "reason": "r"},
+                    {"event": "questions", "ts": "t", "count": 2}],
+                "rejected": "why",
+                "escalation": {"attempt": 1, "kind": "questions", "message": "m",
+                    "questions": [{"id": "Q2", "text": "q", "answer": "a"}], "status": "answered"},
+                "unit_text": {"path": "/p", "sha256": "s"}}]}}}"#;
         let state = State::parse(full).unwrap();
         let written = serde_json::to_value(&state).unwrap();
         let schema: Value =

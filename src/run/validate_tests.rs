@@ -243,3 +243,18 @@ fn content_hash_never_blocks_and_never_follows_a_link() {
         ]
     );
 }
+
+/// A validator cannot stop the lane for a person (SPEC 20.7): only the implementer's report of the
+/// current attempt may escalate; a validator's answer carrying `escalate` or `questions` is
+/// refused as malformed, never read as an escalation.
+#[test]
+fn a_validators_escalation_or_questions_are_refused_not_taken() {
+    for extra in [
+        r#""escalate": {"kind": "change-expectation", "message": "m", "proposal": "- [E1] (remove)"}"#,
+        r#""questions": [{"text": "may I?"}]"#,
+    ] {
+        let answer = good().replacen("\"verdict\": \"fail\"", &format!("\"verdict\": \"fail\", {extra}"), 1);
+        let e = parse_answer(&answer, &known()).unwrap_err();
+        assert_eq!(e.code, "answer-invalid", "{extra}: {e:?}");
+    }
+}

@@ -7,6 +7,7 @@ pub mod id;
 pub mod kinds;
 pub mod lint;
 pub mod parse;
+pub mod proposal;
 
 #[cfg(test)]
 mod lint_body_tests;

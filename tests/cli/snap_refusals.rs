@@ -78,6 +78,13 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
         Not("SPEC 20.x names it, but nothing in src/ refuses with it: a step of a paused run answers `paused` (exit 0)"),
     ),
     ("state-full", In("snap_refusals")),
+    // SPEC 20.7: escalations and questions
+    ("escalation-open", In("escalation")),
+    ("escalation-none", In("escalation")),
+    ("escalation-kind", In("escalation")),
+    ("proposal-none", In("escalation")),
+    ("proposal-invalid", In("escalation")),
+    ("question-unknown", In("escalation")),
     // SPEC 23: landing and project runs
     ("pr-armed", In("snap_land")),
     ("pr-not-open", In("snap_land")),

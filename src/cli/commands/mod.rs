@@ -4,6 +4,7 @@
 pub mod approve;
 pub mod build;
 pub mod demo;
+pub mod escalation;
 pub mod guard;
 pub mod implement;
 pub mod init;
@@ -40,6 +41,8 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Decision(args) => lifecycle::decision(args),
         Command::Autonomy(args) => lifecycle::autonomy(args),
         Command::Stats => stats::run(),
+        Command::Escalation { command } => escalation::run(command),
+        Command::Answer(args) => escalation::answer(args),
         Command::Schema(args) => schema::run(args),
         Command::Trust => trust::run(),
         Command::Guard => guard::guard(),

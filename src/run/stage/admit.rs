@@ -187,6 +187,8 @@ pub fn admit(
                 arm_requested: false,
                 metrics: Vec::new(),
                 rejected: rejection_of(repo, unit, step),
+                escalation: None,
+                unit_text: None,
             })
             .collect(),
         brief_layout: crate::run::state::BRIEF_LAYOUT,

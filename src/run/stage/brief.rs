@@ -282,6 +282,15 @@ To hand the lane back instead (the contract cannot be met as written), write \
         branch = input.branch,
         report = input.receipt_path.display()
     );
+    if input.layout >= 4 {
+        let _ = writeln!(
+            b,
+            "To stop for a person instead (SPEC 20.7), write `\"escalate\": {{\"kind\": \"ambiguity|conflict|change-expectation|irreversible|stuck\", \"message\": \"...\", \"proposal\": \"- [E4] new text {{verify: test | ...}}\"}}` \
+(a proposal, with change-expectation or conflict only, holds contract lines: the same C, F or E id replaces an item, a new id adds one, `(remove)` drops it), \
+or ask with `\"questions\": [{{\"text\": \"...\", \"options\": [\"...\"]}}]` (at most {max}); with `\"evidence\": []`. The person answers, and a fresh attempt goes on.\n",
+            max = input.settings.questions_max
+        );
+    }
     if input.layout >= 3 {
         b.push_str(&hand_in_line(input.receipt_path, input.run, "report"));
     }

@@ -304,8 +304,17 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
             .map(|b| b.map(|b| String::from_utf8_lossy(&b).into_owned()))
     };
     let unit_path = format!("{rel}/iced.md");
-    let text = text_at(&head, &unit_path)?
-        .ok_or_else(|| format!("`{unit_path}` is not in the judged head {head}"))?;
+    // A contract a person changed during the run (SPEC 20.7) is the one that lands, with its hash.
+    let text = match &lane.unit_text {
+        Some(kept) => crate::run::escalation_verbs::kept_unit_text(lane).ok_or_else(|| {
+            format!(
+                "the unit's text kept for the lane (`{}`) is gone or changed",
+                kept.path.display()
+            )
+        })?,
+        None => text_at(&head, &unit_path)?
+            .ok_or_else(|| format!("`{unit_path}` is not in the judged head {head}"))?,
+    };
     let parsed = crate::unit::parse_unit(&text);
     // The autonomy that decides an automatic acceptance is the approved unit's, at the run's base,
     // never the lane's copy (SPEC 24.2).

@@ -5,6 +5,7 @@
 
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
+use crate::run::escalation::{Asked, Escalation, EscalationStatus};
 use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::outcome::{ActivityOutcome, ReceiptOutcome};
@@ -82,17 +83,24 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     }
     let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
     let mut handback = None;
+    let mut escalation = None;
     let mut kept = Value::Null;
     match report::read(&receipt) {
         Ok(r) => {
             if let Some(h) = &r.handback {
                 handback = Some(h.reason.clone());
             }
+            let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced).ok();
+            match escalation_of(ctx, lane, &r, unit_text.as_deref()) {
+                Ok(e) => escalation = e,
+                Err(gap) => missing.push(gap),
+            }
+            let stops = r.handback.is_some() || escalation.is_some();
             // Every expectation needs the implementer's evidence; each must name a real one.
-            if let Ok(text) = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced) {
-                let parsed = crate::unit::parse_unit(&text);
+            if let Some(text) = &unit_text {
+                let parsed = crate::unit::parse_unit(text);
                 for e in &parsed.expectations {
-                    if !r.evidence.iter().any(|x| x.expectation == e.id) && r.handback.is_none() {
+                    if !r.evidence.iter().any(|x| x.expectation == e.id) && !stops {
                         missing.push(format!("the report gives no evidence for {}", e.id));
                     }
                 }
@@ -105,7 +113,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
                     }
                 }
             }
-            if r.handback.is_none() {
+            if !stops {
                 missing.extend(crate::run::dispositions::disposition_gaps(
                     ctx, run, lane, &r, &head,
                 ));
@@ -130,7 +138,70 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             missing.insert(0, format!("the implementer {how}"));
         }
     }
-    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "report": kept})
+    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "escalation": escalation, "report": kept})
+}
+
+/// The report's escalation or questions as the lane will record them (SPEC 20.7): questions are
+/// numbered after the highest Q item of the unit, and more than `questions.max` of them is a gap of
+/// the attempt, not a stop.
+fn escalation_of(
+    ctx: &Ctx<'_>,
+    lane: &Lane,
+    r: &report::Report,
+    unit_text: Option<&str>,
+) -> Result<Option<Escalation>, String> {
+    if let Some(e) = &r.escalate {
+        return Ok(Some(Escalation {
+            attempt: lane.attempt,
+            kind: e.kind.clone(),
+            message: e.message.clone(),
+            proposal: e.proposal.clone(),
+            questions: Vec::new(),
+            status: EscalationStatus::Open,
+            guidance: None,
+            contract_hash: None,
+        }));
+    }
+    let Some(questions) = &r.questions else {
+        return Ok(None);
+    };
+    let max = usize::try_from(ctx.config.questions_max).unwrap_or(usize::MAX);
+    if questions.len() > max {
+        return Err(format!(
+            "report-invalid: the report asks {} questions; questions.max is {max}",
+            questions.len()
+        ));
+    }
+    let highest = unit_text
+        .map(crate::unit::parse_unit)
+        .map(|p| {
+            p.questions
+                .iter()
+                .filter_map(|q| q.id.strip_prefix('Q').and_then(|n| n.parse::<u32>().ok()))
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    let asked = questions
+        .iter()
+        .zip(highest + 1..)
+        .map(|(q, n)| Asked {
+            id: format!("Q{n}"),
+            text: q.text.split_whitespace().collect::<Vec<_>>().join(" "),
+            options: q.options.clone(),
+            answer: None,
+        })
+        .collect();
+    Ok(Some(Escalation {
+        attempt: lane.attempt,
+        kind: "questions".into(),
+        message: format!("{} question(s) for a person", questions.len()),
+        proposal: None,
+        questions: asked,
+        status: EscalationStatus::Open,
+        guidance: None,
+        contract_hash: None,
+    }))
 }
 
 /// How an activity ended, when not with exit 0: `timed out after 30 s`, `exited 3`, `was killed by
@@ -201,7 +272,8 @@ pub(crate) fn finish_receipt(
         }
     }
     let handback = checks.handback.clone();
-    let verified = missing.is_empty() && handback.is_none();
+    let escalation = checks.escalation.clone();
+    let verified = missing.is_empty() && handback.is_none() && escalation.is_none();
     let record = lane
         .record_mut(&StepKey::Receipt)
         .expect("the receipt record exists");
@@ -212,7 +284,7 @@ pub(crate) fn finish_receipt(
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": checks.head, "tree": checks.tree, "guard": checks.guard, "report": checks.report, "handback": handback}),
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": checks.head, "tree": checks.tree, "guard": checks.guard, "report": checks.report, "handback": handback, "escalation": escalation}),
     );
     emit(
         &ctx.paths,
@@ -231,8 +303,12 @@ pub(crate) fn finish_receipt(
             verified,
             handback: handback.as_deref(),
             missing: &missing,
+            escalation: escalation.as_ref(),
         },
     );
+    if escalation.is_some() {
+        lane.escalation = escalation;
+    }
     if verified {
         // The dispositions of a fix round are now facts of the branch: record them on the findings.
         let dispositions = crate::run::kept::load_from::<report::Report>(

@@ -121,6 +121,9 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("supervisor-after-gate", "supervisor_kill.rs"),
     ("supervisor-after-spawn", "supervisor_kill.rs"),
     ("supervisor-before-outcome", "supervisor_kill.rs"),
+    // `iced escalation apply|reject` and `iced answer`.
+    ("escalation-after-decision", "escalation.rs"),
+    ("escalation-after-unit", "escalation.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -199,6 +202,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "supervisor-after-gate",
             "supervisor-after-spawn",
             "supervisor-before-outcome",
+            "escalation-after-decision",
+            "escalation-after-unit",
         ]
     );
 }

@@ -1,0 +1,252 @@
+//! An implementer that stops for a person (SPEC 20.7): an escalation with a contract proposal
+//! applied and the lane resumed to delivery with the new hash; questions answered and the lane
+//! resumed; an escalation rejected with guidance; the refusals of each verb; and the person's
+//! verbs killed between their writes (no agent runs twice, nothing is lost).
+
+use crate::env::TestEnv;
+use crate::loop_e2e::{build, lane_branch, own_checks, run_show, str_of, with_agent};
+use crate::snap::{assert_read, assert_refused};
+use serde_json::Value;
+
+/// The fake agent's proposal file (outside the repository) and the script that escalates in
+/// attempt 1 with it, then does the work of the new contract in attempt 2.
+fn escalating(proposal: &str) -> (TestEnv, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.keep().join("proposal.md");
+    std::fs::write(&path, proposal).unwrap();
+    with_agent(
+        &format!(
+            "attempt 1\nescalate change-expectation {} E2 contradicts C1: an idle session cannot end at 30 minutes without a password check\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2 E3\n",
+            path.display()
+        ),
+        own_checks(serde_json::json!(["true"])),
+    )
+}
+
+const PROPOSAL: &str = "<!-- the agent's reasoning -->\n- [E2] An idle session ends after 45 minutes. {verify: test | tests/session.rs}\n- [E3] The idle timeout is read from the config. {verify: test | tests/config.rs}\n";
+
+fn starts_of(env: &TestEnv, attempt: u32) -> usize {
+    env.agent_starts()
+        .iter()
+        .filter(|l| l.contains(&format!(" attempt={attempt} ")) && l.contains("role=implementer"))
+        .count()
+}
+
+fn file_at(env: &TestEnv, rev: &str, path: &str) -> String {
+    env.git_out(&["show", &format!("{rev}:{path}")])
+}
+
+/// `decisions.md` entries that start with this decision.
+fn decisions(env: &TestEnv, id: &str, decision: &str) -> usize {
+    env.read(&format!("intent/{id}/decisions.md"))
+        .matches(&format!("- Decision: {decision}"))
+        .count()
+}
+
+#[test]
+fn an_applied_proposal_resumes_the_lane_to_delivery_with_the_new_hash() {
+    let (env, id) = escalating(PROPOSAL);
+    let old_hash = env.iced_json(&["status", &id]).json()["contract_hash"].clone();
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let run = str_of(&last, "run").to_owned();
+    let shown = run_show(&env, &run);
+    let lane = &shown["lanes"][0];
+    assert_eq!(lane["stage"], "blocked");
+    assert!(
+        lane["reason"].as_str().unwrap().starts_with("escalation (change-expectation): E2 contradicts C1"),
+        "{lane:#}"
+    );
+    // The unit reads as blocked while its run waits for the person.
+    assert_eq!(env.iced_json(&["status", &id]).json()["status"], "blocked");
+
+    assert_read!(&env, "show_proposal", crate::snap::both(&env, &["escalation", "show", &id]));
+    assert_refused!(&env, "escalation-open", 3, &["build", &id]);
+    assert_refused!(&env, "escalation-kind", 3, &["answer", &id, "Q2", "yes"]);
+    // A person's edit that names a question is refused, writing nothing.
+    let bad = env.outside("bad-lines.md");
+    std::fs::write(&bad, "- [Q1] How long is idle? -> A: forever\n").unwrap();
+    let before = env.snapshot();
+    assert_refused!(
+        &env,
+        "proposal-invalid",
+        3,
+        &["escalation", "edit", &id, "--file", bad.to_str().unwrap()]
+    );
+    assert_eq!(env.snapshot(), before, "a refusal wrote nothing");
+
+    let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
+    let new_hash = applied["contract_hash"].as_str().unwrap().to_owned();
+    assert_ne!(Value::from(new_hash.clone()), old_hash);
+    let unit = env.iced_json(&["status", &id]).json();
+    assert_eq!(unit["contract_hash"], new_hash.as_str());
+    let unit_text = env.read(&format!("intent/{id}/iced.md"));
+    assert!(unit_text.contains("- [E3] The idle timeout is read from the config."), "{unit_text}");
+    assert!(!unit_text.contains("the agent's reasoning"), "proposal comments are dropped");
+    assert_eq!(decisions(&env, &id, "applied the change-expectation escalation"), 1);
+    assert_refused!(&env, "escalation-none", 3, &["escalation", "apply", &id]);
+
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
+    // Attempt 2's brief has the new contract and says what the person decided.
+    let brief = std::fs::read_to_string(
+        env.path(&format!(".iced/run/{run}/{id}/brief-2.md")),
+    )
+    .unwrap();
+    assert!(brief.contains(&new_hash), "the brief names the new hash");
+    assert!(brief.contains("the person applied your change-expectation escalation"), "{brief}");
+    // The close that lands carries the applied contract and its hash, and the escalation metric.
+    let closed = file_at(&env, &lane_branch(&id), &format!("intent/{id}/iced.md"));
+    assert!(closed.contains(&format!("contract_hash: {new_hash}")), "{closed}");
+    assert!(closed.contains("- [E3] The idle timeout is read from the config."));
+    assert!(closed.contains("status: "));
+    let metrics = file_at(&env, &lane_branch(&id), ".iced/metrics.jsonl");
+    assert!(
+        metrics.lines().any(|l| l.contains(r#""event":"escalation""#) && l.contains(r#""kind":"change-expectation""#)),
+        "{metrics}"
+    );
+    let evidence = file_at(&env, &lane_branch(&id), &format!("intent/{id}/evidence.md"));
+    assert!(evidence.contains("E3"), "{evidence}");
+}
+
+#[test]
+fn answered_questions_resume_the_lane() {
+    let (env, id) = with_agent(
+        "attempt 1\nask Which store keeps the sessions? | Is 30 minutes \u{1b}[31mfinal\u{1b}[0m?\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(serde_json::json!(["true"])),
+    );
+    let approved_hash = env.iced_json(&["status", &id]).json()["contract_hash"].clone();
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let run = str_of(&last, "run").to_owned();
+    // The unit holds Q1: the agent's questions are Q2 and Q3. Their escape sequences are data.
+    assert_read!(&env, "show_questions", crate::snap::both(&env, &["escalation", "show", &id]));
+    assert_refused!(&env, "question-unknown", 3, &["answer", &id, "Q9", "no"]);
+    assert_refused!(&env, "escalation-kind", 3, &["escalation", "apply", &id]);
+
+    let first = env.iced_json(&["answer", &id, "q2", "the", "sqlite", "store"]).ok().json();
+    assert_eq!(first["status"], "open");
+    assert_refused!(&env, "escalation-open", 3, &["run", "resume", &run]);
+    let last_answer = env.iced_json(&["answer", &id, "Q3", "yes"]).ok().json();
+    assert_eq!(last_answer["status"], "answered");
+    let unit = env.iced_json(&["status", &id]).json();
+    assert_eq!(unit["contract_hash"], approved_hash, "answers are outside the contract");
+    let text = env.read(&format!("intent/{id}/iced.md"));
+    assert!(text.contains("- [Q2] Which store keeps the sessions? -> A: the sqlite store"), "{text}");
+
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
+    let brief = std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
+    assert!(brief.contains("Q2 Which store keeps the sessions? -> A: the sqlite store"), "{brief}");
+    let metrics = file_at(&env, &lane_branch(&id), ".iced/metrics.jsonl");
+    assert!(
+        metrics.lines().any(|l| l.contains(r#""event":"questions""#) && l.contains(r#""count":2"#)),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_rejected_escalation_resumes_the_lane_with_the_guidance() {
+    let (env, id) = with_agent(
+        "attempt 1\nescalate stuck - cannot find where sessions expire\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(serde_json::json!(["true"])),
+    );
+    let before = env.read(&format!("intent/{id}/iced.md"));
+    let (_, last) = build(&env, &id, &[], 4);
+    let run = str_of(&last, "run").to_owned();
+    assert_refused!(&env, "proposal-none", 3, &["escalation", "apply", &id]);
+    let rejected = env
+        .iced_json(&["escalation", "reject", &id, "look", "in", "src/session.rs"])
+        .ok()
+        .json();
+    assert_eq!(rejected["status"], "rejected");
+    assert_read!(&env, "show_rejected", crate::snap::both(&env, &["escalation", "show", &id]));
+    assert_eq!(env.read(&format!("intent/{id}/iced.md")), before, "the unit is as it was");
+    assert_eq!(decisions(&env, &id, "rejected the stuck escalation"), 1);
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let brief = std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
+    assert!(brief.contains("the person rejected your stuck escalation: look in src/session.rs"), "{brief}");
+}
+
+/// `iced escalation apply` killed after its decision entry, and again after writing the unit:
+/// applied again, the unit is written once (the same bytes), the decision is logged once, and the
+/// lane resumes with each attempt's agent started once.
+#[test]
+fn an_apply_killed_between_its_writes_is_finished_by_applying_again() {
+    let (env, id) = escalating(PROPOSAL);
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    for point in ["escalation-after-decision", "escalation-after-unit"] {
+        let killed = env
+            .command()
+            .env("ICED_FAILPOINT", point)
+            .args(["escalation", "apply", &id, "--json"])
+            .output()
+            .expect("iced runs");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(killed.status.signal(), Some(9), "killed at {point}: {killed:?}");
+    }
+    // Killed after the unit: it holds the new contract, the escalation is still open.
+    assert!(env.read(&format!("intent/{id}/iced.md")).contains("- [E3]"));
+    assert_eq!(env.iced_json(&["escalation", "show", &id]).json()["status"], "open");
+    let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
+    assert_eq!(applied["status"], "applied");
+    assert_eq!(decisions(&env, &id, "applied the change-expectation escalation"), 1);
+    let text = env.read(&format!("intent/{id}/iced.md"));
+    assert_eq!(text.matches("- [E3]").count(), 1, "{text}");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
+    let closed = file_at(&env, &lane_branch(&id), &format!("intent/{id}/iced.md"));
+    assert!(closed.contains(applied["contract_hash"].as_str().unwrap()));
+}
+
+/// `iced answer` killed after writing the unit: answered again, the Q item is there once.
+#[test]
+fn an_answer_killed_after_writing_the_unit_is_finished_by_answering_again() {
+    let (env, id) = with_agent(
+        "attempt 1\nask Which store?\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(serde_json::json!(["true"])),
+    );
+    build(&env, &id, &[], 4);
+    let killed = env
+        .command()
+        .env("ICED_FAILPOINT", "escalation-after-unit")
+        .args(["answer", &id, "Q2", "sqlite", "--json"])
+        .output()
+        .expect("iced runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    assert_eq!(env.iced_json(&["escalation", "show", &id]).json()["status"], "open");
+    env.iced_json(&["answer", &id, "Q2", "sqlite"]).ok();
+    let text = env.read(&format!("intent/{id}/iced.md"));
+    assert_eq!(text.matches("- [Q2]").count(), 1, "{text}");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
+}
+
+/// `iced build` killed right after the receipt recorded the escalation: built again, the lane is
+/// blocked on the same escalation, and attempt 1's agent ran once.
+#[test]
+fn a_build_killed_after_recording_the_escalation_waits_on_it_without_running_the_agent_again() {
+    let (env, id) = escalating(PROPOSAL);
+    let killed = env
+        .command()
+        .env("ICED_FAILPOINT", "receipt-after-record")
+        .args(["build", &id, "--json"])
+        .output()
+        .expect("iced runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let shown = env.iced_json(&["escalation", "show", &id]).ok().json();
+    assert_eq!(shown["status"], "open");
+    assert_eq!(shown["attempt"], 1);
+    assert_eq!(starts_of(&env, 1), 1);
+    assert_eq!(starts_of(&env, 2), 0);
+}
