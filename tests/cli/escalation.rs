@@ -123,11 +123,19 @@ fn answered_questions_resume_the_lane() {
     // The unit holds Q1: the agent's questions are Q2 and Q3. Their escape sequences are data.
     assert_read!(&env, "show_questions", crate::snap::both(&env, &["escalation", "show", &id]));
     assert_refused!(&env, "question-unknown", 3, &["answer", &id, "Q9", "no"]);
-    assert_refused!(&env, "escalation-kind", 3, &["escalation", "apply", &id]);
+    assert_read!(
+        &env,
+        "refused_escalation-kind_apply",
+        crate::snap::refused(&env, &["escalation", "apply", &id], 3, "escalation-kind")
+    );
 
     let first = env.iced_json(&["answer", &id, "q2", "the", "sqlite", "store"]).ok().json();
     assert_eq!(first["status"], "open");
-    assert_refused!(&env, "escalation-open", 3, &["run", "resume", &run]);
+    assert_read!(
+        &env,
+        "refused_escalation-open_resume",
+        crate::snap::refused(&env, &["run", "resume", &run], 3, "escalation-open")
+    );
     let last_answer = env.iced_json(&["answer", &id, "Q3", "yes"]).ok().json();
     assert_eq!(last_answer["status"], "answered");
     let unit = env.iced_json(&["status", &id]).json();

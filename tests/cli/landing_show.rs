@@ -325,6 +325,8 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 arm_requested: false,
                 metrics: Vec::new(),
                 rejected: None,
+                escalation: None,
+                unit_text: None,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {

@@ -165,7 +165,7 @@ fn escalation_of(
     let Some(questions) = &r.questions else {
         return Ok(None);
     };
-    let max = usize::try_from(ctx.config.questions_max).unwrap_or(usize::MAX);
+    let max = usize::try_from(ctx.settings.questions_max).unwrap_or(usize::MAX);
     if questions.len() > max {
         return Err(format!(
             "report-invalid: the report asks {} questions; questions.max is {max}",
@@ -187,7 +187,11 @@ fn escalation_of(
         .zip(highest + 1..)
         .map(|(q, n)| Asked {
             id: format!("Q{n}"),
-            text: q.text.split_whitespace().collect::<Vec<_>>().join(" "),
+            // It is written into the unit once answered: one line, no terminal escapes.
+            text: crate::text::for_terminal(&q.text)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
             options: q.options.clone(),
             answer: None,
         })
