@@ -291,7 +291,10 @@ fn check_stop(report: &Report) -> Result<(), ReportProblem> {
             if p.len() > PROPOSAL_LIMIT {
                 return Err(problem(
                     "report-invalid",
-                    format!("`escalate.proposal` is {} bytes; at most {PROPOSAL_LIMIT} are taken", p.len()),
+                    format!(
+                        "`escalate.proposal` is {} bytes; at most {PROPOSAL_LIMIT} are taken",
+                        p.len()
+                    ),
                 ));
             }
         }
@@ -358,7 +361,9 @@ lines"}]}"#,
             assert_eq!(code(bad), "report-invalid", "{bad}");
         }
         assert_eq!(
-            code(r#"{"summary": "x", "evidence": [], "questions": [{"text": "which?", "options": ["a", "b"]}]}"#),
+            code(
+                r#"{"summary": "x", "evidence": [], "questions": [{"text": "which?", "options": ["a", "b"]}]}"#
+            ),
             "ok"
         );
     }

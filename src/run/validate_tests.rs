@@ -253,7 +253,11 @@ fn a_validators_escalation_or_questions_are_refused_not_taken() {
         r#""escalate": {"kind": "change-expectation", "message": "m", "proposal": "- [E1] (remove)"}"#,
         r#""questions": [{"text": "may I?"}]"#,
     ] {
-        let answer = good().replacen("\"verdict\": \"fail\"", &format!("\"verdict\": \"fail\", {extra}"), 1);
+        let answer = good().replacen(
+            "\"verdict\": \"fail\"",
+            &format!("\"verdict\": \"fail\", {extra}"),
+            1,
+        );
         let e = parse_answer(&answer, &known()).unwrap_err();
         assert_eq!(e.code, "answer-invalid", "{extra}: {e:?}");
     }

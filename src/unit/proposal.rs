@@ -70,7 +70,13 @@ fn lines(proposal: &str) -> Result<Vec<Line>, Problem> {
         if line.is_empty() {
             continue;
         }
-        let shown = || format!("line {}: `{}`", n + 1, line.chars().take(80).collect::<String>());
+        let shown = || {
+            format!(
+                "line {}: `{}`",
+                n + 1,
+                line.chars().take(80).collect::<String>()
+            )
+        };
         let rest = line
             .strip_prefix("- [")
             .or_else(|| line.strip_prefix("* ["))
@@ -89,7 +95,10 @@ fn lines(proposal: &str) -> Result<Vec<Line>, Problem> {
         }
         let text = text.trim();
         if text.is_empty() {
-            return Err(format!("{} has no text (`(remove)` drops an item)", shown()));
+            return Err(format!(
+                "{} has no text (`(remove)` drops an item)",
+                shown()
+            ));
         }
         if out.iter().any(|l| l.id == id) {
             return Err(format!("{} names {id} a second time", shown()));
@@ -119,9 +128,9 @@ fn item_end(lines: &[&str], start: usize) -> usize {
     let mut end = start + 1;
     while end < lines.len() {
         let t = lines[end].trim();
-        let numbered = t
-            .split_once(['.', ')'])
-            .is_some_and(|(d, r)| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()) && r.starts_with(' '));
+        let numbered = t.split_once(['.', ')']).is_some_and(|(d, r)| {
+            !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()) && r.starts_with(' ')
+        });
         if t.is_empty()
             || t.starts_with('#') && t.trim_start_matches('#').starts_with(' ')
             || ["- ", "* ", "+ "].iter().any(|p| t.starts_with(p))
@@ -203,7 +212,10 @@ pub fn apply(text: &str, proposal: &str) -> Result<Applied, Problem> {
             (None, Some(t)) => {
                 let letter = line.id.chars().next().unwrap_or('E');
                 let after = section_end(&view, letter).ok_or_else(|| {
-                    format!("{} adds an item, but the unit has no section for {letter} items", line.id)
+                    format!(
+                        "{} adds an item, but the unit has no section for {letter} items",
+                        line.id
+                    )
                 })?;
                 let becomes = format!("- [{}] {t}", line.id);
                 rows.insert(after + 1, becomes.clone());
@@ -233,13 +245,15 @@ pub fn apply(text: &str, proposal: &str) -> Result<Applied, Problem> {
         let found: Vec<&Item> = items_of(&parsed).filter(|i| i.id == line.id).collect();
         let ok = match &line.text {
             None => found.is_empty(),
-            Some(t) => found.len() == 1 && {
-                let expected = parse_unit(&format!("## Expectations\n- [{}] {t}\n", line.id));
-                expected
-                    .expectations
-                    .first()
-                    .is_some_and(|e| e.text == found[0].text && e.verify == found[0].verify)
-            },
+            Some(t) => {
+                found.len() == 1 && {
+                    let expected = parse_unit(&format!("## Expectations\n- [{}] {t}\n", line.id));
+                    expected
+                        .expectations
+                        .first()
+                        .is_some_and(|e| e.text == found[0].text && e.verify == found[0].verify)
+                }
+            }
         };
         if !ok {
             return Err(format!(
@@ -285,7 +299,9 @@ pub fn set_question(text: &str, id: &str, question: &str, answer: &str) -> Resul
         .eq([(question, Some(answer))]);
     let contract_kept = super::hash::contract_hash(&out) == super::hash::contract_hash(text);
     if !ok || !contract_kept || rest_of(&parsed, &[id]) != rest_of(&back, &[id]) {
-        return Err(format!("{id} does not read back as answered once written into the unit"));
+        return Err(format!(
+            "{id} does not read back as answered once written into the unit"
+        ));
     }
     Ok(out)
 }
@@ -322,14 +338,25 @@ mod tests {
         )
         .unwrap();
         let p = parse_unit(&a.text);
-        assert_eq!(p.expectations.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["E1", "E2", "E3"]);
+        assert_eq!(
+            p.expectations
+                .iter()
+                .map(|e| e.id.as_str())
+                .collect::<Vec<_>>(),
+            ["E1", "E2", "E3"]
+        );
         assert_eq!(p.expectations[1].text, "two, better");
         assert!(p.constraints.is_empty());
         assert_eq!(p.failures.len(), 2);
-        assert_eq!(a.changes[0].was.as_deref(), Some("- [E2] two continued {verify: test | t2}"));
+        assert_eq!(
+            a.changes[0].was.as_deref(),
+            Some("- [E2] two continued {verify: test | t2}")
+        );
         assert_eq!(a.changes[2].becomes, None);
         // The frontmatter and every other section are as they were.
-        assert!(a.text.starts_with("---\nid: 001-a\ncontract_hash: abc\n---\n"));
+        assert!(a
+            .text
+            .starts_with("---\nid: 001-a\ncontract_hash: abc\n---\n"));
         assert!(a.text.contains("## Context\n- [code] x\n"));
         // Applying it again changes nothing.
         let again = apply(&a.text, "- [E2] two, better {verify: test | t2}\n- [E3] three {verify: check | c}\n- [C1] (remove)\n- [F2] it leaks\n").unwrap();
@@ -365,7 +392,10 @@ mod tests {
         // Without the section, it is added at the end.
         let bare = UNIT.replace("## Open questions\n", "");
         let added = set_question(&bare, "Q2", "Why?", "because").unwrap();
-        assert!(added.ends_with("## Open questions\n\n- [Q2] Why? -> A: because\n"), "{added}");
+        assert!(
+            added.ends_with("## Open questions\n\n- [Q2] Why? -> A: because\n"),
+            "{added}"
+        );
     }
 
     #[test]

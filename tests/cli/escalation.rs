@@ -54,13 +54,20 @@ fn an_applied_proposal_resumes_the_lane_to_delivery_with_the_new_hash() {
     let lane = &shown["lanes"][0];
     assert_eq!(lane["stage"], "blocked");
     assert!(
-        lane["reason"].as_str().unwrap().starts_with("escalation (change-expectation): E2 contradicts C1"),
+        lane["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("escalation (change-expectation): E2 contradicts C1"),
         "{lane:#}"
     );
     // The unit reads as blocked while its run waits for the person.
     assert_eq!(env.iced_json(&["status", &id]).json()["status"], "blocked");
 
-    assert_read!(&env, "show_proposal", crate::snap::both(&env, &["escalation", "show", &id]));
+    assert_read!(
+        &env,
+        "show_proposal",
+        crate::snap::both(&env, &["escalation", "show", &id])
+    );
     assert_refused!(&env, "escalation-open", 3, &["build", &id]);
     assert_refused!(&env, "escalation-kind", 3, &["answer", &id, "Q2", "yes"]);
     // A person's edit that names a question is refused, writing nothing.
@@ -81,29 +88,45 @@ fn an_applied_proposal_resumes_the_lane_to_delivery_with_the_new_hash() {
     let unit = env.iced_json(&["status", &id]).json();
     assert_eq!(unit["contract_hash"], new_hash.as_str());
     let unit_text = env.read(&format!("intent/{id}/iced.md"));
-    assert!(unit_text.contains("- [E3] The idle timeout is read from the config."), "{unit_text}");
-    assert!(!unit_text.contains("the agent's reasoning"), "proposal comments are dropped");
-    assert_eq!(decisions(&env, &id, "applied the change-expectation escalation"), 1);
+    assert!(
+        unit_text.contains("- [E3] The idle timeout is read from the config."),
+        "{unit_text}"
+    );
+    assert!(
+        !unit_text.contains("the agent's reasoning"),
+        "proposal comments are dropped"
+    );
+    assert_eq!(
+        decisions(&env, &id, "applied the change-expectation escalation"),
+        1
+    );
     assert_refused!(&env, "escalation-none", 3, &["escalation", "apply", &id]);
 
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
     assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
     // Attempt 2's brief has the new contract and says what the person decided.
-    let brief = std::fs::read_to_string(
-        env.path(&format!(".iced/run/{run}/{id}/brief-2.md")),
-    )
-    .unwrap();
+    let brief =
+        std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
     assert!(brief.contains(&new_hash), "the brief names the new hash");
-    assert!(brief.contains("the person applied your change-expectation escalation"), "{brief}");
+    assert!(
+        brief.contains("the person applied your change-expectation escalation"),
+        "{brief}"
+    );
     // The close that lands carries the applied contract and its hash, and the escalation metric.
     let closed = file_at(&env, &lane_branch(&id), &format!("intent/{id}/iced.md"));
-    assert!(closed.contains(&format!("contract_hash: {new_hash}")), "{closed}");
+    assert!(
+        closed.contains(&format!("contract_hash: {new_hash}")),
+        "{closed}"
+    );
     assert!(closed.contains("- [E3] The idle timeout is read from the config."));
     assert!(closed.contains("status: "));
     let metrics = file_at(&env, &lane_branch(&id), ".iced/metrics.jsonl");
     assert!(
-        metrics.lines().any(|l| l.contains(r#""event":"escalation""#) && l.contains(r#""kind":"change-expectation""#)),
+        metrics
+            .lines()
+            .any(|l| l.contains(r#""event":"escalation""#)
+                && l.contains(r#""kind":"change-expectation""#)),
         "{metrics}"
     );
     let evidence = file_at(&env, &lane_branch(&id), &format!("intent/{id}/evidence.md"));
@@ -121,7 +144,11 @@ fn answered_questions_resume_the_lane() {
     assert_eq!(last["status"], "blocked", "{last}");
     let run = str_of(&last, "run").to_owned();
     // The unit holds Q1: the agent's questions are Q2 and Q3. Their escape sequences are data.
-    assert_read!(&env, "show_questions", crate::snap::both(&env, &["escalation", "show", &id]));
+    assert_read!(
+        &env,
+        "show_questions",
+        crate::snap::both(&env, &["escalation", "show", &id])
+    );
     assert_refused!(&env, "question-unknown", 3, &["answer", &id, "Q9", "no"]);
     assert_read!(
         &env,
@@ -129,7 +156,10 @@ fn answered_questions_resume_the_lane() {
         crate::snap::refused(&env, &["escalation", "apply", &id], 3, "escalation-kind")
     );
 
-    let first = env.iced_json(&["answer", &id, "q2", "the", "sqlite", "store"]).ok().json();
+    let first = env
+        .iced_json(&["answer", &id, "q2", "the", "sqlite", "store"])
+        .ok()
+        .json();
     assert_eq!(first["status"], "open");
     assert_read!(
         &env,
@@ -139,18 +169,30 @@ fn answered_questions_resume_the_lane() {
     let last_answer = env.iced_json(&["answer", &id, "Q3", "yes"]).ok().json();
     assert_eq!(last_answer["status"], "answered");
     let unit = env.iced_json(&["status", &id]).json();
-    assert_eq!(unit["contract_hash"], approved_hash, "answers are outside the contract");
+    assert_eq!(
+        unit["contract_hash"], approved_hash,
+        "answers are outside the contract"
+    );
     let text = env.read(&format!("intent/{id}/iced.md"));
-    assert!(text.contains("- [Q2] Which store keeps the sessions? -> A: the sqlite store"), "{text}");
+    assert!(
+        text.contains("- [Q2] Which store keeps the sessions? -> A: the sqlite store"),
+        "{text}"
+    );
 
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
     assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
-    let brief = std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
-    assert!(brief.contains("Q2 Which store keeps the sessions? -> A: the sqlite store"), "{brief}");
+    let brief =
+        std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
+    assert!(
+        brief.contains("Q2 Which store keeps the sessions? -> A: the sqlite store"),
+        "{brief}"
+    );
     let metrics = file_at(&env, &lane_branch(&id), ".iced/metrics.jsonl");
     assert!(
-        metrics.lines().any(|l| l.contains(r#""event":"questions""#) && l.contains(r#""count":2"#)),
+        metrics
+            .lines()
+            .any(|l| l.contains(r#""event":"questions""#) && l.contains(r#""count":2"#)),
         "{metrics}"
     );
 }
@@ -170,13 +212,25 @@ fn a_rejected_escalation_resumes_the_lane_with_the_guidance() {
         .ok()
         .json();
     assert_eq!(rejected["status"], "rejected");
-    assert_read!(&env, "show_rejected", crate::snap::both(&env, &["escalation", "show", &id]));
-    assert_eq!(env.read(&format!("intent/{id}/iced.md")), before, "the unit is as it was");
+    assert_read!(
+        &env,
+        "show_rejected",
+        crate::snap::both(&env, &["escalation", "show", &id])
+    );
+    assert_eq!(
+        env.read(&format!("intent/{id}/iced.md")),
+        before,
+        "the unit is as it was"
+    );
     assert_eq!(decisions(&env, &id, "rejected the stuck escalation"), 1);
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
-    let brief = std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
-    assert!(brief.contains("the person rejected your stuck escalation: look in src/session.rs"), "{brief}");
+    let brief =
+        std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
+    assert!(
+        brief.contains("the person rejected your stuck escalation: look in src/session.rs"),
+        "{brief}"
+    );
 }
 
 /// `iced escalation apply` killed after its decision entry, and again after writing the unit:
@@ -187,22 +241,36 @@ fn an_apply_killed_between_its_writes_is_finished_by_applying_again() {
     let (env, id) = escalating(PROPOSAL);
     let (_, last) = build(&env, &id, &[], 4);
     assert_eq!(last["status"], "blocked", "{last}");
-    for point in ["escalation-after-decision", "escalation-after-unit"] {
-        let killed = env
-            .command()
-            .env("ICED_FAILPOINT", point)
-            .args(["escalation", "apply", &id, "--json"])
-            .output()
-            .expect("iced runs");
+    let apply = || {
+        let mut cmd = env.command();
+        cmd.args(["escalation", "apply", &id, "--json"]);
+        cmd
+    };
+    let killed = [
+        apply()
+            .env("ICED_FAILPOINT", "escalation-after-decision")
+            .output(),
+        apply()
+            .env("ICED_FAILPOINT", "escalation-after-unit")
+            .output(),
+    ];
+    for killed in killed {
+        let killed = killed.expect("iced runs");
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(killed.status.signal(), Some(9), "killed at {point}: {killed:?}");
+        assert_eq!(killed.status.signal(), Some(9), "killed: {killed:?}");
     }
     // Killed after the unit: it holds the new contract, the escalation is still open.
     assert!(env.read(&format!("intent/{id}/iced.md")).contains("- [E3]"));
-    assert_eq!(env.iced_json(&["escalation", "show", &id]).json()["status"], "open");
+    assert_eq!(
+        env.iced_json(&["escalation", "show", &id]).json()["status"],
+        "open"
+    );
     let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
     assert_eq!(applied["status"], "applied");
-    assert_eq!(decisions(&env, &id, "applied the change-expectation escalation"), 1);
+    assert_eq!(
+        decisions(&env, &id, "applied the change-expectation escalation"),
+        1
+    );
     let text = env.read(&format!("intent/{id}/iced.md"));
     assert_eq!(text.matches("- [E3]").count(), 1, "{text}");
     let (out, last) = build(&env, &id, &[], 0);
@@ -228,7 +296,10 @@ fn an_answer_killed_after_writing_the_unit_is_finished_by_answering_again() {
         .expect("iced runs");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
-    assert_eq!(env.iced_json(&["escalation", "show", &id]).json()["status"], "open");
+    assert_eq!(
+        env.iced_json(&["escalation", "show", &id]).json()["status"],
+        "open"
+    );
     env.iced_json(&["answer", &id, "Q2", "sqlite"]).ok();
     let text = env.read(&format!("intent/{id}/iced.md"));
     assert_eq!(text.matches("- [Q2]").count(), 1, "{text}");

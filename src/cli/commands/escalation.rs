@@ -85,7 +85,10 @@ pub fn run(command: EscalationCommand) -> Result<Output, Refusal> {
     let done = escalation_verbs::resolve(&ctx, &reference, how)?;
     let p = &done.place;
     let mut text = match done.status {
-        "rejected" => format!("Rejected the escalation of {} (run {}, lane {}).", p.unit, p.run, p.lane),
+        "rejected" => format!(
+            "Rejected the escalation of {} (run {}, lane {}).",
+            p.unit, p.run, p.lane
+        ),
         _ => format!(
             "Applied to {}: the contract hash is now {}.",
             p.unit,
@@ -112,9 +115,15 @@ pub fn answer(args: AnswerArgs) -> Result<Output, Refusal> {
     let done = escalation_verbs::answer(&ctx, &args.id, &args.question, &text)?;
     let p = &done.place;
     let next = if done.status == "answered" {
-        format!("Every question is answered: `iced build {}` resumes the lane with a fresh attempt.", p.unit)
+        format!(
+            "Every question is answered: `iced build {}` resumes the lane with a fresh attempt.",
+            p.unit
+        )
     } else {
-        format!("Other questions are open: `iced escalation show {}` lists them.", p.unit)
+        format!(
+            "Other questions are open: `iced escalation show {}` lists them.",
+            p.unit
+        )
     };
     Ok(Output::new(
         json(&done),
@@ -133,7 +142,12 @@ fn edited_lines(ctx: &Ctx<'_>, args: &EditArgs) -> Result<String, Refusal> {
         let bytes = crate::store::read_limited(path, limit)
             .map_err(|e| crate::repo::store_refusal(STEP, e))?;
         String::from_utf8(bytes).map_err(|_| {
-            Refusal::new(STEP, "proposal-invalid", format!("`{}` is not UTF-8 text", path.display()), "write the contract lines as plain text")
+            Refusal::new(
+                STEP,
+                "proposal-invalid",
+                format!("`{}` is not UTF-8 text", path.display()),
+                "write the contract lines as plain text",
+            )
         })
     };
     if let Some(file) = &args.file {
@@ -182,7 +196,9 @@ fn edited_lines(ctx: &Ctx<'_>, args: &EditArgs) -> Result<String, Refusal> {
 
 fn change_text(c: &Change) -> String {
     match (&c.was, &c.becomes) {
-        (Some(was), Some(becomes)) => format!("  {}\n    was:     {was}\n    becomes: {becomes}", c.id),
+        (Some(was), Some(becomes)) => {
+            format!("  {}\n    was:     {was}\n    becomes: {becomes}", c.id)
+        }
         (None, Some(becomes)) => format!("  {} (new)\n    becomes: {becomes}", c.id),
         (Some(was), None) => format!("  {} (removed)\n    was:     {was}", c.id),
         (None, None) => format!("  {}", c.id),
@@ -211,7 +227,8 @@ fn shown_text(s: &Shown) -> String {
         }
         if let Some(problem) = &s.problem {
             let _ = writeln!(t, "  does not apply: {problem}");
-        } else if s.changes.is_empty() && e.status == crate::run::escalation::EscalationStatus::Open {
+        } else if s.changes.is_empty() && e.status == crate::run::escalation::EscalationStatus::Open
+        {
             t.push_str("  (no change to the unit as it is)\n");
         }
     }
@@ -220,7 +237,11 @@ fn shown_text(s: &Shown) -> String {
         if !q.options.is_empty() {
             let _ = write!(t, " (options: {})", q.options.join(" | "));
         }
-        let _ = write!(t, "\n  -> A: {}", q.answer.as_deref().unwrap_or("(not answered)"));
+        let _ = write!(
+            t,
+            "\n  -> A: {}",
+            q.answer.as_deref().unwrap_or("(not answered)")
+        );
     }
     if !e.questions.is_empty() {
         t.push('\n');
@@ -232,9 +253,15 @@ fn shown_text(s: &Shown) -> String {
         let next = if e.kind == "questions" {
             format!("iced answer {} <Q id> <text>", p.unit)
         } else if e.proposal.is_some() && s.problem.is_none() {
-            format!("iced escalation apply {0} | edit {0} --file <path> | reject {0} <guidance>", p.unit)
+            format!(
+                "iced escalation apply {0} | edit {0} --file <path> | reject {0} <guidance>",
+                p.unit
+            )
         } else {
-            format!("iced escalation edit {0} --file <path> | reject {0} <guidance>", p.unit)
+            format!(
+                "iced escalation edit {0} --file <path> | reject {0} <guidance>",
+                p.unit
+            )
         };
         let _ = write!(t, "\nNext: {next}");
     } else {

@@ -275,12 +275,17 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
 ```\n\n\
 If you cannot write that file, end your final message with the report as its only ```json \
 block instead.\n\n\
-Give evidence for every expectation; in a fix round add `\"dispositions\": [{{\"finding_id\": \"...\", \"action\": \"applied\", \"commit\": \"<sha>\"}}, {{\"finding_id\": \"...\", \"action\": \"rejected\", \"reason\": \"...\"}}]`. Only `summary`, `evidence`, `handback` and `dispositions` are \
+Give evidence for every expectation; in a fix round add `\"dispositions\": [{{\"finding_id\": \"...\", \"action\": \"applied\", \"commit\": \"<sha>\"}}, {{\"finding_id\": \"...\", \"action\": \"rejected\", \"reason\": \"...\"}}]`. Only {allowed} are \
 allowed; a report with a verdict, finding ids, token counts or any other key is refused.\n\
 To hand the lane back instead (the contract cannot be met as written), write \
 `{{\"summary\": \"...\", \"evidence\": [], \"handback\": {{\"reason\": \"why\"}}}}`.\n",
         branch = input.branch,
-        report = input.receipt_path.display()
+        report = input.receipt_path.display(),
+        allowed = if input.layout >= 4 {
+            "`summary`, `evidence`, `handback`, `dispositions`, `escalate` and `questions`"
+        } else {
+            "`summary`, `evidence`, `handback` and `dispositions`"
+        }
     );
     if input.layout >= 4 {
         let _ = writeln!(
