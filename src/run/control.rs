@@ -237,7 +237,10 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                 let how = if e.kind == "questions" {
                     format!("`iced answer {} <Q id> <text>`", lane.unit)
                 } else {
-                    format!("`iced escalation apply|edit|reject {}`", lane.unit)
+                    format!(
+                        "`iced escalation apply {0}`, `iced escalation edit {0} --file <path>` or `iced escalation reject {0} <guidance>`",
+                        lane.unit
+                    )
                 };
                 return Err(ctx.refuse(
                     "escalation-open",

@@ -316,7 +316,7 @@ pub fn answer(
             return Err(ctx.refuse(
                 "escalation-kind",
                 format!("the implementer of `{unit}` escalated ({}); it asked no question", e.kind),
-                format!("`iced escalation show {unit}`, then `iced escalation apply|edit|reject {unit}`"),
+                format!("read it with `iced escalation show {unit}`, then `iced escalation apply {unit}`, `iced escalation edit {unit} --file <path>` or `iced escalation reject {unit} <guidance>`"),
             ));
         }
         let ids: Vec<String> = e.questions.iter().map(|q| q.id.clone()).collect();

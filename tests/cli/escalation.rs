@@ -200,7 +200,7 @@ fn answered_questions_resume_the_lane() {
 #[test]
 fn a_rejected_escalation_resumes_the_lane_with_the_guidance() {
     let (env, id) = with_agent(
-        "attempt 1\nescalate stuck - cannot find where sessions expire\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+        "attempt 1\nescalate stuck - cannot find where sessions \u{1b}[2Jexpire\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
         own_checks(serde_json::json!(["true"])),
     );
     let before = env.read(&format!("intent/{id}/iced.md"));
