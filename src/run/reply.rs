@@ -147,6 +147,17 @@ pub fn focus_lane(run: &Run) -> &Lane {
         .unwrap_or(&run.lanes[0])
 }
 
+/// What comes next for a lane whose implementer stopped for a person and waits on the answer
+/// (SPEC 20.7): the person's verbs, not a resume.
+pub(crate) fn escalated(lane: &Lane) -> Option<Then> {
+    let e = lane.escalation.as_ref()?;
+    e.is_open_at(lane.attempt).then(|| Then::Escalated {
+        reason: e.reason(),
+        unit: lane.unit.clone(),
+        questions: e.kind == "questions",
+    })
+}
+
 pub(crate) fn ended_report(run: &Run) -> StepReport {
     if run.lanes.len() > 1 {
         return project_report(run);
@@ -194,10 +205,10 @@ pub(crate) fn ended_report(run: &Run) -> StepReport {
         RunStatus::Abandoned => (Action::Nothing, Then::Ended(Ending::Abandoned)),
         RunStatus::Blocked => (
             Action::Blocked,
-            Then::FixThenResume {
+            escalated(lane).unwrap_or_else(|| Then::FixThenResume {
                 reason: lane.reason.clone().unwrap_or_default(),
                 run: run.id.clone(),
-            },
+            }),
         ),
         RunStatus::Paused | RunStatus::Running => (Action::Nothing, Then::Nothing),
     };

@@ -29,6 +29,13 @@ pub enum Then {
         reason: String,
         run: String,
     },
+    /// A lane whose implementer stopped for a person (SPEC 20.7): the reason, and the verbs that
+    /// answer it (questions are answered; an escalation is applied, edited or rejected).
+    Escalated {
+        reason: String,
+        unit: String,
+        questions: bool,
+    },
     BriefWritten,
     WorktreeReady,
     WorktreeFailed {

@@ -156,7 +156,8 @@ pub(crate) fn apply(
                 Stage::Deliver => Then::ReceiptVerified,
                 Stage::Validate => Then::ReceiptToValidators,
                 Stage::Brief => Then::ReceiptNotVerified { attempt: l.attempt },
-                _ => Then::Reason(l.reason.clone().unwrap_or_default()),
+                _ => super::reply::escalated(l)
+                    .unwrap_or_else(|| Then::Reason(l.reason.clone().unwrap_or_default())),
             };
             // A lane whose stage is final (here blocked or handed back) says why in its reason.
             let reason = l.reason.clone().unwrap_or_default();

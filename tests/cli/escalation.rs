@@ -47,8 +47,13 @@ fn decisions(env: &TestEnv, id: &str, decision: &str) -> usize {
 fn an_applied_proposal_resumes_the_lane_to_delivery_with_the_new_hash() {
     let (env, id) = escalating(PROPOSAL);
     let old_hash = env.iced_json(&["status", &id]).json()["contract_hash"].clone();
-    let (_, last) = build(&env, &id, &[], 4);
+    let (out, last) = build(&env, &id, &[], 4);
     assert_eq!(last["status"], "blocked", "{last}");
+    // What the build says next names the person's verbs, not a resume.
+    assert!(
+        out.stdout.contains(&format!("`iced escalation show {id}`")),
+        "{out:#?}"
+    );
     let run = str_of(&last, "run").to_owned();
     let shown = run_show(&env, &run);
     let lane = &shown["lanes"][0];

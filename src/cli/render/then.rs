@@ -20,6 +20,18 @@ pub fn words(then: &Then) -> String {
         Then::Wait { why } => format!("{}; call again later", waiting(why)),
         Then::Reason(reason) => reason.clone(),
         Then::FixThenResume { reason, run } => fix_then_resume(reason, run),
+        Then::Escalated {
+            reason,
+            unit,
+            questions,
+        } => {
+            let how = if *questions {
+                format!("answer each with `iced answer {unit} <Q id> <text>`")
+            } else {
+                format!("`iced escalation apply {unit}`, `edit {unit} --file <path>` or `reject {unit} <guidance>`")
+            };
+            format!("{reason}; the implementer waits for a person: `iced escalation show {unit}`, then {how}; then `iced build {unit}` resumes")
+        }
         Then::BriefWritten => "the brief is written; call again".into(),
         Then::WorktreeReady => "the worktree is ready; call again".into(),
         Then::WorktreeFailed { error } => format!("the worktree could not be made: {error}"),
