@@ -65,6 +65,13 @@ fn an_applied_proposal_resumes_the_lane_to_delivery_with_the_new_hash() {
             .starts_with("escalation (change-expectation): E2 contradicts C1"),
         "{lane:#}"
     );
+    let text = env.iced(&["run", "show", &run]).ok();
+    assert!(
+        text.stdout.contains(&format!(
+            "next: Its implementer waits for a person: `iced escalation show {id}`"
+        )),
+        "{text:#?}"
+    );
     // The unit reads as blocked while its run waits for the person.
     assert_eq!(env.iced_json(&["status", &id]).json()["status"], "blocked");
 

@@ -29,6 +29,11 @@ pub enum NextMove {
     Blocked {
         release: Option<Release>,
     },
+    /// Blocked by its implementer's escalation or questions (SPEC 20.7): the person answers them.
+    Escalated {
+        unit: String,
+        questions: bool,
+    },
     /// Handed back: the contract needs a person.
     HandedBack {
         release: Option<Release>,
@@ -101,7 +106,13 @@ pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> NextMove {
         lane: lane.id.clone(),
     });
     match lane.stage {
-        Blocked => NextMove::Blocked { release },
+        Blocked => match lane.escalation.as_ref() {
+            Some(e) if e.is_open_at(lane.attempt) => NextMove::Escalated {
+                unit: lane.unit.clone(),
+                questions: e.kind == "questions",
+            },
+            _ => NextMove::Blocked { release },
+        },
         Handback => NextMove::HandedBack { release },
         Discarded => NextMove::Discarded,
         Implement if lane.record(&StepKey::Implement).is_some() => NextMove::AwaitingReport {
