@@ -791,3 +791,59 @@ fn landing_by_merge_and_by_pull_request_step_by_step() {
         );
     }
 }
+
+/// An implementer that escalates or asks (SPEC 20.7) stops for a person: blocked with the
+/// escalation's kind, whatever the receipt lacked and however many attempts are spent; its gaps are
+/// not a failed attempt.
+#[test]
+fn an_escalation_blocks_the_lane_for_a_person() {
+    use crate::run::escalation::{Asked, Escalation, EscalationStatus};
+    use crate::run::state::EscalationKind;
+    let gaps = vec!["no commit on `iced/a/a` ahead of the base".to_owned()];
+    let escalation = |kind: &str, questions: Vec<Asked>| Escalation {
+        attempt: 1,
+        kind: kind.into(),
+        message: "E2 contradicts C1".into(),
+        proposal: None,
+        questions,
+        status: EscalationStatus::Open,
+        guidance: None,
+        contract_hash: None,
+    };
+    let asked = |id: &str| Asked {
+        id: id.into(),
+        text: "which?".into(),
+        options: Vec::new(),
+        answer: None,
+    };
+    let v = view(Driver::Process);
+    let rows = [
+        (
+            escalation("conflict", Vec::new()),
+            1,
+            LaneMove::Escalate {
+                kind: EscalationKind::Conflict,
+                reason: "escalation (conflict): E2 contradicts C1".into(),
+                questions: 0,
+            },
+        ),
+        (
+            escalation("questions", vec![asked("Q2"), asked("Q3")]),
+            3,
+            LaneMove::Escalate {
+                kind: EscalationKind::Questions,
+                reason: "questions: Q2, Q3".into(),
+                questions: 2,
+            },
+        ),
+    ];
+    for (e, attempt, expected) in rows {
+        let found = ReceiptFound {
+            escalation: Some(&e),
+            verified: false,
+            handback: None,
+            missing: &gaps,
+        };
+        assert_eq!(after_receipt(&at_attempt(attempt), &v, &found), expected);
+    }
+}
