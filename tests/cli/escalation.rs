@@ -94,6 +94,9 @@ fn an_applied_proposal_resumes_the_lane_to_delivery_with_the_new_hash() {
     );
     assert_eq!(env.snapshot(), before, "a refusal wrote nothing");
 
+    // Off a terminal, `edit` takes the lines from a file only (SPEC 20.7): no editor is started.
+    env.iced_json(&["escalation", "edit", &id])
+        .refused(2, "usage");
     let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
     let new_hash = applied["contract_hash"].as_str().unwrap().to_owned();
     assert_ne!(Value::from(new_hash.clone()), old_hash);
