@@ -236,7 +236,13 @@ pub(crate) fn project_report(run: &Run) -> StepReport {
                 lane: lane.id.clone(),
                 stage: matches!(lane.stage, Stage::Blocked | Stage::Handback)
                     .then(|| lane.stage.as_str()),
-                reason: lane.reason.clone().unwrap_or_default(),
+                // A child whose implementer stopped is answered before any resume (SPEC 20.7).
+                reason: match escalated(lane) {
+                    Some(Then::Escalated { reason, unit, .. }) => {
+                        format!("{reason} (answer it first: `iced escalation show {unit}`)")
+                    }
+                    _ => lane.reason.clone().unwrap_or_default(),
+                },
             },
         ),
         RunStatus::Paused | RunStatus::Running => (Action::Nothing, ProjectStands::Tally),

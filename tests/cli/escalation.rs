@@ -344,3 +344,37 @@ fn a_build_killed_after_recording_the_escalation_waits_on_it_without_running_the
     assert_eq!(starts_of(&env, 1), 1);
     assert_eq!(starts_of(&env, 2), 0);
 }
+
+/// Under the host driver the escalation comes with `implement receipt`, and `implement step` names
+/// the person's verbs. Once the person answered and the lane resumed, the report of the attempt
+/// that escalated is stale: handed in again it is refused (`receipt-superseded`), and no escalation
+/// opens again (an agent cannot stop the lane twice with one report).
+#[test]
+fn a_host_agents_escalation_blocks_and_its_stale_report_is_refused() {
+    use crate::loop_e2e::{hand_in, host_run, step, step_until};
+    let (env, id) = TestEnv::buildable(own_checks(serde_json::json!(["true"])));
+    let (run, agent) = host_run(&env, &id);
+    let report = str_of(&agent, "receipt_path").to_owned();
+    std::fs::write(
+        &report,
+        r#"{"summary": "asking", "evidence": [], "questions": [{"text": "Which store?", "options": ["sqlite", "postgres"]}]}"#,
+    )
+    .unwrap();
+    hand_in(&env, &report).ok();
+    let blocked = step_until(&env, |s| s["action"] == "blocked");
+    assert!(
+        str_of(&blocked, "next").contains(&format!("`iced answer {id} <Q id> <text>`")),
+        "{blocked:#}"
+    );
+    env.iced_json(&["answer", &id, "Q2", "sqlite"]).ok();
+    env.iced_json(&["run", "resume", &run]).ok();
+    let again = step(&env);
+    assert_eq!(again["attempt"], 2, "{again:#}");
+    let refused = hand_in(&env, &report);
+    refused.refused(3, "receipt-superseded");
+    let shown = env.iced_json(&["escalation", "show", &id]).ok().json();
+    assert_eq!(shown["status"], "answered", "{shown:#}");
+    assert_eq!(shown["attempt"], 1);
+    env.iced_json(&["escalation", "apply", &id])
+        .refused(3, "escalation-none");
+}
