@@ -1,7 +1,7 @@
 //! An implementer that stops for a person (SPEC 20.7): an escalation with a contract proposal
 //! applied and the lane resumed to delivery with the new hash; questions answered and the lane
-//! resumed; an escalation rejected with guidance; the refusals of each verb; and the person's
-//! verbs killed between their writes (no agent runs twice, nothing is lost).
+//! resumed; an escalation rejected with guidance; the refusals of each verb. The kills are in the
+//! crash suite (`crash/escalation.rs`).
 
 use crate::env::TestEnv;
 use crate::loop_e2e::{build, lane_branch, own_checks, run_show, str_of, with_agent};
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// The fake agent's proposal file (outside the repository) and the script that escalates in
 /// attempt 1 with it, then does the work of the new contract in attempt 2.
-fn escalating(proposal: &str) -> (TestEnv, String) {
+pub(crate) fn escalating(proposal: &str) -> (TestEnv, String) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.keep().join("proposal.md");
     std::fs::write(&path, proposal).unwrap();
@@ -23,21 +23,21 @@ fn escalating(proposal: &str) -> (TestEnv, String) {
     )
 }
 
-const PROPOSAL: &str = "<!-- the agent's reasoning -->\n- [E2] An idle session ends after 45 minutes. {verify: test | tests/session.rs}\n- [E3] The idle timeout is read from the config. {verify: test | tests/config.rs}\n";
+pub(crate) const PROPOSAL: &str = "<!-- the agent's reasoning -->\n- [E2] An idle session ends after 45 minutes. {verify: test | tests/session.rs}\n- [E3] The idle timeout is read from the config. {verify: test | tests/config.rs}\n";
 
-fn starts_of(env: &TestEnv, attempt: u32) -> usize {
+pub(crate) fn starts_of(env: &TestEnv, attempt: u32) -> usize {
     env.agent_starts()
         .iter()
         .filter(|l| l.contains(&format!(" attempt={attempt} ")) && l.contains("role=implementer"))
         .count()
 }
 
-fn file_at(env: &TestEnv, rev: &str, path: &str) -> String {
+pub(crate) fn file_at(env: &TestEnv, rev: &str, path: &str) -> String {
     env.git_out(&["show", &format!("{rev}:{path}")])
 }
 
 /// `decisions.md` entries that start with this decision.
-fn decisions(env: &TestEnv, id: &str, decision: &str) -> usize {
+pub(crate) fn decisions(env: &TestEnv, id: &str, decision: &str) -> usize {
     env.read(&format!("intent/{id}/decisions.md"))
         .matches(&format!("- Decision: {decision}"))
         .count()
@@ -246,103 +246,6 @@ fn a_rejected_escalation_resumes_the_lane_with_the_guidance() {
         brief.contains("the person rejected your stuck escalation: look in src/session.rs"),
         "{brief}"
     );
-}
-
-/// `iced escalation apply` killed after its decision entry, and again after writing the unit:
-/// applied again, the unit is written once (the same bytes), the decision is logged once, and the
-/// lane resumes with each attempt's agent started once.
-#[test]
-fn an_apply_killed_between_its_writes_is_finished_by_applying_again() {
-    let (env, id) = escalating(PROPOSAL);
-    let (_, last) = build(&env, &id, &[], 4);
-    assert_eq!(last["status"], "blocked", "{last}");
-    let apply = || {
-        let mut cmd = env.command();
-        cmd.args(["escalation", "apply", &id, "--json"]);
-        cmd
-    };
-    let killed = [
-        apply()
-            .env("ICED_FAILPOINT", "escalation-after-decision")
-            .output(),
-        apply()
-            .env("ICED_FAILPOINT", "escalation-after-unit")
-            .output(),
-    ];
-    for killed in killed {
-        let killed = killed.expect("iced runs");
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(killed.status.signal(), Some(9), "killed: {killed:?}");
-    }
-    // Killed after the unit: it holds the new contract, the escalation is still open.
-    assert!(env.read(&format!("intent/{id}/iced.md")).contains("- [E3]"));
-    assert_eq!(
-        env.iced_json(&["escalation", "show", &id]).json()["status"],
-        "open"
-    );
-    let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
-    assert_eq!(applied["status"], "applied");
-    assert_eq!(
-        decisions(&env, &id, "applied the change-expectation escalation"),
-        1
-    );
-    let text = env.read(&format!("intent/{id}/iced.md"));
-    assert_eq!(text.matches("- [E3]").count(), 1, "{text}");
-    let (out, last) = build(&env, &id, &[], 0);
-    assert_eq!(last["status"], "delivered", "{out:#?}");
-    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
-    let closed = file_at(&env, &lane_branch(&id), &format!("intent/{id}/iced.md"));
-    assert!(closed.contains(applied["contract_hash"].as_str().unwrap()));
-}
-
-/// `iced answer` killed after writing the unit: answered again, the Q item is there once.
-#[test]
-fn an_answer_killed_after_writing_the_unit_is_finished_by_answering_again() {
-    let (env, id) = with_agent(
-        "attempt 1\nask Which store?\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
-        own_checks(serde_json::json!(["true"])),
-    );
-    build(&env, &id, &[], 4);
-    let killed = env
-        .command()
-        .env("ICED_FAILPOINT", "escalation-after-unit")
-        .args(["answer", &id, "Q2", "sqlite", "--json"])
-        .output()
-        .expect("iced runs");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
-    assert_eq!(
-        env.iced_json(&["escalation", "show", &id]).json()["status"],
-        "open"
-    );
-    env.iced_json(&["answer", &id, "Q2", "sqlite"]).ok();
-    let text = env.read(&format!("intent/{id}/iced.md"));
-    assert_eq!(text.matches("- [Q2]").count(), 1, "{text}");
-    let (out, last) = build(&env, &id, &[], 0);
-    assert_eq!(last["status"], "delivered", "{out:#?}");
-    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
-}
-
-/// `iced build` killed right after the receipt recorded the escalation: built again, the lane is
-/// blocked on the same escalation, and attempt 1's agent ran once.
-#[test]
-fn a_build_killed_after_recording_the_escalation_waits_on_it_without_running_the_agent_again() {
-    let (env, id) = escalating(PROPOSAL);
-    let killed = env
-        .command()
-        .env("ICED_FAILPOINT", "receipt-after-record")
-        .args(["build", &id, "--json"])
-        .output()
-        .expect("iced runs");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
-    let (_, last) = build(&env, &id, &[], 4);
-    assert_eq!(last["status"], "blocked", "{last}");
-    let shown = env.iced_json(&["escalation", "show", &id]).ok().json();
-    assert_eq!(shown["status"], "open");
-    assert_eq!(shown["attempt"], 1);
-    assert_eq!(starts_of(&env, 1), 1);
-    assert_eq!(starts_of(&env, 2), 0);
 }
 
 /// Under the host driver the escalation comes with `implement receipt`, and `implement step` names

@@ -122,8 +122,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("supervisor-after-spawn", "supervisor_kill.rs"),
     ("supervisor-before-outcome", "supervisor_kill.rs"),
     // `iced escalation apply|reject` and `iced answer`.
-    ("escalation-after-decision", "escalation.rs"),
-    ("escalation-after-unit", "escalation.rs"),
+    ("escalation-after-decision", "crash/escalation.rs"),
+    ("escalation-after-unit", "crash/escalation.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
