@@ -12,6 +12,7 @@ mod config_keys;
 mod crash;
 mod crash_chained;
 mod examples;
+mod goal_coverage;
 mod guard;
 mod harness;
 mod harness_codex_pi;
