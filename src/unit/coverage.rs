@@ -97,8 +97,8 @@ pub fn coverage(parsed: &ParsedUnit) -> Coverage {
 }
 
 /// The Goal's clauses, each with the line where it starts (SPEC 10.3): list items start parts,
-/// other lines continue the part; a part is cut after `;` and after a sentence end; pieces with no
-/// letter or digit are dropped.
+/// other lines continue the part; a part is cut after `;` (which is dropped) and after a sentence
+/// end; pieces with no letter or digit are dropped.
 pub fn split_goal(lines: &[(usize, String)]) -> Vec<(usize, String)> {
     /// A part's text and, for each line joined into it, the byte offset where that line begins.
     struct Part {
@@ -134,6 +134,7 @@ pub fn split_goal(lines: &[(usize, String)]) -> Vec<(usize, String)> {
             let piece = &part.text[from..cut];
             let lead = piece.len() - piece.trim_start_matches(is_js_space).len();
             let text = js_trim(piece);
+            let text = text.strip_suffix(';').map_or(text, js_trim);
             if text.chars().any(char::is_alphanumeric) {
                 let line = part
                     .starts
@@ -253,7 +254,7 @@ mod tests {
         assert_eq!(
             texts("A person is greeted by name; anyone else gets the greeting. It is fast! Really? yes"),
             [
-                "A person is greeted by name;",
+                "A person is greeted by name",
                 "anyone else gets the greeting.",
                 "It is fast!",
                 "Really? yes"
@@ -293,7 +294,7 @@ mod tests {
             split_goal(&lines(goal)),
             [
                 (1, "First part here.".to_owned()),
-                (2, "Second part;".to_owned()),
+                (2, "Second part".to_owned()),
                 (2, "third part.".to_owned()),
             ]
         );
@@ -301,7 +302,7 @@ mod tests {
 
     #[test]
     fn pieces_without_a_letter_or_digit_are_dropped() {
-        assert_eq!(texts("Works; ; ...\n-  \u{2014}"), ["Works;"]);
+        assert_eq!(texts("Works; ; ...\n-  \u{2014}"), ["Works"]);
         assert!(texts("").is_empty());
     }
 
@@ -344,7 +345,7 @@ mod tests {
         assert_eq!(
             covered,
             [
-                ("G1", "A named person is greeted by name;", 6, vec!["E1", "E2"]),
+                ("G1", "A named person is greeted by name", 6, vec!["E1", "E2"]),
                 ("G2", "anyone else gets the general greeting.", 7, vec!["E2"]),
             ]
         );

@@ -112,22 +112,29 @@ fn an_annotation_naming_a_clause_the_goal_lacks_blocks_signoff() {
         "lint_unknown_clause",
         both(&env, &["lint", &id, "--stage", "signoff"])
     );
-    let refusal = env.iced_json(&["approve", &id, "--yes"]).refused(3, "lint-errors");
-    assert_eq!(error_codes(&refusal["lint"]), ["goal-clause-unknown"]);
+    let run = env.iced_json(&["approve", &id, "--yes"]);
+    run.refused(3, "lint-errors");
+    assert_eq!(error_codes(&run.json()["lint"]), ["goal-clause-unknown"]);
 }
 
 #[test]
 fn a_one_clause_goal_is_covered_by_expectations_without_annotations() {
     let env = TestEnv::initialized();
     let id = env.good_unit("session timeout");
+    let goal = "Signed-in people stay signed in while they are active.";
+    let line = 1 + env
+        .read(&unit_file(&id))
+        .lines()
+        .position(|l| l == goal)
+        .unwrap();
     let status = env.iced_json(&["status", &id]).ok().json();
     assert_eq!(
         status["coverage"],
         serde_json::json!({
             "clauses": [{
                 "id": "G1",
-                "text": "Signed-in people stay signed in while they are active.",
-                "line": 21,
+                "text": goal,
+                "line": line,
                 "covered_by": ["E1", "E2"]
             }],
             "uncovered": [],
