@@ -309,8 +309,14 @@ mod tests {
     #[test]
     fn annotations_are_read_strictly() {
         assert_eq!(annotated_clauses("x {goal: G1} {verify: test}"), ["G1"]);
-        assert_eq!(annotated_clauses("x { goal : g2, G01  G3 }"), ["G2", "G1", "G3"]);
-        assert_eq!(annotated_clauses("{goal: G1} and {goal: G1,G2}"), ["G1", "G2"]);
+        assert_eq!(
+            annotated_clauses("x { goal : g2, G01  G3 }"),
+            ["G2", "G1", "G3"]
+        );
+        assert_eq!(
+            annotated_clauses("{goal: G1} and {goal: G1,G2}"),
+            ["G1", "G2"]
+        );
         for not_one in [
             "{goal: 1}",
             "{goal: }",
@@ -345,8 +351,18 @@ mod tests {
         assert_eq!(
             covered,
             [
-                ("G1", "A named person is greeted by name", 6, vec!["E1", "E2"]),
-                ("G2", "anyone else gets the general greeting.", 7, vec!["E2"]),
+                (
+                    "G1",
+                    "A named person is greeted by name",
+                    6,
+                    vec!["E1", "E2"]
+                ),
+                (
+                    "G2",
+                    "anyone else gets the general greeting.",
+                    7,
+                    vec!["E2"]
+                ),
             ]
         );
         assert!(c.uncovered.is_empty() && c.unknown.is_empty() && c.is_complete());
@@ -354,7 +370,9 @@ mod tests {
 
     #[test]
     fn with_several_clauses_an_expectation_without_annotation_covers_none() {
-        let c = unit("- [E1] Ada is greeted. {verify: check | t}\n- [E2] x {goal: G1} {verify: check | t}\n");
+        let c = unit(
+            "- [E1] Ada is greeted. {verify: check | t}\n- [E2] x {goal: G1} {verify: check | t}\n",
+        );
         assert_eq!(c.clauses[0].covered_by, ["E2"]);
         assert_eq!(c.uncovered, ["G2"]);
         assert!(!c.is_complete());
@@ -381,12 +399,18 @@ mod tests {
         let c = coverage(&parse_unit(text));
         assert_eq!(c.clauses.len(), 1);
         assert_eq!(c.clauses[0].covered_by, ["E1", "E2"]);
-        assert_eq!(c.unknown.len(), 1, "G2 is not a clause of a one-clause goal");
+        assert_eq!(
+            c.unknown.len(),
+            1,
+            "G2 is not a clause of a one-clause goal"
+        );
     }
 
     #[test]
     fn no_goal_no_clauses() {
-        let c = coverage(&parse_unit("---\nid: 001-x\n---\n## Expectations\n- [E1] a {verify: test | t}\n"));
+        let c = coverage(&parse_unit(
+            "---\nid: 001-x\n---\n## Expectations\n- [E1] a {verify: test | t}\n",
+        ));
         assert_eq!(c, Coverage::default());
     }
 }

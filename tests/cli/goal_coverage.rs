@@ -76,8 +76,10 @@ fn an_uncovered_clause_blocks_signoff_until_an_expectation_names_it() {
     let file = unit_file(&id);
     env.write(
         &file,
-        env.read(&file)
-            .replace("`Hello, world`. {verify", "`Hello, world`. {goal: G2} {verify"),
+        env.read(&file).replace(
+            "`Hello, world`. {verify",
+            "`Hello, world`. {goal: G2} {verify",
+        ),
     );
     let lint = env.iced_json(&["lint", &id, "--stage", "signoff"]).ok();
     assert!(error_codes(&lint.json()).is_empty(), "{lint:?}");
@@ -90,11 +92,9 @@ fn an_uncovered_clause_blocks_signoff_until_an_expectation_names_it() {
     );
     assert_eq!(status["coverage"]["uncovered"], serde_json::json!([]));
     // The annotation stays part of the item text.
-    assert!(env
-        .iced(&["status", &id])
-        .ok()
-        .stdout
-        .contains("[E2] `sh greet.sh` still prints `Hello, world`. {goal: G2}  (check: sh test.sh)"));
+    assert!(env.iced(&["status", &id]).ok().stdout.contains(
+        "[E2] `sh greet.sh` still prints `Hello, world`. {goal: G2}  (check: sh test.sh)"
+    ));
 }
 
 #[test]
@@ -104,8 +104,10 @@ fn an_annotation_naming_a_clause_the_goal_lacks_blocks_signoff() {
     let file = unit_file(&id);
     env.write(
         &file,
-        env.read(&file)
-            .replace("`Hello, world`. {verify", "`Hello, world`. {goal: G2, G3} {verify"),
+        env.read(&file).replace(
+            "`Hello, world`. {verify",
+            "`Hello, world`. {goal: G2, G3} {verify",
+        ),
     );
     assert_read!(
         &env,
