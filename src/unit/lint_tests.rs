@@ -227,7 +227,7 @@ pub(super) fn case(
 
 impl Case {
     /// The issues are on these lines (one issue per line given).
-    fn lines(mut self, lines: &[usize]) -> Case {
+    pub(super) fn lines(mut self, lines: &[usize]) -> Case {
         self.lines = Some(lines.iter().map(|&l| Some(l)).collect());
         self
     }
@@ -243,7 +243,7 @@ impl Case {
         self
     }
 
-    fn also(mut self, also: &'static [&'static str]) -> Case {
+    pub(super) fn also(mut self, also: &'static [&'static str]) -> Case {
         self.also = also;
         self
     }
@@ -943,66 +943,7 @@ pub(super) fn rules() -> Vec<Case> {
             .lines(&[41]),
         );
     }
-    // goal-uncovered and goal-clause-unknown: stage signoff only, and only before approval
-    // (10.2): a unit past approval is pinned by its hash, not judged again.
-    let two_clauses = "Users can read the app at night without glare; the choice is kept.\n";
-    for status in Status::ALL {
-        let on = [false, !status.is_past_approval(), false, false];
-        cases.push(
-            case(
-                format!("two clauses, no annotation, {status}"),
-                "goal-uncovered",
-                Error,
-                on,
-                unit(status.as_str(), Hash::Right, &[(GOAL, two_clauses)]),
-            )
-            .lines(&[20, 20]),
-        );
-        cases.push(
-            case(
-                format!("E2 names G3 of two, {status}"),
-                "goal-clause-unknown",
-                Error,
-                on,
-                unit(
-                    status.as_str(),
-                    Hash::Right,
-                    &[
-                        (GOAL, two_clauses),
-                        ("theme. {verify", "theme. {goal: G1} {verify"),
-                        ("reload. {verify", "reload. {goal: G2, G3} {verify"),
-                    ],
-                ),
-            )
-            .lines(&[38]),
-        );
-    }
-    // Near misses: each clause named; one clause needs no annotation (CLEAN itself).
-    cases.push(case(
-        "both clauses named",
-        "goal-uncovered",
-        Error,
-        NEVER,
-        unit(
-            "draft",
-            Hash::Right,
-            &[
-                (GOAL, two_clauses),
-                ("theme. {verify", "theme. {goal: G1} {verify"),
-                ("reload. {verify", "reload. {goal: g2} {verify"),
-            ],
-        ),
-    ));
-    cases.push(
-        case(
-            "a clause named by nobody, unknown status",
-            "goal-uncovered",
-            Error,
-            [false, true, false, false],
-            unit("finished", Hash::Right, &[(GOAL, two_clauses)]),
-        )
-        .also(&["field-invalid"]),
-    );
+    cases.extend(super::lint_coverage_tests::cases());
     cases.push(
         case(
             "empty goal, unknown status",

@@ -12,6 +12,8 @@ pub mod parse;
 #[cfg(test)]
 mod lint_body_tests;
 #[cfg(test)]
+mod lint_coverage_tests;
+#[cfg(test)]
 mod lint_tests;
 #[cfg(test)]
 mod prop_tests;
