@@ -27,6 +27,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         land_mode: crate::run::settings::LandMode::None,
         arm_auto: false,
         refute: true,
+        budget: None,
     }
 }
 
@@ -85,6 +86,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         next_eligible_at: None,
         overrun: None,
         brief_layout: 1,
+        picked: None,
         paced: 0,
         pace: None,
         window_from: None,

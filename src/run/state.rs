@@ -98,6 +98,9 @@ pub struct Run {
     /// decision log, the product memory or a rejection.
     #[serde(default = "brief_layout_1", skip_serializing_if = "is_brief_layout_1")]
     pub brief_layout: u32,
+    /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub picked: Option<serde_json::Value>,
     pub lanes: Vec<Lane>,
 }
 
@@ -588,6 +591,7 @@ mod tests {
             next_eligible_at: None,
             overrun: None,
             brief_layout: 1,
+            picked: None,
             paced: 0,
             pace: None,
             window_from: None,
