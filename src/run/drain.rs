@@ -65,6 +65,8 @@ pub struct Summary {
     /// Runs that wait on a forge or a person without having ended (a pull request open, a pause).
     pub waiting: Vec<Built>,
     pub skipped: Vec<Skipped>,
+    /// Eligible units it did not reach (it stopped for its budget, its count or its time).
+    pub queued: Vec<String>,
 }
 
 /// What a drain tells as it goes: the unit it takes up next (with why), and each run's end.
@@ -98,6 +100,7 @@ pub fn drain(
         handed_back: Vec::new(),
         waiting: Vec::new(),
         skipped: Vec::new(),
+        queued: Vec::new(),
     };
     // A unit is built once per drain, whatever its run left it as.
     let mut built: Vec<String> = Vec::new();
@@ -182,6 +185,15 @@ pub fn drain(
             }
             RunStatus::Running | RunStatus::Paused => summary.waiting.push(entry),
         }
+        // Between two units: every run so far has ended or waits, recorded in the state.
+        crate::failpoint::hit("drain-between-units");
+    }
+    if summary.stopped != Stopped::Empty {
+        // Stopped with work left: what the queue holds now, passed over or not reached.
+        let mut survey = queue::survey(ctx)?;
+        survey.eligible.retain(|r| !built.contains(&r.unit));
+        summary.queued = survey.eligible.into_iter().map(|r| r.unit).collect();
+        summary.skipped = survey.skipped;
     }
     // Only the units still in the queue are worth naming as skipped.
     summary.skipped.retain(|s| !built.contains(&s.unit));

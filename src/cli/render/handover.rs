@@ -60,6 +60,22 @@ fn in_force(s: &InForce) -> String {
     )
 }
 
+/// `Budget: $x of $y charged, $z left (n agents of unknown cost counted at $u each).` (SPEC 20.12)
+pub fn budget_line(b: &crate::run::record::Budget) -> String {
+    let unknown = match b.unknown {
+        0 => String::new(),
+        1 => format!(" (1 agent of unknown cost counted at ${})", b.unknown_cost_usd),
+        n => format!(
+            " ({n} agents of unknown cost counted at ${} each)",
+            b.unknown_cost_usd
+        ),
+    };
+    format!(
+        "Budget: ${} of ${} charged, ${} left{unknown}.",
+        b.charged_usd, b.usd, b.left_usd
+    )
+}
+
 /// The whole block: settings in force, each lane's next move and hazards, how to drive on.
 pub fn text(h: &Handover) -> String {
     let mut b = String::new();
@@ -84,6 +100,9 @@ pub fn text(h: &Handover) -> String {
                 "Paced: no agent starts before {until} (`iced run resume {}` lifts a pause a person set).\n",
                 s.id
             );
+        }
+        if let Some(budget) = &run.budget {
+            let _ = writeln!(b, "{}\n", budget_line(budget));
         }
         for lane in &run.lanes {
             let _ = writeln!(

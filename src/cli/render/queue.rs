@@ -104,6 +104,9 @@ pub fn summary_text(s: &Summary) -> String {
     section("Delivered", &s.delivered);
     section("Handed back", &s.handed_back);
     section("Waiting", &s.waiting);
+    if !s.queued.is_empty() {
+        let _ = writeln!(b, "\nNot reached ({}): {}.", s.queued.len(), s.queued.join(", "));
+    }
     if !s.skipped.is_empty() {
         let _ = writeln!(b, "\nSkipped ({}):", s.skipped.len());
         for k in &s.skipped {

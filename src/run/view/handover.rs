@@ -53,6 +53,8 @@ pub struct HandoverRun {
     pub lanes: Vec<HandoverLane>,
     /// No agent starts before this time (a person's `--until`, a rate limit's backoff).
     pub paced_until: Option<String>,
+    /// The run's budget, what was charged and what is left (SPEC 20.12); `None` without one.
+    pub budget: Option<crate::run::record::Budget>,
 }
 
 pub struct HandoverLane {
@@ -119,6 +121,7 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
         .iter()
         .map(|run| HandoverRun {
             summary: RunSummary::of(run),
+            budget: crate::run::record::charge(ctx, run),
             paced_until: run
                 .next_eligible_at
                 .clone()
