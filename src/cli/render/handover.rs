@@ -124,6 +124,9 @@ pub fn text(h: &Handover) -> String {
             if let Some(reason) = &lane.blocked {
                 let _ = writeln!(b, "  Blocked: {reason}");
             }
+            if let Some(reason) = &lane.handed_back {
+                let _ = writeln!(b, "  Why: {reason}");
+            }
         }
         b.push('\n');
     }

@@ -69,6 +69,8 @@ pub struct HandoverLane {
     pub open_findings: Vec<String>,
     /// The first line of the reason a blocked lane gives.
     pub blocked: Option<String>,
+    /// The first line of the reason a handed-back lane gives (its agent's, or the budget's).
+    pub handed_back: Option<String>,
 }
 
 fn role(runner: &Option<Runner>, model: &Option<String>) -> Role {
@@ -145,6 +147,11 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
                         .reason
                         .as_ref()
                         .filter(|_| lane.stage == Stage::Blocked)
+                        .map(|r| r.lines().next().unwrap_or_default().to_owned()),
+                    handed_back: lane
+                        .reason
+                        .as_ref()
+                        .filter(|_| lane.stage == Stage::Handback)
                         .map(|r| r.lines().next().unwrap_or_default().to_owned()),
                 })
                 .collect(),

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 mod case;
 mod checks;
 mod walks;
+mod drain;
 
 pub(crate) use walks::Rng;
 
