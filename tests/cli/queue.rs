@@ -6,7 +6,7 @@
 
 use crate::env::{fake_runner, merge_json, Run, TestEnv};
 use crate::loop_e2e::build;
-use crate::snap::{assert_read, text_block};
+use crate::snap::{assert_read, assert_refused, json_block, text_block};
 use serde_json::{json, Value};
 
 /// Every lane's implementer commits a file of its own and reports both expectations.
@@ -110,10 +110,7 @@ fn build_next_chooses_by_dependencies_and_priority_and_says_why() {
     assert_eq!(starts_in(&env, &alpha), 1);
 
     // Nothing left: refused, naming every unit passed over and its check.
-    let empty = env.iced(&args);
-    assert_read!(&env, "build_next_empty", text_block(&args, &empty));
-    let json = env.iced_json(&args);
-    json.refused(3, "queue-empty");
+    assert_refused!(&env, "queue-empty", 3, &args);
     assert_eq!(env.agent_starts().len(), 2, "no agent ran for a refusal");
 }
 
@@ -126,9 +123,7 @@ fn next_is_reserved() {
         let out = env.iced_json(args);
         out.refused(3, "name-reserved");
     }
-    let args = ["new", "Next"];
-    let out = env.iced(&args);
-    assert_read!(&env, "new_next_reserved", text_block(&args, &out));
+    assert_refused!(&env, "name-reserved", 3, &["new", "Next"]);
     let list = env.iced_json(&["list"]).json();
     assert_eq!(list.as_array().unwrap().len(), 1, "nothing was created: {list}");
 }
@@ -198,9 +193,11 @@ fn drain_with_max_units() {
     let a = env.approved_unit("first of two");
     let b = env.approved_unit("second of two");
     env.commit_all("approve");
-    let out = env.iced_json(&["drain", "--max-units", "1"]);
+    let args = ["drain", "--max-units", "1"];
+    let out = env.iced_json(&args);
     let summary = out.json();
     assert_eq!(out.code, 0, "{out:#?}");
+    assert_read!(&env, "drain_max_units_json", json_block(&args, &out));
     assert_eq!(summary["stopped"], "max-units");
     assert_eq!(summary["units"], 1);
     assert_eq!(summary["delivered"][0]["unit"], a.as_str());
@@ -238,4 +235,43 @@ fn drain_reports_a_handback_and_leaves_the_unit_to_a_person() {
     assert_eq!(again["units"], 0);
     assert_eq!(again["skipped"][0]["code"], "unit-handed-back", "{again}");
     assert_eq!(starts_in(&env, &id), 1);
+}
+
+/// `drain --until` a time that has come builds nothing; a time that is not one is refused.
+#[test]
+fn drain_until_a_time_that_has_come_builds_nothing() {
+    let env = repo_with(AGENT, json!({}));
+    let id = env.approved_unit("not tonight");
+    env.commit_all("approve");
+    let summary = env
+        .iced_json(&["drain", "--until", "2000-01-01T00:00:00Z"])
+        .json();
+    assert_eq!(summary["stopped"], "time", "{summary}");
+    assert_eq!(summary["units"], 0);
+    assert_eq!(summary["queued"], json!([id]));
+    env.iced_json(&["drain", "--until", "tonight"])
+        .refused(3, "time-invalid");
+    assert!(env.agent_starts().is_empty());
+}
+
+/// `build --budget-usd` gives the run its budget over the config's (none here): the first agent,
+/// of unknown cost, is charged the default estimate of $1, and no second one starts.
+#[test]
+fn build_budget_flag_gives_the_run_its_budget() {
+    let env = repo_with("report-ok E1 E2\n", json!({}));
+    let id = env.approved_unit("flagged budget");
+    env.commit_all("approve");
+    let (_, last) = build(&env, &id, &["--budget-usd", "0.5"], 4);
+    assert_eq!(last["status"], "handback", "{last}");
+    assert_eq!(starts_in(&env, &id), 1);
+    let run = last["run"].as_str().unwrap();
+    let state = state(&env);
+    let pace = &state["runs"][run]["pace"];
+    assert_eq!((pace["budgetUsd"].as_f64(), pace["unknownCostUsd"].as_f64()), (Some(0.5), Some(1.0)));
+    let record: Value =
+        serde_json::from_str(&env.read(&format!(".iced/run/{run}/record.json"))).unwrap();
+    assert_eq!(record["budget"]["charged_usd"], 1.0);
+    assert_eq!(record["budget"]["left_usd"], 0.0);
+    let bad = env.iced_json(&["build", &id, "--budget-usd", "0"]);
+    bad.refused(3, "config-invalid");
 }
