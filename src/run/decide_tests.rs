@@ -811,7 +811,10 @@ fn no_implementer_starts_once_the_budget_is_charged() {
         v.budget = spend(2.0, 1.5);
         let next = decide(&r, &v);
         assert!(
-            matches!(next, Next::LaunchImplementer { .. } | Next::HandToHost { .. }),
+            matches!(
+                next,
+                Next::LaunchImplementer { .. } | Next::HandToHost { .. }
+            ),
             "{driver:?}: {next:?}"
         );
         v.budget = spend(2.0, 2.0);
@@ -830,7 +833,10 @@ fn no_implementer_starts_once_the_budget_is_charged() {
         }
     }
     let handed = record("implement", json!({"handed": true}));
-    let r = run(Driver::Host, vec![lane("a", Stage::Implement, vec![handed])]);
+    let r = run(
+        Driver::Host,
+        vec![lane("a", Stage::Implement, vec![handed])],
+    );
     let mut v = view(Driver::Host);
     v.budget = spend(1.0, 3.0);
     assert_eq!(decide(&r, &v), Next::HandToHost { lane: "a".into() });

@@ -136,7 +136,10 @@ pub fn drain(
                 survey.eligible.retain(|r| !built.contains(&r.unit));
                 summary.skipped = survey.skipped.clone();
                 match queue::picked("drain", &survey) {
-                    Some(p) => (p["eligible"][0].as_str().unwrap_or_default().to_owned(), Some(p)),
+                    Some(p) => (
+                        p["eligible"][0].as_str().unwrap_or_default().to_owned(),
+                        Some(p),
+                    ),
                     None => {
                         summary.stopped = Stopped::Empty;
                         break;
@@ -202,9 +205,7 @@ pub fn drain(
 
 /// Who chose a run's unit: `next`, `drain`, or none (`build <id>`).
 fn picked_by(run: &Run) -> Option<&str> {
-    run.picked
-        .as_ref()
-        .and_then(|p: &Value| p["by"].as_str())
+    run.picked.as_ref().and_then(|p: &Value| p["by"].as_str())
 }
 
 /// The run in the state, else (landed and retired) as its record keeps it.

@@ -166,7 +166,10 @@ impl Pace {
         }
         if let Some(x) = flags.budget_usd {
             if !(x.is_finite() && x > 0.0) {
-                return Err(("--budget-usd".to_owned(), "must be a positive number".to_owned()));
+                return Err((
+                    "--budget-usd".to_owned(),
+                    "must be a positive number".to_owned(),
+                ));
             }
             pace.budget_usd = Some(x);
         }

@@ -84,7 +84,10 @@ pub fn survey(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
             .filter(|r| r.unit == id && r.status.is_ended())
             .max_by(|a, b| a.created_at.cmp(&b.created_at))
             .filter(|r| matches!(r.status, RunStatus::Handback | RunStatus::Abandoned))
-            .filter(|r| fm.str("approved_at").is_none_or(|at| at <= r.created_at.as_str()))
+            .filter(|r| {
+                fm.str("approved_at")
+                    .is_none_or(|at| at <= r.created_at.as_str())
+            })
         {
             skip(
                 "unit-handed-back",
@@ -102,7 +105,10 @@ pub fn survey(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
             Some(other) => {
                 skip(
                     "priority-invalid",
-                    format!("`{id}` has `priority: {}`, which is not an integer", scalar_text(other)),
+                    format!(
+                        "`{id}` has `priority: {}`, which is not an integer",
+                        scalar_text(other)
+                    ),
                 );
                 continue;
             }

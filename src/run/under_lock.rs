@@ -253,12 +253,7 @@ pub(crate) fn apply(
                     return Ok(Pending::Report(Box::new(ended_report(run))));
                 }
             }
-            report(
-                run,
-                lane,
-                Action::Handback,
-                Then::Reason(reason.clone()),
-            )
+            report(run, lane, Action::Handback, Then::Reason(reason.clone()))
         }
         Next::Block { lane, reason } => {
             let l = run.lane_mut(lane).expect("lane");

@@ -125,7 +125,11 @@ fn next_is_reserved() {
     }
     assert_refused!(&env, "name-reserved", 3, &["new", "Next"]);
     let list = env.iced_json(&["list"]).json();
-    assert_eq!(list.as_array().unwrap().len(), 1, "nothing was created: {list}");
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "nothing was created: {list}"
+    );
 }
 
 /// A run whose budget is charged for its first agent (its cost unknown, counted at
@@ -135,7 +139,10 @@ fn next_is_reserved() {
 fn a_run_with_a_budget_starts_no_agent_once_it_is_charged() {
     // No attempt commits: no receipt verifies, and each new attempt would start an agent.
     let script = "report-ok E1 E2\n";
-    let env = repo_with(script, json!({"pace": {"budgetUsd": 1.5, "unknownCostUsd": 0.75}}));
+    let env = repo_with(
+        script,
+        json!({"pace": {"budgetUsd": 1.5, "unknownCostUsd": 0.75}}),
+    );
     let id = env.approved_unit("budgeted unit");
     env.commit_all("approve");
     let (_, last) = build(&env, &id, &[], 4);
@@ -267,7 +274,10 @@ fn build_budget_flag_gives_the_run_its_budget() {
     let run = last["run"].as_str().unwrap();
     let state = state(&env);
     let pace = &state["runs"][run]["pace"];
-    assert_eq!((pace["budgetUsd"].as_f64(), pace["unknownCostUsd"].as_f64()), (Some(0.5), Some(1.0)));
+    assert_eq!(
+        (pace["budgetUsd"].as_f64(), pace["unknownCostUsd"].as_f64()),
+        (Some(0.5), Some(1.0))
+    );
     let record: Value =
         serde_json::from_str(&env.read(&format!(".iced/run/{run}/record.json"))).unwrap();
     assert_eq!(record["budget"]["charged_usd"], 1.0);

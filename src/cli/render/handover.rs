@@ -64,7 +64,10 @@ fn in_force(s: &InForce) -> String {
 pub fn budget_line(b: &crate::run::record::Budget) -> String {
     let unknown = match b.unknown {
         0 => String::new(),
-        1 => format!(" (1 agent of unknown cost counted at ${})", b.unknown_cost_usd),
+        1 => format!(
+            " (1 agent of unknown cost counted at ${})",
+            b.unknown_cost_usd
+        ),
         n => format!(
             " ({n} agents of unknown cost counted at ${} each)",
             b.unknown_cost_usd

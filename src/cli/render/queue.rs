@@ -32,11 +32,18 @@ pub fn told(t: &Told<'_>) -> String {
             why,
             resumed,
         } => match (resumed, why) {
-            (true, _) => format!("drain: taking up {unit} again (run {run}, left running by a drain)"),
+            (true, _) => {
+                format!("drain: taking up {unit} again (run {run}, left running by a drain)")
+            }
             (false, Some(why)) => format!("drain: next {unit} (run {run}): {why}"),
             (false, None) => format!("drain: next {unit} (run {run})"),
         },
-        Told::Ended(b) => format!("drain: {} {} ({} charged)", b.unit, ending(b), usd(b.charged_usd)),
+        Told::Ended(b) => format!(
+            "drain: {} {} ({} charged)",
+            b.unit,
+            ending(b),
+            usd(b.charged_usd)
+        ),
     }
 }
 
@@ -105,7 +112,12 @@ pub fn summary_text(s: &Summary) -> String {
     section("Handed back", &s.handed_back);
     section("Waiting", &s.waiting);
     if !s.queued.is_empty() {
-        let _ = writeln!(b, "\nNot reached ({}): {}.", s.queued.len(), s.queued.join(", "));
+        let _ = writeln!(
+            b,
+            "\nNot reached ({}): {}.",
+            s.queued.len(),
+            s.queued.join(", ")
+        );
     }
     if !s.skipped.is_empty() {
         let _ = writeln!(b, "\nSkipped ({}):", s.skipped.len());

@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 mod case;
 mod checks;
-mod walks;
 mod drain;
+mod walks;
 
 pub(crate) use walks::Rng;
 
