@@ -89,6 +89,14 @@ pub fn drain(
     mut told: impl FnMut(Told<'_>),
     mut drive_run: impl FnMut(&Ctx<'_>, &str) -> Result<(), Refusal>,
 ) -> Result<Summary, Refusal> {
+    // A host-driven run waits for its host at every agent: a drain would only start them all.
+    if ctx.driver() == super::state::Driver::Host {
+        return Err(ctx.refuse(
+            "drain-needs-runner",
+            "a drain builds one unit after another itself, but no implementer runner is configured: each run would wait for a host to start its agents",
+            "name a runner in `roles.implementer.runner` of `.iced/config.json` (then `iced trust`), or have the host build the units one by one with `iced build next`",
+        ));
+    }
     // The budget one run may spend by the config, before this drain's flags (SPEC 20.13).
     let per_run = ctx.settings.pace.budget_usd;
     let mut summary = Summary {

@@ -313,6 +313,38 @@ pub fn budget(pace: &super::pace::Pace, agents: &[AgentEntry]) -> Option<Budget>
     })
 }
 
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    fn agent(cost: Value) -> AgentEntry {
+        serde_json::from_value(json!({"cost_usd": cost})).unwrap()
+    }
+
+    /// An unknown cost is charged the estimate, never zero; what is left never goes below zero.
+    #[test]
+    fn unknown_costs_are_charged_the_estimate() {
+        let pace = super::super::pace::Pace {
+            budget_usd: Some(2.0),
+            unknown_cost_usd: Some(0.75),
+            ..Default::default()
+        };
+        let agents = [
+            agent(json!(0.5)),
+            agent(json!("unknown")),
+            agent(json!("unknown")),
+        ];
+        let b = budget(&pace, &agents).unwrap();
+        assert_eq!((b.charged_usd, b.left_usd, b.unknown), (2.0, 0.0, 2));
+        assert!(b.spent());
+        let b = budget(&pace, &agents[..2]).unwrap();
+        assert_eq!((b.charged_usd, b.left_usd), (1.25, 0.75));
+        assert!(!b.spent());
+        let none = super::super::pace::Pace::default();
+        assert_eq!(budget(&none, &agents), None);
+    }
+}
+
 /// Dollars to a millionth, as `cost` rounds them.
 fn round_usd(x: f64) -> f64 {
     (x * 1e6).round() / 1e6 + 0.0
@@ -332,6 +364,8 @@ pub fn charged_usd(ctx: &Ctx<'_>, run: &Run) -> f64 {
 }
 
 fn charge_with(ctx: &Ctx<'_>, run: &Run, pace: &super::pace::Pace) -> Option<Budget> {
+    // Without a budget nothing is charged: the history is not read on every step for nothing.
+    pace.budget_usd?;
     budget(pace, &agents(ctx, run, &history(ctx, &run.id)))
 }
 

@@ -285,3 +285,14 @@ fn build_budget_flag_gives_the_run_its_budget() {
     let bad = env.iced_json(&["build", &id, "--budget-usd", "0"]);
     bad.refused(3, "config-invalid");
 }
+
+/// A drain without an implementer runner would start every unit as a run waiting for its host.
+#[test]
+fn drain_needs_a_runner() {
+    let env = TestEnv::initialized();
+    env.approved_unit("for a host");
+    env.commit_all("approve");
+    assert_refused!(&env, "drain-needs-runner", 3, &["drain"]);
+    let state = env.path(".iced/run/state.json");
+    assert!(!state.exists(), "nothing was admitted");
+}
