@@ -613,6 +613,7 @@ mod tests {
             "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
             "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null, "paced": 1,
             "pace": {}, "window_from": "2026-09-30T11:00:00Z", "overrun": 3, "brief_layout": 2,
+            "picked": {"by": "next", "why": "the only eligible unit"},
             "lanes": [{"id": "001-a", "unit": "001-a", "stage": "brief", "attempt": 2,
                 "crashes": 0, "worktree": null, "branch": null, "reason": null,
                 "steps": [{"step": "brief", "attempt": 2, "status": "done",
