@@ -66,4 +66,5 @@ pub const ALL: &[&str] = &[
     "supervisor-after-gate",
     "supervisor-after-spawn",
     "supervisor-before-outcome",
+    "drain-between-units",
 ];

@@ -31,6 +31,7 @@ mod metrics;
 mod mock_api;
 mod output;
 mod project;
+mod queue;
 mod refusals;
 mod snap_land;
 mod snap_project;

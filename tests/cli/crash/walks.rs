@@ -121,6 +121,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("supervisor-after-gate", "supervisor_kill.rs"),
     ("supervisor-after-spawn", "supervisor_kill.rs"),
     ("supervisor-before-outcome", "supervisor_kill.rs"),
+    // `iced drain`, between two units.
+    ("drain-between-units", "crash/drain.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -199,6 +201,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "supervisor-after-gate",
             "supervisor-after-spawn",
             "supervisor-before-outcome",
+            "drain-between-units",
         ]
     );
 }
