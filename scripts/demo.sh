@@ -42,8 +42,8 @@ People who are active stay signed in; idle sessions still end.
 - [assumed] Any authenticated request counts as activity.
 
 ## Expectations
-- [E1] Activity extends the session. {verify: test | tests/session_refresh}
-- [E2] An idle session ends after 30 minutes. {verify: test | tests/session_idle}
+- [E1] Activity extends the session. {goal: G1} {verify: test | tests/session_refresh}
+- [E2] An idle session ends after 30 minutes. {goal: G2} {verify: test | tests/session_idle}
 
 ## Open questions
 - [Q1] How long is idle? -> A: 30 minutes.

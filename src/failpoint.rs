@@ -68,4 +68,5 @@ pub const ALL: &[&str] = &[
     "supervisor-before-outcome",
     "escalation-after-decision",
     "escalation-after-unit",
+    "drain-between-units",
 ];

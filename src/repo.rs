@@ -220,6 +220,15 @@ impl Repo {
 
     /// Find a unit by its full id, its number (`42`, `042`) or a substring naming exactly one unit.
     pub fn resolve(&self, reference: &str, step: &str) -> Result<String, Refusal> {
+        // `next` is the queue's word (SPEC 3, 20.13): never a substring of some id.
+        if reference == crate::unit::id::RESERVED {
+            return Err(Refusal::new(
+                step,
+                "name-reserved",
+                "`next` names no unit: it is reserved for `iced build next`, which builds the readiest unit of the queue",
+                "name the unit by its number or its full id (`iced list` shows them)",
+            ));
+        }
         let ids = self.unit_ids(step)?;
         if ids.iter().any(|id| id == reference) {
             return Ok(reference.to_owned());

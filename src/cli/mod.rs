@@ -111,9 +111,12 @@ pub enum Command {
     /// Set a unit's autonomy (0 Assist, 1 Gated, 2 Trusted, 3 Autonomous), or without an id the config default; refuses a closed unit.
     #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Autonomy(commands::lifecycle::AutonomyArgs),
-    /// Build an approved unit: admits it, creates the run and drives it step by step to delivered, blocked, handed back or waiting on the host; refuses a unit that is not approved, is held, has an open question, lint errors, a changed contract or another run's claim.
+    /// Build an approved unit (or `next`: the readiest of the queue, saying why): admits it, creates the run and drives it step by step to delivered, blocked, handed back or waiting on the host; refuses a unit that is not approved, is held, has an open question, lint errors, a changed contract or another run's claim.
     #[command(before_help = help::PERSON)]
     Build(commands::build::BuildArgs),
+    /// Build the queue's approved units one after another (`iced build next` each time) until none is eligible, the budget is spent, --max-units were built or --until has come; prints what was delivered, handed back and skipped; refuses what `build` refuses of the repository.
+    #[command(before_help = help::PERSON)]
+    Drain(commands::drain::DrainArgs),
     /// Run a whole build of a real unit in a throwaway repository with the built-in scripted agent: writes only under the system temp dir (or --dir); refuses nothing but a broken machine.
     #[command(before_help = help::PERSON)]
     Demo(commands::demo::Args),

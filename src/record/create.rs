@@ -59,6 +59,15 @@ pub fn new_unit(repo: &Repo, request: NewUnit<'_>, step: &str) -> Result<Created
         )
         .exit(Exit::Usage));
     }
+    // `iced build next` is the queue: a unit whose slug is `next` could never be named so (SPEC 3).
+    if crate::unit::id::slugify(&title) == crate::unit::id::RESERVED {
+        return Err(Refusal::new(
+            step,
+            "name-reserved",
+            format!("the title `{title}` gives the slug `next`, a word iced reserves for `iced build next` (the queue)"),
+            "give the unit a title that says what it does: `iced new \"next release notes\"`",
+        ));
+    }
     let kind = request.kind.or(inferred).unwrap_or(UnitType::Feature);
     let parent = match request.parent {
         Some(reference) => Some(repo.resolve(reference, step).map_err(|r| {

@@ -4,7 +4,7 @@ use crate::config::Config;
 use crate::refusal::Refusal;
 use crate::repo::{read_text, Numbers, Repo, UnitFile};
 use crate::unit::kinds::effective_autonomy;
-use crate::unit::{frontmatter, Frontmatter, LintReport, Risk, Scalar, Stage};
+use crate::unit::{frontmatter, Coverage, Frontmatter, LintReport, Risk, Scalar, Stage};
 use serde::ser::{Serialize, SerializeMap};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -26,17 +26,27 @@ pub struct UnitSummary {
     pub lint_warnings: usize,
 }
 
-/// One unit as `status` shows it: the summary, the whole unit and its lint report.
+/// One unit as `status` shows it: the summary, the whole unit, its lint report and its goal
+/// coverage (SPEC 10.3).
 #[derive(Debug, Clone)]
 pub struct UnitView {
     pub summary: UnitSummary,
     pub unit: UnitFile,
     pub lint: LintReport,
+    pub coverage: Coverage,
 }
 
 impl UnitView {
+    /// The unit object, with `coverage` after the keys `list` shows too.
     pub fn to_json(&self) -> Value {
-        self.summary.to_json()
+        let mut json = self.summary.to_json();
+        if let Value::Object(map) = &mut json {
+            map.insert(
+                "coverage".to_owned(),
+                serde_json::to_value(&self.coverage).expect("coverage serialises"),
+            );
+        }
+        json
     }
 }
 
@@ -356,9 +366,11 @@ pub fn unit_status(repo: &Repo, reference: Option<&str>, step: &str) -> Result<U
     let mut summary = UnitSummary::new(&unit, &lint, &config, active.as_deref());
     summary.children = children.remove(&id).unwrap_or_default();
     summary.run = run_overlays(repo).remove(&id);
+    let coverage = crate::unit::coverage(&unit.parsed);
     Ok(UnitView {
         summary,
         unit,
         lint,
+        coverage,
     })
 }

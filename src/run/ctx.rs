@@ -58,7 +58,7 @@ impl<'a> Ctx<'a> {
 
     /// The pace given on the command line, over what the configs and rulings say.
     pub fn set_pace_flags(&mut self, flags: &super::pace::Flags) -> Result<(), Refusal> {
-        if flags.lanes.is_none() && flags.agents.is_none() {
+        if flags.is_empty() {
             return Ok(());
         }
         self.settings.pace = super::settings::pace_with(&self.config, flags, self.verb)?;

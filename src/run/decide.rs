@@ -35,6 +35,19 @@ pub struct DecideView {
     pub arm_auto: bool,
     /// `verify.refute`: blocking findings go to a refuter before a fix round.
     pub refute: bool,
+    /// The run's budget and what its agents have been charged so far (SPEC 20.12); `None`
+    /// without a budget.
+    pub budget: Option<Spend>,
+}
+
+/// A run's budget and its charge, as `decide` needs them (SPEC 20.12).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spend {
+    pub budget_usd: f64,
+    pub charged_usd: f64,
+    /// Agents of unknown cost, each charged `unknown_cost_usd`.
+    pub unknown: usize,
+    pub unknown_cost_usd: f64,
 }
 
 /// Why a lane waits; the command line words it.
@@ -124,6 +137,11 @@ pub enum Next {
         crashed: bool,
     },
     Block {
+        lane: String,
+        reason: String,
+    },
+    /// No agent may start: the run's budget is spent (SPEC 20.12). The lane is handed back.
+    OverBudget {
         lane: String,
         reason: String,
     },
@@ -425,6 +443,10 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
             (Driver::Host, Some(_)) if !lane.is_done(&StepKey::Implement) => {
                 Next::HandToHost { lane: id }
             }
+            // No new implementer once the budget is spent (SPEC 20.12), by either driver.
+            (_, None) if over_budget(lane, view).is_some() => {
+                over_budget(lane, view).expect("checked by the guard")
+            }
             // A new implementer, by either driver, keeps the pace (SPEC 20.9, 20.10, 24.8).
             (_, None) if launch_waits(view).is_some() => Next::Wait {
                 lane: id,
@@ -581,6 +603,19 @@ fn validators(
             },
         }
     }
+    // A new agent (launched, or handed to the host) keeps the budget (SPEC 20.12): none is
+    // prepared, launched or handed out once it is spent.
+    // Those of the lane still working are waited for first: the handback leaves none running.
+    if !(prepare.is_empty() && launch.is_empty() && hand.is_none()) {
+        if let Some(over) = over_budget(lane, view) {
+            if !waiting && handed.is_none() {
+                return Some(over);
+            }
+            prepare.clear();
+            launch.clear();
+            hand = None;
+        }
+    }
     // A new agent (launched, or handed to the host) keeps the pace; one handed already does not.
     let wait = launch_waits(view);
     if !prepare.is_empty() {
@@ -671,6 +706,33 @@ fn launch_waits(view: &DecideView) -> Option<Waiting> {
     } else {
         None
     }
+}
+
+/// The lane is handed back when the run's charge has reached its budget (SPEC 20.12): no new
+/// agent starts. The reason says the charge, what unknown costs counted, and the remedy.
+fn over_budget(lane: &Lane, view: &DecideView) -> Option<Next> {
+    let spend = view.budget?;
+    if spend.charged_usd < spend.budget_usd {
+        return None;
+    }
+    let unknown = match spend.unknown {
+        0 => String::new(),
+        1 => format!(
+            ", 1 agent of unknown cost counted at ${} (pace.unknownCostUsd)",
+            spend.unknown_cost_usd
+        ),
+        n => format!(
+            ", {n} agents of unknown cost counted at ${} each (pace.unknownCostUsd)",
+            spend.unknown_cost_usd
+        ),
+    };
+    Some(Next::OverBudget {
+        lane: lane.id.clone(),
+        reason: format!(
+            "the run's budget is spent: ${} charged of ${}{unknown}, so no agent starts; raise `pace.budgetUsd` or give `--budget-usd`, then `iced build {}` again",
+            spend.charged_usd, spend.budget_usd, lane.unit
+        ),
+    })
 }
 
 /// An agent's record failed because the provider asked to slow down: not the agent's fault.

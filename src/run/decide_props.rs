@@ -422,6 +422,21 @@ proptest! {
         prop_assert!(!starts_an_agent(&r, &next), "{:?} with {} alive of {}, paced {:?}", next, v.agents_alive, v.pace_agents, v.paced_until);
     }
 
+    /// SPEC 20.12: once the charge reaches the budget no agent starts, by any driver, in any
+    /// stage; nor is a validator prepared for one.
+    #[test]
+    fn with_the_budget_spent_no_new_agent_starts((r, mut v) in prop_oneof![arb_state(), arb_validating()], over in 0u32..3) {
+        v.budget = Some(Spend {
+            budget_usd: 1.0,
+            charged_usd: 1.0 + f64::from(over),
+            unknown: 1,
+            unknown_cost_usd: 1.0,
+        });
+        let next = decide_with(&r, &v, &expected);
+        prop_assert!(!starts_an_agent(&r, &next), "{:?}", next);
+        prop_assert!(!matches!(next, Next::PrepareValidators { .. }), "{:?}", next);
+    }
+
     #[test]
     fn below_the_ceiling_validators_launch_as_many_as_fit((r, mut v) in prop_oneof![arb_state(), arb_validating()]) {
         v.paced_until = None;

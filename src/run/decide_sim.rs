@@ -304,6 +304,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
         Next::FinishReceipt { .. } => "FinishReceipt",
         Next::Retry { .. } => "Retry",
         Next::Block { .. } => "Block",
+        Next::OverBudget { .. } => "OverBudget",
         Next::Deliver { .. } => "Deliver",
         Next::Finish => "Finish",
         Next::Stall { .. } => "Stall",
@@ -723,6 +724,7 @@ fn lane_of_move(next: &Next) -> Option<&str> {
         | Next::FinishReceipt { lane }
         | Next::Retry { lane, .. }
         | Next::Block { lane, .. }
+        | Next::OverBudget { lane, .. }
         | Next::Deliver { lane }
         | Next::Stall { lane, .. }
         | Next::PrepareValidators { lane, .. }

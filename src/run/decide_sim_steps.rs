@@ -86,6 +86,13 @@ impl Sim {
                 l.crashes += 1;
                 false
             }
+            Next::OverBudget { lane, reason } => {
+                // The sim keeps no budget: a handback all the same.
+                let l = self.lane_mut(lane);
+                l.stage = Stage::Handback;
+                l.reason = Some(reason.clone());
+                false
+            }
             Next::Block { lane, reason } => {
                 let l = self.lane_mut(lane);
                 l.stage = Stage::Blocked;

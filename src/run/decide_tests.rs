@@ -27,6 +27,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         land_mode: crate::run::settings::LandMode::None,
         arm_auto: false,
         refute: true,
+        budget: None,
     }
 }
 
@@ -87,6 +88,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         next_eligible_at: None,
         overrun: None,
         brief_layout: 1,
+        picked: None,
         paced: 0,
         pace: None,
         window_from: None,
@@ -846,4 +848,94 @@ fn an_escalation_blocks_the_lane_for_a_person() {
         };
         assert_eq!(after_receipt(&at_attempt(attempt), &v, &found), expected);
     }
+}
+
+/// A budget whose charge stands at `charged` of `budget`, two agents of unknown cost in it.
+fn spend(budget: f64, charged: f64) -> Option<Spend> {
+    Some(Spend {
+        budget_usd: budget,
+        charged_usd: charged,
+        unknown: 2,
+        unknown_cost_usd: 1.0,
+    })
+}
+
+/// SPEC 20.12: no new implementer, by either driver, once the charge reaches the budget; the lane
+/// is handed back saying the charge, what unknown costs counted and the remedy. An implementer the
+/// host has already is answered again.
+#[test]
+fn no_implementer_starts_once_the_budget_is_charged() {
+    for driver in [Driver::Process, Driver::Host] {
+        let r = run(driver, vec![lane("a", Stage::Implement, vec![])]);
+        let mut v = view(driver);
+        v.budget = spend(2.0, 1.5);
+        let next = decide(&r, &v);
+        assert!(
+            matches!(
+                next,
+                Next::LaunchImplementer { .. } | Next::HandToHost { .. }
+            ),
+            "{driver:?}: {next:?}"
+        );
+        v.budget = spend(2.0, 2.0);
+        // The budget comes before the pace: waiting would not make it any larger.
+        v.paced_until = Some(PACED.into());
+        match decide(&r, &v) {
+            Next::OverBudget { lane, reason } => {
+                assert_eq!(lane, "a");
+                assert!(
+                    reason.starts_with("the run's budget is spent: $2 charged of $2, 2 agents of unknown cost counted at $1 each"),
+                    "{reason}"
+                );
+                assert!(reason.ends_with("then `iced build a` again"), "{reason}");
+            }
+            other => panic!("{driver:?}: {other:?}"),
+        }
+    }
+    let handed = record("implement", json!({"handed": true}));
+    let r = run(
+        Driver::Host,
+        vec![lane("a", Stage::Implement, vec![handed])],
+    );
+    let mut v = view(Driver::Host);
+    v.budget = spend(1.0, 3.0);
+    assert_eq!(decide(&r, &v), Next::HandToHost { lane: "a".into() });
+}
+
+/// SPEC 20.12: no validator is prepared or launched once the charge reaches the budget; one still
+/// running is waited for first, so the handback leaves none behind.
+#[test]
+fn no_validator_starts_once_the_budget_is_charged() {
+    let mut v = view(Driver::Process);
+    v.validators
+        .insert("a".into(), vec!["full".into(), "ruthless".into()]);
+    v.budget = spend(1.0, 1.0);
+    let r = run(Driver::Process, vec![lane("a", Stage::Validate, vec![])]);
+    assert!(
+        matches!(decide(&r, &v), Next::OverBudget { .. }),
+        "{:?}",
+        decide(&r, &v)
+    );
+    let running = record("validate-full", json!({"prepared": true}));
+    let r = run(
+        Driver::Process,
+        vec![lane("a", Stage::Validate, vec![running])],
+    );
+    assert!(
+        matches!(
+            decide(&r, &v),
+            Next::Wait {
+                why: Waiting::ValidatorsWorking,
+                ..
+            }
+        ),
+        "{:?}",
+        decide(&r, &v)
+    );
+    v.budget = spend(1.0, 0.5);
+    assert!(
+        matches!(decide(&r, &v), Next::PrepareValidators { .. }),
+        "{:?}",
+        decide(&r, &v)
+    );
 }

@@ -33,11 +33,12 @@ pub fn start(
     session: Option<&str>,
     flags: &Flags,
     repace: bool,
+    picked: Option<&serde_json::Value>,
 ) -> Result<Admitted, Refusal> {
     // Before admit writes anything or a step starts anything (SPEC 24.10).
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
     ctx.set_pace_flags(flags)?;
-    let (run, resumed) = admit::admit(ctx, unit, session)?;
+    let (run, resumed) = admit::admit(ctx, unit, session, picked)?;
     if resumed {
         control::check_pace(ctx, &run, repace)?;
         let state = State::load(&ctx.paths, ctx.verb)?;

@@ -35,12 +35,15 @@ pub enum Event {
     LandAccepted,
     ValidatorMutation,
     ArmRequested,
+    /// No agent started: the run's charge reached its budget (SPEC 20.12).
+    BudgetSpent,
 }
 
 impl Event {
     pub fn as_str(self) -> &'static str {
         match self {
             Event::RunStart => "run_start",
+            Event::BudgetSpent => "budget_spent",
             Event::RunEnd => "run_end",
             Event::RunBlocked => "run_blocked",
             Event::RunPaused => "run_paused",

@@ -353,6 +353,7 @@ mod tests {
             next_eligible_at: None,
             overrun: None,
             brief_layout: 1,
+            picked: None,
             paced: 0,
             pace: None,
             window_from: None,

@@ -26,7 +26,27 @@ pub struct Pace {
     /// The ruling in force, if one is.
     #[serde(default, deserialize_with = "or_default")]
     pub ruling: Option<Ruling>,
+    /// What one run may spend on agents, in dollars (SPEC 20.12). Written only when set, so a
+    /// run without one records the bytes it always did.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "or_default"
+    )]
+    pub budget_usd: Option<f64>,
+    /// What an agent whose cost is unknown is charged (SPEC 20.12): set once a budget is, to the
+    /// config's value or [`UNKNOWN_COST_USD`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "or_default"
+    )]
+    pub unknown_cost_usd: Option<f64>,
 }
+
+/// What an agent of unknown cost is charged when `pace.unknownCostUsd` is not given: never zero,
+/// so an agent that reported nothing is never read as free.
+pub const UNKNOWN_COST_USD: f64 = 1.0;
 
 /// The dated ruling a pace comes from (SPEC 20.11), as a run records it and its `paced` and
 /// `repaced` events cite it.
@@ -68,6 +88,8 @@ impl Default for Pace {
             work_minutes: None,
             pause_minutes: None,
             ruling: None,
+            budget_usd: None,
+            unknown_cost_usd: None,
         }
     }
 }
@@ -77,6 +99,15 @@ impl Default for Pace {
 pub struct Flags {
     pub lanes: Option<u64>,
     pub agents: Option<u64>,
+    /// `--budget-usd`: the run's budget (SPEC 20.12).
+    pub budget_usd: Option<f64>,
+}
+
+impl Flags {
+    /// No flag was given.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_none() && self.agents.is_none() && self.budget_usd.is_none()
+    }
 }
 
 /// A key of a pace source that is not valid: (`pace.<key>` or where it came from, what it must be).
@@ -92,6 +123,8 @@ const KEYS: &[&str] = &[
     // The same two as the seed spells them.
     "work_minutes",
     "pause_minutes",
+    "budgetUsd",
+    "unknownCostUsd",
 ];
 
 impl Pace {
@@ -130,6 +163,19 @@ impl Pace {
         }
         if let Some(n) = flags.agents {
             pace.agents = checked(n, 1, 64, "--pace-agents")?;
+        }
+        if let Some(x) = flags.budget_usd {
+            if !(x.is_finite() && x > 0.0) {
+                return Err((
+                    "--budget-usd".to_owned(),
+                    "must be a positive number".to_owned(),
+                ));
+            }
+            pace.budget_usd = Some(x);
+        }
+        // A budget charges unknown costs at a stated estimate, recorded with it (SPEC 20.12).
+        if pace.budget_usd.is_some() && pace.unknown_cost_usd.is_none() {
+            pace.unknown_cost_usd = Some(UNKNOWN_COST_USD);
         }
         Ok(pace)
     }
@@ -175,6 +221,12 @@ impl Pace {
         }
         if let Some(x) = positive("pauseMinutes")?.or(positive("pause_minutes")?) {
             self.pause_minutes = Some(x);
+        }
+        if let Some(x) = positive("budgetUsd")? {
+            self.budget_usd = Some(x);
+        }
+        if let Some(x) = positive("unknownCostUsd")? {
+            self.unknown_cost_usd = Some(x);
         }
         Ok(())
     }
@@ -260,12 +312,39 @@ mod tests {
         let flags = Flags {
             lanes: Some(1),
             agents: Some(6),
+            budget_usd: None,
         };
         let p = Pace::resolve(&user, &repo, &flags, now).unwrap();
         assert_eq!((p.lanes, p.agents), (1, 6));
         // Before any ruling: the repo's own value.
         let p = Pace::resolve(&user, &repo, &none, at("2026-10-01T00:00:00Z")).unwrap();
         assert_eq!((p.agents, p.ruling.is_none()), (3, true));
+    }
+
+    /// A budget brings its estimate for unknown costs with it (never zero); the flag wins.
+    #[test]
+    fn a_budget_states_what_an_unknown_cost_counts() {
+        let now = at("2026-11-30T12:00:00Z");
+        let none = Flags::default();
+        let p = Pace::resolve(&Value::Null, &Value::Null, &none, now).unwrap();
+        assert_eq!((p.budget_usd, p.unknown_cost_usd), (None, None));
+        let p = Pace::resolve(&Value::Null, &json!({"budgetUsd": 5}), &none, now).unwrap();
+        assert_eq!((p.budget_usd, p.unknown_cost_usd), (Some(5.0), Some(1.0)));
+        let repo = json!({"budgetUsd": 5, "unknownCostUsd": 0.5});
+        let flags = Flags {
+            budget_usd: Some(2.0),
+            ..Flags::default()
+        };
+        let p = Pace::resolve(&Value::Null, &repo, &flags, now).unwrap();
+        assert_eq!((p.budget_usd, p.unknown_cost_usd), (Some(2.0), Some(0.5)));
+        let err = Pace::resolve(&Value::Null, &json!({"unknownCostUsd": 0}), &none, now);
+        assert_eq!(err.unwrap_err().0, "pace.unknownCostUsd");
+        let flags = Flags {
+            budget_usd: Some(0.0),
+            ..Flags::default()
+        };
+        let err = Pace::resolve(&Value::Null, &Value::Null, &flags, now).unwrap_err();
+        assert_eq!(err.0, "--budget-usd");
     }
 
     #[test]

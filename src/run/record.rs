@@ -126,7 +126,7 @@ pub struct RunRecord {
 pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
     let history = history(ctx, &run.id);
     let s = &ctx.settings;
-    json!({
+    let mut record = json!({
         "run": run,
         "history": history,
         "settings": {
@@ -139,7 +139,12 @@ pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
         "agents": agents(ctx, run, &history),
         "cost": cost(&agents(ctx, run, &history)),
         "written_at": crate::clock::now_iso(),
-    })
+    });
+    // Only a run with a budget says what is left of it (SPEC 20.12).
+    if let Some(b) = budget(&super::ctx::run_pace(ctx, run), &agents(ctx, run, &history)) {
+        record["budget"] = serde_json::to_value(b).expect("a budget serialises");
+    }
+    record
 }
 
 /// Every agent the run launched or handed to the host, earlier attempts included: runner, model
@@ -269,6 +274,99 @@ pub fn cost(agents: &[AgentEntry]) -> Cost {
         agents: agents.len(),
         unknown: agents.len() - known.len(),
     }
+}
+
+/// What a run with a budget charged against it and has left (SPEC 20.12): every agent that
+/// ended, at its reported cost, or at the estimate when its cost is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Budget {
+    pub usd: f64,
+    pub charged_usd: f64,
+    /// Never below zero.
+    pub left_usd: f64,
+    /// The agents charged the estimate.
+    pub unknown: usize,
+    pub unknown_cost_usd: f64,
+}
+
+impl Budget {
+    /// No agent may start: the charge has reached the budget.
+    pub fn spent(&self) -> bool {
+        self.charged_usd >= self.usd
+    }
+}
+
+/// The budget of a run keeping `pace`, charged for `agents`; `None` without a budget.
+pub fn budget(pace: &super::pace::Pace, agents: &[AgentEntry]) -> Option<Budget> {
+    let usd = pace.budget_usd?;
+    let estimate = pace
+        .unknown_cost_usd
+        .unwrap_or(super::pace::UNKNOWN_COST_USD);
+    let cost = cost(agents);
+    let charged = round_usd(cost.usd + cost.unknown as f64 * estimate);
+    Some(Budget {
+        usd,
+        charged_usd: charged,
+        left_usd: round_usd((usd - charged).max(0.0)),
+        unknown: cost.unknown,
+        unknown_cost_usd: estimate,
+    })
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    fn agent(cost: Value) -> AgentEntry {
+        serde_json::from_value(json!({"cost_usd": cost})).unwrap()
+    }
+
+    /// An unknown cost is charged the estimate, never zero; what is left never goes below zero.
+    #[test]
+    fn unknown_costs_are_charged_the_estimate() {
+        let pace = super::super::pace::Pace {
+            budget_usd: Some(2.0),
+            unknown_cost_usd: Some(0.75),
+            ..Default::default()
+        };
+        let agents = [
+            agent(json!(0.5)),
+            agent(json!("unknown")),
+            agent(json!("unknown")),
+        ];
+        let b = budget(&pace, &agents).unwrap();
+        assert_eq!((b.charged_usd, b.left_usd, b.unknown), (2.0, 0.0, 2));
+        assert!(b.spent());
+        let b = budget(&pace, &agents[..2]).unwrap();
+        assert_eq!((b.charged_usd, b.left_usd), (1.25, 0.75));
+        assert!(!b.spent());
+        let none = super::super::pace::Pace::default();
+        assert_eq!(budget(&none, &agents), None);
+    }
+}
+
+/// Dollars to a millionth, as `cost` rounds them.
+fn round_usd(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6 + 0.0
+}
+
+/// The charge of a run as it stands (SPEC 20.12): its agents so far, earlier attempts included.
+pub fn charge(ctx: &Ctx<'_>, run: &Run) -> Option<Budget> {
+    charge_with(ctx, run, &super::ctx::run_pace(ctx, run))
+}
+
+/// What a run's agents were charged (SPEC 20.12), with or without a budget: reported costs, and
+/// each unknown one at the run's estimate (`pace.unknownCostUsd`, else its default).
+pub fn charged_usd(ctx: &Ctx<'_>, run: &Run) -> f64 {
+    let mut pace = super::ctx::run_pace(ctx, run);
+    pace.budget_usd.get_or_insert(f64::MAX);
+    charge_with(ctx, run, &pace).map_or(0.0, |b| b.charged_usd)
+}
+
+fn charge_with(ctx: &Ctx<'_>, run: &Run, pace: &super::pace::Pace) -> Option<Budget> {
+    // Without a budget nothing is charged: the history is not read on every step for nothing.
+    pace.budget_usd?;
+    budget(pace, &agents(ctx, run, &history(ctx, &run.id)))
 }
 
 /// The history of a run's earlier attempts (`history.jsonl`), each record with its lane.

@@ -98,6 +98,9 @@ pub struct Run {
     /// decision log, the product memory or a rejection.
     #[serde(default = "brief_layout_1", skip_serializing_if = "is_brief_layout_1")]
     pub brief_layout: u32,
+    /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub picked: Option<serde_json::Value>,
     pub lanes: Vec<Lane>,
 }
 
@@ -623,6 +626,7 @@ mod tests {
             next_eligible_at: None,
             overrun: None,
             brief_layout: 1,
+            picked: None,
             paced: 0,
             pace: None,
             window_from: None,
@@ -644,6 +648,7 @@ mod tests {
             "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
             "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null, "paced": 1,
             "pace": {}, "window_from": "2026-09-30T11:00:00Z", "overrun": 3, "brief_layout": 2,
+            "picked": {"by": "next", "why": "the only eligible unit"},
             "lanes": [{"id": "001-a", "unit": "001-a", "stage": "brief", "attempt": 2,
                 "crashes": 0, "worktree": null, "branch": null, "reason": null,
                 "steps": [{"step": "brief", "attempt": 2, "status": "done",

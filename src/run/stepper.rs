@@ -53,6 +53,12 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         land_mode: ctx.settings.land.mode,
         arm_auto: ctx.settings.land.arm == Arm::Auto,
         refute: ctx.settings.refute,
+        budget: super::record::charge(ctx, run).map(|b| super::decide::Spend {
+            budget_usd: b.usd,
+            charged_usd: b.charged_usd,
+            unknown: b.unknown,
+            unknown_cost_usd: b.unknown_cost_usd,
+        }),
     }
 }
 

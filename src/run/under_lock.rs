@@ -233,6 +233,29 @@ pub(crate) fn apply(
                 Then::Crashed { key: key.clone() },
             )
         }
+        Next::OverBudget { lane, reason } => {
+            // No agent starts (SPEC 20.12): the lane is handed back, and a run whose lanes are
+            // all final ends so.
+            let l = run.lane_mut(lane).expect("lane");
+            let mv = super::decide::LaneMove::Handback {
+                reason: reason.clone(),
+            };
+            apply_move(ctx, &run_id, l, mv)?;
+            emit(
+                &ctx.paths,
+                &run_id,
+                Event::BudgetSpent,
+                json!({"lane": lane, "charged_usd": view.budget.map(|b| b.charged_usd), "budget_usd": view.budget.map(|b| b.budget_usd), "unknown": view.budget.map(|b| b.unknown), "unknown_cost_usd": view.budget.map(|b| b.unknown_cost_usd)}),
+            );
+            if run.lanes.iter().all(|l| l.stage.is_final()) {
+                let status = super::decide::run_status(run, view, &|i, j| ctx.expected(i, j));
+                if status.is_ended() {
+                    end_run(ctx, run, status)?;
+                    return Ok(Pending::Report(Box::new(ended_report(run))));
+                }
+            }
+            report(run, lane, Action::Handback, Then::Reason(reason.clone()))
+        }
         Next::Block { lane, reason } => {
             let l = run.lane_mut(lane).expect("lane");
             let mv = super::decide::LaneMove::Block {

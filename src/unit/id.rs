@@ -17,6 +17,10 @@ pub fn is_valid_id(id: &str) -> bool {
         })
 }
 
+/// The word no unit argument may be, nor a new unit's slug (SPEC 3): `iced build next` is the
+/// queue.
+pub const RESERVED: &str = "next";
+
 /// The leading number of a directory name such as `042-dark-mode` (`^(\d{3,})-`).
 pub fn leading_number(name: &str) -> Option<u64> {
     let digits = name.bytes().take_while(u8::is_ascii_digit).count();

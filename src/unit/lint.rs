@@ -2,6 +2,7 @@
 //! `section-duplicate` and `context-tag` as iced-core reports them, and two checks on where the unit
 //! lives). Pure: the caller reads the files and says what exists.
 
+use super::coverage::coverage;
 use super::frontmatter::FrontmatterProblem;
 use super::hash::contract_hash;
 use super::id::is_valid_id;
@@ -284,11 +285,15 @@ pub fn lint(parsed: &ParsedUnit, stage: Stage, ctx: &LintContext<'_>) -> LintRep
             .is_some_and(|s| !matches!(s.as_str(), Some("draft" | "rejected" | "blocked"))),
         Stage::Draft => false,
     };
+    let past_approval = status.is_some_and(Status::is_past_approval);
     if signoff_rules {
         signoff_checks(parsed, &mut report);
     }
+    // Coverage judges the sign-off itself: a signed-off contract is pinned by its hash instead.
+    if stage == Stage::Signoff && !past_approval {
+        coverage_checks(parsed, &mut report);
+    }
 
-    let past_approval = status.is_some_and(Status::is_past_approval);
     if matches!(stage, Stage::Accept | Stage::Validate) && past_approval {
         if let Some(text) = ctx.text {
             match fm.get("contract_hash").filter(|v| !v.is_blank()) {
@@ -382,6 +387,36 @@ fn signoff_checks(parsed: &ParsedUnit, report: &mut LintReport) {
             "assumptions-present",
             format!("Assumption: {}", c.text),
             Some(c.line),
+        );
+    }
+}
+
+/// `goal-uncovered` and `goal-clause-unknown` (SPEC 10.3).
+fn coverage_checks(parsed: &ParsedUnit, report: &mut LintReport) {
+    let map = coverage(parsed);
+    for clause in map.clauses.iter().filter(|c| c.covered_by.is_empty()) {
+        report.error(
+            "goal-uncovered",
+            format!(
+                "Goal clause {} \"{}\" is covered by no expectation; add one that checks it, or mark the one that does with {{goal: {}}}.",
+                clause.id, clause.text, clause.id
+            ),
+            Some(clause.line),
+        );
+    }
+    let have = match map.clauses.len() {
+        0 => "no clauses".to_owned(),
+        1 => "one clause, G1".to_owned(),
+        n => format!("{n} clauses, G1 to G{n}"),
+    };
+    for unknown in &map.unknown {
+        report.error(
+            "goal-clause-unknown",
+            format!(
+                "[{}] names goal clause {}, but the Goal has {have}; name the clause it covers now.",
+                unknown.expectation, unknown.clause
+            ),
+            Some(unknown.line),
         );
     }
 }

@@ -24,6 +24,8 @@ fn the_table_covers_every_code_of_spec_10_1() {
         "expectation-unverifiable",
         "open-questions",
         "assumptions-present",
+        "goal-uncovered",
+        "goal-clause-unknown",
         "contract-changed",
         "evidence-missing",
     ];

@@ -227,7 +227,7 @@ pub(super) fn case(
 
 impl Case {
     /// The issues are on these lines (one issue per line given).
-    fn lines(mut self, lines: &[usize]) -> Case {
+    pub(super) fn lines(mut self, lines: &[usize]) -> Case {
         self.lines = Some(lines.iter().map(|&l| Some(l)).collect());
         self
     }
@@ -243,7 +243,7 @@ impl Case {
         self
     }
 
-    fn also(mut self, also: &'static [&'static str]) -> Case {
+    pub(super) fn also(mut self, also: &'static [&'static str]) -> Case {
         self.also = also;
         self
     }
@@ -943,6 +943,7 @@ pub(super) fn rules() -> Vec<Case> {
             .lines(&[41]),
         );
     }
+    cases.extend(super::lint_coverage_tests::cases());
     cases.push(
         case(
             "empty goal, unknown status",

@@ -1,6 +1,7 @@
 //! The ICED record: one unit's text and what it says. Knows nothing about the command line or the
 //! repository around it: parse, hash, lint and the status machine are pure functions of text.
 
+pub mod coverage;
 pub mod frontmatter;
 pub mod hash;
 pub mod id;
@@ -12,10 +13,13 @@ pub mod proposal;
 #[cfg(test)]
 mod lint_body_tests;
 #[cfg(test)]
+mod lint_coverage_tests;
+#[cfg(test)]
 mod lint_tests;
 #[cfg(test)]
 mod prop_tests;
 
+pub use coverage::{coverage, Coverage};
 pub use frontmatter::{Edit, Frontmatter, Scalar};
 pub use hash::contract_hash;
 pub use kinds::{Actor, Risk, Stage, Status, Tier, UnitType};

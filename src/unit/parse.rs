@@ -63,6 +63,9 @@ pub struct ParsedUnit {
     pub frontmatter_problem: Option<FrontmatterProblem>,
     pub title: Option<String>,
     pub goal: String,
+    /// The Goal's lines as read (comments removed, trimmed, blank ones skipped), each with its
+    /// 1-based line in the file: what goal coverage splits into clauses (SPEC 10.3).
+    pub goal_lines: Vec<(usize, String)>,
     /// Lines of the `### Goal`, `### Failure conditions` and `## Expectations` headings, so a
     /// finding about an empty section points at it.
     pub goal_line: Option<usize>,
@@ -265,6 +268,7 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         frontmatter_problem: fm.problem,
         title: title_from_fm,
         goal: String::new(),
+        goal_lines: Vec::new(),
         goal_line: None,
         failures_line: None,
         expectations_line: None,
@@ -280,7 +284,6 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
     let mut h3: Option<H3> = None;
     // The item that following lines may continue: which list, and its index there.
     let mut last: Option<(Target, usize)> = None;
-    let mut goal_lines: Vec<&str> = Vec::new();
     let mut heading_seen = false;
 
     for (i, raw) in body.split('\n').enumerate() {
@@ -353,7 +356,7 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
         }
         match (h2, h3) {
             (Some(H2::Intent), Some(H3::Goal)) => {
-                goal_lines.push(js_trim(line));
+                parsed.goal_lines.push((line_no, js_trim(line).to_owned()));
                 continue;
             }
             (Some(H2::Intent), Some(H3::Scope)) => {
@@ -422,7 +425,8 @@ pub fn parse_unit(text: &str) -> ParsedUnit {
             item.text = js_trim(&item.text[..at]).to_owned();
         }
     }
-    parsed.goal = js_trim(&goal_lines.join(" ")).to_owned();
+    let goal: Vec<&str> = parsed.goal_lines.iter().map(|(_, l)| l.as_str()).collect();
+    parsed.goal = js_trim(&goal.join(" ")).to_owned();
     parsed
 }
 

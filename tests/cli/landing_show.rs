@@ -386,6 +386,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
         next_eligible_at: None,
         overrun: None,
         brief_layout: 1,
+        picked: None,
         paced: 0,
         pace: None,
         window_from: None,

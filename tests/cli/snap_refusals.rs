@@ -110,6 +110,10 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("validator-not-distinct", In("snap_refusals")),
     ("demo-failed", In("snap_refusals")),
     ("timeline-unwritable", In("timeline")),
+    // SPEC 3, 20.13: the queue
+    ("name-reserved", In("queue")),
+    ("queue-empty", In("queue")),
+    ("drain-needs-runner", In("queue")),
 ];
 
 /// Every code in [`EVERY_CODE`] that a test produces has its snapshot, from the module named; a

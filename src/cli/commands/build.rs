@@ -15,7 +15,7 @@ use std::io::{IsTerminal, Write};
 
 #[derive(clap::Args)]
 pub struct BuildArgs {
-    /// The unit (id, number or unique part of an id).
+    /// The unit (id, number or unique part of an id), or `next`: the readiest of the queue.
     pub id: String,
     /// Name this session in the unit's claim (default: $ICED_SESSION).
     #[arg(long)]
@@ -36,6 +36,10 @@ pub struct PaceArgs {
     /// Agents alive at once, for this run.
     #[arg(long)]
     pub pace_agents: Option<u64>,
+    /// What this run may spend on agents, in dollars (over `pace.budgetUsd`); an agent of
+    /// unknown cost counts as `pace.unknownCostUsd`.
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<f64>,
     /// Resume on the pace in force now, though it differs from the one the run recorded.
     #[arg(long)]
     pub repace: bool,
@@ -46,6 +50,7 @@ impl PaceArgs {
         crate::run::pace::Flags {
             lanes: self.pace_lanes,
             agents: self.pace_agents,
+            budget_usd: self.budget_usd,
         }
     }
 }
@@ -57,20 +62,6 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         .session
         .or_else(|| std::env::var("ICED_SESSION").ok())
         .filter(|s| !s.is_empty());
-    let admitted = drive::start(
-        &mut ctx,
-        &args.id,
-        session.as_deref(),
-        &args.pace.flags(),
-        args.pace.repace,
-    )?;
-    // Ctrl-C stops this driver only: say that the agents go on, and what picks the run up.
-    crate::cli::interrupt::on_interrupt(&crate::text::for_terminal(&format!(
-        "interrupted: this `iced build` stops here, run {run} does not: its running agents keep running. `iced build {id}` picks it up again; `iced run show {run}` shows where it is.",
-        run = admitted.run,
-        id = args.id,
-    )));
-    let live = std::io::stderr().is_terminal() && !json;
     let say = |line: &str| {
         if json {
             return;
@@ -78,6 +69,37 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "{}", crate::text::for_terminal(line));
     };
+    // `next`: the queue chooses, and says why before anything starts (SPEC 20.13).
+    let picked = if args.id == crate::unit::id::RESERVED {
+        let survey = crate::run::queue::survey(&ctx)?;
+        let picked = crate::run::queue::picked("next", &survey)
+            .ok_or_else(|| crate::run::queue::empty(&ctx, &survey))?;
+        for line in crate::cli::render::queue::survey_lines(&survey) {
+            say(&line);
+        }
+        Some(picked)
+    } else {
+        None
+    };
+    let unit = match &picked {
+        Some(p) => p["eligible"][0].as_str().unwrap_or_default().to_owned(),
+        None => args.id.clone(),
+    };
+    let admitted = drive::start(
+        &mut ctx,
+        &unit,
+        session.as_deref(),
+        &args.pace.flags(),
+        args.pace.repace,
+        picked.as_ref(),
+    )?;
+    // Ctrl-C stops this driver only: say that the agents go on, and what picks the run up.
+    crate::cli::interrupt::on_interrupt(&crate::text::for_terminal(&format!(
+        "interrupted: this `iced build` stops here, run {run} does not: its running agents keep running. `iced build {id}` picks it up again; `iced run show {run}` shows where it is.",
+        run = admitted.run,
+        id = unit,
+    )));
+    let live = std::io::stderr().is_terminal() && !json;
     say(&format!(
         "{} run {}",
         if admitted.resumed {
@@ -129,6 +151,9 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         "status": status.map_or("unknown", |s| s.as_str()),
         "action": report.action,
     });
+    if let Some(picked) = picked {
+        out.json["picked"] = picked;
+    }
     if report.action == Action::StartAgent {
         out.text = format!("{}\n\nThis run is host-driven: hand the brief to a fresh agent, then `iced implement receipt <receipt_path> --until-host --wait 600`, which answers the next agent to start or how the run ended (`iced help agent`).", step::text(&report));
     }

@@ -43,8 +43,8 @@ A person who gives their name is greeted by it; anyone else still gets the gener
 - [code] greet.sh always prints `Hello, world`.
 
 ## Expectations
-- [E1] `sh greet.sh Ada` prints `Hello, Ada`. {verify: check | sh test.sh}
-- [E2] `sh greet.sh` still prints `Hello, world`. {verify: check | sh test.sh}
+- [E1] `sh greet.sh Ada` prints `Hello, Ada`. {goal: G1} {verify: check | sh test.sh}
+- [E2] `sh greet.sh` still prints `Hello, world`. {goal: G2} {verify: check | sh test.sh}
 
 ## Open questions
 ";

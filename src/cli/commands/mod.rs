@@ -4,6 +4,7 @@
 pub mod approve;
 pub mod build;
 pub mod demo;
+pub mod drain;
 pub mod escalation;
 pub mod guard;
 pub mod implement;
@@ -48,6 +49,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Guard => guard::guard(),
         Command::Hook { command } => guard::hook(command),
         Command::Build(args) => build::run(args, json),
+        Command::Drain(args) => drain::run(args, json),
         Command::Demo(args) => demo::run(args),
         Command::Implement { command } => implement::run(command),
         Command::Run { command } => run::run(command),

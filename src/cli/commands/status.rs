@@ -80,6 +80,24 @@ pub fn contract_lines(view: &UnitView) -> Vec<String> {
     if !p.goal.is_empty() {
         out.push(format!("Goal: {}", p.goal));
     }
+    // The clauses when there is more than one to map, or one nothing covers (SPEC 14.2).
+    let clauses = &view.coverage.clauses;
+    if clauses.len() > 1 || !view.coverage.uncovered.is_empty() {
+        out.extend(clauses.iter().map(|c| {
+            let by = if c.covered_by.is_empty() {
+                "UNCOVERED".to_owned()
+            } else {
+                c.covered_by.join(", ")
+            };
+            format!("  [{}] {}  ({by})", c.id, c.text)
+        }));
+    }
+    out.extend(view.coverage.unknown.iter().map(|u| {
+        format!(
+            "  [{}] names goal clause {}, which the Goal does not have",
+            u.expectation, u.clause
+        )
+    }));
     let mut list = |label: &str, items: Vec<String>| {
         if !items.is_empty() {
             out.push(format!("{label}:"));

@@ -60,6 +60,25 @@ fn in_force(s: &InForce) -> String {
     )
 }
 
+/// `Budget: $x of $y charged, $z left (n agents of unknown cost counted at $u each).` (SPEC 20.12)
+pub fn budget_line(b: &crate::run::record::Budget) -> String {
+    let unknown = match b.unknown {
+        0 => String::new(),
+        1 => format!(
+            " (1 agent of unknown cost counted at ${})",
+            b.unknown_cost_usd
+        ),
+        n => format!(
+            " ({n} agents of unknown cost counted at ${} each)",
+            b.unknown_cost_usd
+        ),
+    };
+    format!(
+        "Budget: ${} of ${} charged, ${} left{unknown}.",
+        b.charged_usd, b.usd, b.left_usd
+    )
+}
+
 /// The whole block: settings in force, each lane's next move and hazards, how to drive on.
 pub fn text(h: &Handover) -> String {
     let mut b = String::new();
@@ -85,6 +104,9 @@ pub fn text(h: &Handover) -> String {
                 s.id
             );
         }
+        if let Some(budget) = &run.budget {
+            let _ = writeln!(b, "{}\n", budget_line(budget));
+        }
         for lane in &run.lanes {
             let _ = writeln!(
                 b,
@@ -104,6 +126,9 @@ pub fn text(h: &Handover) -> String {
             }
             if let Some(reason) = &lane.blocked {
                 let _ = writeln!(b, "  Blocked: {reason}");
+            }
+            if let Some(reason) = &lane.handed_back {
+                let _ = writeln!(b, "  Why: {reason}");
             }
         }
         b.push('\n');

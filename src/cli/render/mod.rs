@@ -3,6 +3,7 @@
 //! submodules: a step report (`step`), a run and its agents (`run`), the handover (`handover`), a run's timeline page (`timeline`).
 
 pub mod handover;
+pub mod queue;
 pub mod run;
 pub mod step;
 pub mod then;

@@ -21,6 +21,7 @@ pub fn admit(
     ctx: &Ctx<'_>,
     reference: &str,
     session: Option<&str>,
+    picked: Option<&Value>,
 ) -> Result<(String, bool), Refusal> {
     let step = ctx.verb;
     let repo = ctx.repo;
@@ -36,6 +37,22 @@ pub fn admit(
     if let Some(run) = state.live_run_of(&id) {
         return Ok((run.id.clone(), true));
     }
+    let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
+    let plan = plan(ctx, &state, &id, &numbers)?;
+    admit_planned(ctx, &state, &id, head, plan, session, picked)
+}
+
+/// What a unit with no live run must pass to be built, in the order `build` checks it (SPEC 20.3,
+/// 23.6), and what its run would build; the queue asks the same of every unit (SPEC 20.13). Only
+/// reads: nothing is written.
+pub(crate) fn plan(
+    ctx: &Ctx<'_>,
+    state: &State,
+    id: &str,
+    numbers: &crate::repo::Numbers,
+) -> Result<ProjectPlan, Refusal> {
+    let (step, repo) = (ctx.verb, ctx.repo);
+    let id = id.to_owned();
     // A delivery not yet landed: the work exists on its branch, and building again would only
     // find nothing to do. Landing (merge or pull request) retires the run.
     if let Some(run) = state
@@ -54,10 +71,9 @@ pub fn admit(
             format!("merge that branch (`git merge {branch}`); its delivery commit carries the unit's close"),
         ));
     }
-    let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
-    let unit = check_unit(ctx, &state, &id, &numbers)?;
-    let plan = if unit.parsed.frontmatter.str("type") == Some("project") {
-        plan_project(ctx, &state, &id, &numbers)?
+    let unit = check_unit(ctx, state, &id, numbers)?;
+    if unit.parsed.frontmatter.str("type") == Some("project") {
+        plan_project(ctx, state, &id, numbers)
     } else {
         // A unit built alone waits for nothing: what it `depends:` on must be delivered already.
         for entry in depends_of(&unit) {
@@ -66,11 +82,25 @@ pub fn admit(
             let how = format!(" (`iced build {d}` once it is approved)");
             dependency_closed(ctx, &id, &d, file.as_ref(), &how)?;
         }
-        ProjectPlan {
+        Ok(ProjectPlan {
             lanes: vec![(id.clone(), Vec::new())],
             skipped: Vec::new(),
-        }
-    };
+        })
+    }
+}
+
+/// The checks of the repository rather than the unit, then the run, its lanes and its claims.
+fn admit_planned(
+    ctx: &Ctx<'_>,
+    state: &State,
+    id: &str,
+    head: String,
+    plan: ProjectPlan,
+    session: Option<&str>,
+    picked: Option<&Value>,
+) -> Result<(String, bool), Refusal> {
+    let (step, repo) = (ctx.verb, ctx.repo);
+    let id = id.to_owned();
     if ctx.settings.independent && ctx.settings.distinct_model {
         // Every model a validator may get: `verify.model`'s rotation, or the role's one.
         let models: Vec<Option<String>> = if ctx.settings.verify_models.is_empty() {
@@ -136,7 +166,7 @@ pub fn admit(
 
     // What an ended run of these units left running stops before a new agent can start.
     let units: Vec<String> = plan.lanes.iter().map(|(u, _)| u.clone()).collect();
-    crate::run::control::stop_leftovers(ctx, &state, &units);
+    crate::run::control::stop_leftovers(ctx, state, &units);
 
     // Every check passed: now, and only now, write.
     let run_id = format!(
@@ -192,6 +222,7 @@ pub fn admit(
             })
             .collect(),
         brief_layout: crate::run::state::BRIEF_LAYOUT,
+        picked: picked.cloned(),
     };
     ensure_dir(&ctx.paths.dir, step)?;
     // The loop's files never show in `git status` (a lane's worktree has its own checkout).
@@ -234,7 +265,13 @@ pub fn admit(
             &ctx.paths,
             &run_id,
             Event::RunStart,
-            json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped}),
+            {
+                let mut fields = json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped});
+                if let Some(picked) = picked {
+                    fields["picked"] = picked.clone();
+                }
+                fields
+            },
         );
         Ok(Ok(()))
     })?;

@@ -53,6 +53,8 @@ pub struct HandoverRun {
     pub lanes: Vec<HandoverLane>,
     /// No agent starts before this time (a person's `--until`, a rate limit's backoff).
     pub paced_until: Option<String>,
+    /// The run's budget, what was charged and what is left (SPEC 20.12); `None` without one.
+    pub budget: Option<crate::run::record::Budget>,
 }
 
 pub struct HandoverLane {
@@ -67,6 +69,8 @@ pub struct HandoverLane {
     pub open_findings: Vec<String>,
     /// The first line of the reason a blocked lane gives.
     pub blocked: Option<String>,
+    /// The first line of the reason a handed-back lane gives (its agent's, or the budget's).
+    pub handed_back: Option<String>,
 }
 
 fn role(runner: &Option<Runner>, model: &Option<String>) -> Role {
@@ -119,6 +123,7 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
         .iter()
         .map(|run| HandoverRun {
             summary: RunSummary::of(run),
+            budget: crate::run::record::charge(ctx, run),
             paced_until: run
                 .next_eligible_at
                 .clone()
@@ -142,6 +147,11 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
                         .reason
                         .as_ref()
                         .filter(|_| lane.stage == Stage::Blocked)
+                        .map(|r| r.lines().next().unwrap_or_default().to_owned()),
+                    handed_back: lane
+                        .reason
+                        .as_ref()
+                        .filter(|_| lane.stage == Stage::Handback)
                         .map(|r| r.lines().next().unwrap_or_default().to_owned()),
                 })
                 .collect(),

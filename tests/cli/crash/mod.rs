@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 mod case;
 mod checks;
+mod drain;
 mod escalation;
 mod walks;
 

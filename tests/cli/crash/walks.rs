@@ -124,6 +124,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // `iced escalation apply|reject` and `iced answer`.
     ("escalation-after-decision", "crash/escalation.rs"),
     ("escalation-after-unit", "crash/escalation.rs"),
+    // `iced drain`, between two units.
+    ("drain-between-units", "crash/drain.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -204,6 +206,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "supervisor-before-outcome",
             "escalation-after-decision",
             "escalation-after-unit",
+            "drain-between-units",
         ]
     );
 }

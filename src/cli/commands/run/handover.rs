@@ -20,6 +20,16 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let ctx = Ctx::new(&repo, STEP)?;
     let h = view::handover(&ctx, args.run.as_deref())?;
     let text = handover::text(&h);
-    let runs: Vec<_> = h.runs.iter().map(|r| summary_json(&r.summary)).collect();
+    let runs: Vec<_> = h
+        .runs
+        .iter()
+        .map(|r| {
+            let mut summary = summary_json(&r.summary);
+            if let Some(budget) = &r.budget {
+                summary["budget"] = json!(budget);
+            }
+            summary
+        })
+        .collect();
     Ok(Output::new(json!({"handover": text, "runs": runs}), text))
 }
