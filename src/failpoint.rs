@@ -54,6 +54,7 @@ pub const ALL: &[&str] = &[
     "land-after-attributes",
     "land-after-integrate",
     "land-after-commit",
+    "land-after-restore",
     "land-after-move",
     "push-after-push",
     "pr-after-open",

@@ -11,6 +11,11 @@ use serde_json::Value;
 /// The fake agent's proposal file (outside the repository) and the script that escalates in
 /// attempt 1 with it, then does the work of the new contract in attempt 2.
 pub(crate) fn escalating(proposal: &str) -> (TestEnv, String) {
+    escalating_with(proposal, own_checks(serde_json::json!(["true"])))
+}
+
+/// As [`escalating`], with `patch` as the config's patch (it must keep the loop's own checks).
+pub(crate) fn escalating_with(proposal: &str, patch: Value) -> (TestEnv, String) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.keep().join("proposal.md");
     std::fs::write(&path, proposal).unwrap();
@@ -19,7 +24,7 @@ pub(crate) fn escalating(proposal: &str) -> (TestEnv, String) {
             "attempt 1\nescalate change-expectation {} E2 contradicts C1: an idle session cannot end at 30 minutes without a password check\nattempt 2\ncommit src/session.rs fixed\nreport-ok E1 E2 E3\n",
             path.display()
         ),
-        own_checks(serde_json::json!(["true"])),
+        patch,
     )
 }
 
@@ -280,4 +285,69 @@ fn a_host_agents_escalation_blocks_and_its_stale_report_is_refused() {
     assert_eq!(shown["attempt"], 1);
     env.iced_json(&["escalation", "apply", &id])
         .refused(3, "escalation-none");
+}
+
+/// The config of a run that lands by merging into `main`, the person's checkout.
+pub(crate) fn landing_by_merge() -> Value {
+    let mut patch = own_checks(serde_json::json!(["true"]));
+    patch["land"] = serde_json::json!({"mode": "merge", "strategy": "ff"});
+    patch
+}
+
+/// SPEC 23.2: `apply` leaves the new contract uncommitted in the person's checkout; with
+/// `land.mode: merge` the landing takes that file as the loop's own (restored, then fast-forwarded
+/// with the same text closed), so the run lands without a commit by hand and `main`'s unit carries
+/// the applied hash.
+#[test]
+fn an_applied_contract_lands_by_merge_without_a_commit_by_hand() {
+    let (env, id) = escalating_with(PROPOSAL, landing_by_merge());
+    let unit = format!("intent/{id}/iced.md");
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
+    let new_hash = str_of(&applied, "contract_hash").to_owned();
+    assert!(
+        env.git_out(&["status", "--porcelain", "--", &unit])
+            .starts_with(" M"),
+        "the verb leaves the unit uncommitted"
+    );
+
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let landed = file_at(&env, "main", &unit);
+    assert!(
+        landed.contains(&format!("contract_hash: {new_hash}")),
+        "{landed}"
+    );
+    assert!(landed.contains("- [E3] The idle timeout is read from the config."));
+    assert_eq!(env.read(&unit), landed, "the checkout has the landed unit");
+    assert_eq!(env.git_out(&["status", "--porcelain", "--", &unit]), "");
+}
+
+/// SPEC 23.2: an edit of the person's own to that unit file after `apply` is not the loop's: the
+/// landing refuses as for any uncommitted change, naming the file, and the edit is kept.
+#[test]
+fn a_persons_own_edit_to_the_applied_unit_still_blocks_the_landing() {
+    let (env, id) = escalating_with(PROPOSAL, landing_by_merge());
+    let unit = format!("intent/{id}/iced.md");
+    build(&env, &id, &[], 4);
+    env.iced_json(&["escalation", "apply", &id]).ok();
+    let edited = format!("{}\nA note of the person's.\n", env.read(&unit));
+    env.write(&unit, &edited);
+    let base = env.git_out(&["rev-parse", "main"]);
+
+    let (out, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{out:#?}");
+    let shown = run_show(&env, str_of(&last, "run"));
+    let reason = str_of(&shown["lanes"][0], "reason");
+    assert!(
+        reason.contains("could not be fast-forwarded") && reason.contains(&unit),
+        "{reason}"
+    );
+    assert_eq!(env.read(&unit), edited, "the person's edit is kept");
+    assert_eq!(
+        env.git_out(&["rev-parse", "main"]),
+        base,
+        "main did not move"
+    );
 }

@@ -5,7 +5,9 @@
 //! contract once, and the delivery carries its hash.
 
 use crate::env::TestEnv;
-use crate::escalation::{decisions, escalating, file_at, starts_of, PROPOSAL};
+use crate::escalation::{
+    decisions, escalating, escalating_with, file_at, landing_by_merge, starts_of, PROPOSAL,
+};
 use crate::loop_e2e::{build, lane_branch, own_checks, with_agent};
 use std::os::unix::process::ExitStatusExt;
 
@@ -216,4 +218,35 @@ fn an_escalating_run_killed_at_every_failpoint_delivers_the_applied_contract_onc
         assert!(left.is_empty(), "{point}: left started: {left:?}");
     }
     assert!(killed >= 10, "the walk killed only {killed} times");
+}
+
+/// SPEC 23.2: the landing killed after restoring the unit an `apply` left uncommitted, before the
+/// fast-forward: the checkout has `HEAD`'s unit, and building again lands the applied contract once.
+#[test]
+fn a_landing_killed_after_restoring_the_applied_unit_lands_on_the_next_build() {
+    let (env, id) = escalating_with(PROPOSAL, landing_by_merge());
+    let unit = format!("intent/{id}/iced.md");
+    build(&env, &id, &[], 4);
+    let applied = env.iced_json(&["escalation", "apply", &id]).ok().json();
+    let base = env.git_out(&["rev-parse", "main"]);
+    let killed = env
+        .command()
+        .env("ICED_FAILPOINT", "land-after-restore")
+        .args(["build", &id, "--json"])
+        .output()
+        .expect("iced runs");
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    assert_eq!(
+        env.git_out(&["rev-parse", "main"]),
+        base,
+        "main did not move"
+    );
+    assert_eq!(env.read(&unit), file_at(&env, "main", &unit), "restored");
+
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let landed = file_at(&env, "main", &unit);
+    assert!(landed.contains(applied["contract_hash"].as_str().unwrap()));
+    assert_eq!(env.read(&unit), landed);
+    assert_eq!((starts_of(&env, 1), starts_of(&env, 2)), (1, 1));
 }

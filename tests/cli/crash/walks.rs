@@ -124,6 +124,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // `iced escalation apply|reject` and `iced answer`.
     ("escalation-after-decision", "crash/escalation.rs"),
     ("escalation-after-unit", "crash/escalation.rs"),
+    // A landing that restores the unit an escalation verb left uncommitted (SPEC 23.2).
+    ("land-after-restore", "crash/escalation.rs"),
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
 ];
@@ -192,6 +194,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "land-after-attributes",
             "land-after-integrate",
             "land-after-commit",
+            "land-after-restore",
             "land-after-move",
             "push-after-push",
             "pr-after-open",

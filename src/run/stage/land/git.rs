@@ -133,10 +133,24 @@ pub fn checked_out_at(root: &Path, branch: &str) -> Option<PathBuf> {
     crate::git::worktree_of_branch(root, branch)
 }
 
+/// A file the loop itself left uncommitted in the person's checkout, with the bytes it wrote there:
+/// the lane's unit as a person's escalation verb wrote it (SPEC 20.7, 23.2).
+pub struct Ours<'a> {
+    pub path: &'a str,
+    pub text: &'a [u8],
+}
+
 /// Move `target` from `old` to `new`: through its checkout with a fast-forward merge when it is
-/// checked out (the files follow, and git refuses rather than overwrite uncommitted work), else by
-/// a compare-and-swap of the ref. Already at `new` is success.
-pub fn move_target(root: &Path, target: &str, old: &str, new: &str) -> Result<(), String> {
+/// checked out (the files follow, and git refuses rather than overwrite uncommitted work; the
+/// loop's own uncommitted file is restored first, `restore_ours`), else by a compare-and-swap of
+/// the ref. Already at `new` is success.
+pub fn move_target(
+    root: &Path,
+    target: &str,
+    old: &str,
+    new: &str,
+    ours: Option<&Ours<'_>>,
+) -> Result<(), String> {
     let current = rev(root, &format!("refs/heads/{target}"))?;
     if current == new {
         return Ok(());
@@ -147,18 +161,53 @@ pub fn move_target(root: &Path, target: &str, old: &str, new: &str) -> Result<()
         ));
     }
     match checked_out_at(root, target) {
-        Some(checkout) => fast_forward(&checkout, new).map_err(|e| {
-            format!(
-                "`{target}` is checked out at `{}` and could not be fast-forwarded there: {e}",
-                checkout.display()
-            )
-        }),
+        Some(checkout) => restore_ours(&checkout, new, ours)
+            .and_then(|()| fast_forward(&checkout, new))
+            .map_err(|e| {
+                format!(
+                    "`{target}` is checked out at `{}` and could not be fast-forwarded there: {e}",
+                    checkout.display()
+                )
+            }),
         None => git(
             root,
             &["update-ref", &format!("refs/heads/{target}"), new, old],
         )
         .map(|_| ()),
     }
+}
+
+/// SPEC 23.2: the loop's own uncommitted change to the checkout is put back to `HEAD` before the
+/// fast-forward, which brings the same text (closed): only when the file holds exactly the bytes the
+/// loop wrote, its index entry is `HEAD`'s or those bytes, and the landing changes the file. Any
+/// other state is left for git to refuse, naming the file, so a person's edit is never discarded.
+fn restore_ours(checkout: &Path, new: &str, ours: Option<&Ours<'_>>) -> Result<(), String> {
+    let Some(ours) = ours else {
+        return Ok(());
+    };
+    let file = checkout.join(ours.path);
+    let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
+    if !regular || std::fs::read(&file).ok().as_deref() != Some(ours.text) {
+        return Ok(());
+    }
+    let blob = |spec: String| git(checkout, &["rev-parse", "--verify", "--quiet", &spec]).ok();
+    let (Some(head), landed) = (
+        blob(format!("HEAD:{}", ours.path)),
+        blob(format!("{new}:{}", ours.path)),
+    ) else {
+        return Ok(());
+    };
+    let index = blob(format!(":0:{}", ours.path));
+    let work = git(checkout, &["hash-object", "--", ours.path]).ok();
+    let unchanged = work.as_deref() == Some(head.as_str());
+    let staged_other = index.as_deref() != Some(head.as_str()) && index != work;
+    if unchanged || staged_other || landed.as_deref() == Some(head.as_str()) {
+        return Ok(());
+    }
+    git(checkout, &["checkout", "--quiet", "HEAD", "--", ours.path])?;
+    // Restored, the target not moved: a replay finds the file as `HEAD` has it and merges.
+    crate::failpoint::hit("land-after-restore");
+    Ok(())
 }
 
 /// `git merge --ff-only <new>` in a checkout. When git refuses because the checkout's own changes
@@ -219,7 +268,7 @@ pub fn content_landed(root: &Path, head: &str, target: &str) -> bool {
 /// fast-forward (through its checkout, so the person's files follow). The landing happened at the
 /// remote, so a local target with commits of its own, or a checkout that refuses, is left where it
 /// is and said (`Err`), not a failure of the landing.
-pub fn follow(root: &Path, target: &str, new: &str) -> Result<(), String> {
+pub fn follow(root: &Path, target: &str, new: &str, ours: Option<&Ours<'_>>) -> Result<(), String> {
     let current = rev(root, &format!("refs/heads/{target}"))
         .map_err(|_| format!("there is no local `{target}` to bring along"))?;
     if current == new {
@@ -230,7 +279,7 @@ pub fn follow(root: &Path, target: &str, new: &str) -> Result<(), String> {
             "the local `{target}` has commits the remote's has not; it is left as it is"
         ));
     }
-    move_target(root, target, &current, new)
+    move_target(root, target, &current, new, ours)
 }
 
 /// Push `commit` to `<remote> <branch>` (never forced). A rejection is `Ok(false)`.
