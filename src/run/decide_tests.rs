@@ -65,6 +65,7 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         released: false,
         attempts_before: 0,
         arm_requested: false,
+        review: None,
         metrics: Vec::new(),
         rejected: None,
     }

@@ -219,6 +219,22 @@ pub struct Lane {
     /// built again, and each brief says why. Absent for a unit built the first time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<String>,
+    /// What a `review` unit's lane reviews, resolved at admit (SPEC 20.14); absent for every
+    /// other lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewTarget>,
+}
+
+/// A review lane's target (SPEC 20.14): the range as commits, and the files under review.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewTarget {
+    pub from: String,
+    pub to: String,
+    /// The range as the unit wrote it (`main~5..main`), absent without `range:`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<String>,
+    pub paths: Vec<String>,
 }
 
 /// One metric event of a lane, with the time it happened (`ts`).

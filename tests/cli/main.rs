@@ -33,6 +33,7 @@ mod output;
 mod project;
 mod queue;
 mod refusals;
+mod review;
 mod snap_land;
 mod snap_project;
 mod snap_refusals;
