@@ -8,7 +8,7 @@ use crate::snap::{assert_read, assert_refused};
 use crate::validation::{attempts_of, events, section, set_script, starts};
 
 /// E1 passes, and an S2 finding about the file under review.
-const FAIL_S2: &str = r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass", "evidence": "refresh extends it"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "E1", "finding_category": "correctness", "severity": "S2-major", "summary": "a background poll counts as activity", "failure_scenario": {"inputs": "an idle tab polling every minute", "expected": "the session ends after 30 minutes", "actual": "the session never ends"}}]}"#;
+pub(crate) const FAIL_S2: &str = r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass", "evidence": "refresh extends it"}], "findings": [{"file_path": "src/session.rs", "criterion_ref": "E1", "finding_category": "correctness", "severity": "S2-major", "summary": "a background poll counts as activity", "failure_scenario": {"inputs": "an idle tab polling every minute", "expected": "the session ends after 30 minutes", "actual": "the session never ends"}}]}"#;
 use serde_json::{json, Value};
 
 /// A review body: a goal, the Scope's `In:` line when `paths` is given, one expectation.
@@ -34,7 +34,11 @@ The session code keeps people signed in while they are active.
 /// An initialized repository with two commits of code on top, and a review unit of the range
 /// between them (`range` as written, `{from}` and `{to}` replaced) approved and committed, with
 /// the fake agent as the validator role following `script`, and landing by merge.
-fn review_env(range: Option<&str>, paths: Option<&str>, script: &str) -> (TestEnv, String) {
+pub(crate) fn review_env(
+    range: Option<&str>,
+    paths: Option<&str>,
+    script: &str,
+) -> (TestEnv, String) {
     let env = TestEnv::initialized();
     env.write("src/session.rs", "pub fn refresh() {}\n");
     env.commit_all("add the session module");
@@ -68,7 +72,7 @@ fn review_env(range: Option<&str>, paths: Option<&str>, script: &str) -> (TestEn
 }
 
 /// The files the commits of `range` on the current branch changed.
-fn changed(env: &TestEnv, range: &str) -> Vec<String> {
+pub(crate) fn changed(env: &TestEnv, range: &str) -> Vec<String> {
     env.git_out(&["diff", "--name-only", range])
         .lines()
         .map(str::to_owned)
