@@ -67,4 +67,8 @@ pub const ALL: &[&str] = &[
     "supervisor-after-spawn",
     "supervisor-before-outcome",
     "drain-between-units",
+    "memory-after-record",
+    "memory-after-worktree",
+    "memory-after-launch",
+    "memory-after-remove",
 ];

@@ -27,6 +27,7 @@ mod landing_show;
 mod layout;
 mod loop_e2e;
 mod loop_refusals;
+mod memory;
 mod metrics;
 mod mock_api;
 mod output;

@@ -11,6 +11,7 @@ pub mod init;
 pub mod lifecycle;
 pub mod lint;
 pub mod list;
+pub mod memory;
 pub mod new;
 pub mod run;
 pub mod schema;
@@ -47,6 +48,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Hook { command } => guard::hook(command),
         Command::Build(args) => build::run(args, json),
         Command::Drain(args) => drain::run(args, json),
+        Command::Memory { command } => memory::run(command),
         Command::Demo(args) => demo::run(args),
         Command::Implement { command } => implement::run(command),
         Command::Run { command } => run::run(command),
