@@ -47,7 +47,7 @@ fn a_memory_draft_leaves_a_branch_changing_only_the_memory_for_the_person() {
     assert_eq!(drafted["merge"], format!("git merge {branch}"));
     // The loop merged nothing: the person's branch is where it was.
     assert_eq!(env.git_out(&["rev-parse", "HEAD"]), head);
-    assert_eq!(memory_branches(&env), [branch.clone()]);
+    assert_eq!(memory_branches(&env), vec![branch.clone()]);
     let changed = env.git_out(&["diff", "--name-only", &format!("{}..{branch}", head.trim())]);
     assert_eq!(changed.trim(), ".iced/memory/product.md");
     // One agent, in the memory role; its worktree is gone, the branch stays.
