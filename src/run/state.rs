@@ -640,7 +640,8 @@ mod tests {
                 "arm_requested": true,
                 "metrics": [{"event": "verify", "ts": "t", "result": "fail", "attempt": 1},
                     {"event": "escalation", "ts": "t", "kind": "blocked", "reason": "r"}],
-                "rejected": "why"}]}}}"#;
+                "rejected": "why",
+                "review": {"from": "a", "to": "b", "range": "main~1..main", "paths": ["src/x.rs"]}}]}}}"#;
         let state = State::parse(full).unwrap();
         let written = serde_json::to_value(&state).unwrap();
         let schema: Value =

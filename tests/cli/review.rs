@@ -197,3 +197,16 @@ fn a_review_with_nothing_to_review_or_a_bad_range_is_refused() {
     assert_refused!(&env, "review-range-invalid", 3, &["build", &id]);
     assert!(!env.path(".iced/run/state.json").exists());
 }
+
+#[test]
+fn a_review_runs_its_reviewers_even_with_independent_validation_off() {
+    let script = section("*", "validator", "*", &format!("report {FAIL_S2}"));
+    let (env, id) = review_env(Some("{from}..{to}"), None, &script);
+    env.patch_config(&json!({"verify": {"independent": false}}));
+    env.commit_all("no independent validation");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(attempts_of(&env, "validator", "full"), [1]);
+    let review = env.read(&format!("intent/{id}/review.md"));
+    assert!(review.contains(&format!("### {id}-F1 ")), "{review}");
+}

@@ -78,7 +78,8 @@ pub(crate) fn remove_sandbox(root: &Path, path: &Path) {
 /// The validators of a unit: its lenses (`verify.lenses`, `auto` picked by tier and risk) and the
 /// configured reviewers.
 pub fn validators_for(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
-    if !ctx.settings.independent {
+    // A review is its reviewers, whatever `verify.independent` says (SPEC 20.14).
+    if !ctx.settings.independent && lane.review.is_none() {
         return Vec::new();
     }
     let mut names = match &ctx.settings.lenses {
