@@ -345,9 +345,11 @@ impl activity::Gate for RunGate {
 /// A memory draft's launch (SPEC 20.15) registers by creating its folder's `registered` file:
 /// only the first supervisor to do so starts the agent.
 fn memory_register(dir: &Path) -> Result<bool, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(dir.join("registered"))
     {
         Ok(_) => Ok(true),
