@@ -70,4 +70,8 @@ pub const ALL: &[&str] = &[
     "escalation-after-decision",
     "escalation-after-unit",
     "drain-between-units",
+    "memory-after-record",
+    "memory-after-worktree",
+    "memory-after-launch",
+    "memory-after-remove",
 ];

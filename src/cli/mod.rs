@@ -117,6 +117,12 @@ pub enum Command {
     /// Build the queue's approved units one after another (`iced build next` each time) until none is eligible, the budget is spent, --max-units were built or --until has come; prints what was delivered, handed back and skipped; refuses what `build` refuses of the repository.
     #[command(before_help = help::PERSON)]
     Drain(commands::drain::DrainArgs),
+    /// Have an agent draft the repository's memory (`.iced/memory/*`) as a branch you merge.
+    #[command(before_help = help::PERSON)]
+    Memory {
+        #[command(subcommand)]
+        command: commands::memory::MemoryCommand,
+    },
     /// Run a whole build of a real unit in a throwaway repository with the built-in scripted agent: writes only under the system temp dir (or --dir); refuses nothing but a broken machine.
     #[command(before_help = help::PERSON)]
     Demo(commands::demo::Args),

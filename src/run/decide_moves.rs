@@ -107,6 +107,10 @@ fn attempt_of(lane: &Lane, view: &DecideView) -> String {
 /// After a round's verdict (SPEC 22.4): findings this round opened go to the refuter first (with
 /// `verify.refute` on); otherwise as [`resolve`].
 pub fn after_judge(lane: &Lane, view: &DecideView, undecided: &[String]) -> LaneMove {
+    // A review has no change to refute or fix: its findings are its delivery (SPEC 20.14).
+    if lane.review.is_some() {
+        return LaneMove::To(Stage::Deliver);
+    }
     let fresh = lane
         .findings
         .iter()
@@ -171,6 +175,15 @@ pub fn after_worktree(made: Result<(), &str>) -> LaneMove {
         Err(e) => LaneMove::Block {
             reason: format!("worktree: {e}"),
         },
+    }
+}
+
+/// The worktree step's result for a lane: a review lane goes straight to its reviewers (no
+/// implementer runs, SPEC 20.14); any other as [`after_worktree`].
+pub fn after_worktree_of(lane: &Lane, made: Result<(), &str>) -> LaneMove {
+    match after_worktree(made) {
+        LaneMove::To(Stage::Implement) if lane.review.is_some() => LaneMove::To(Stage::Validate),
+        other => other,
     }
 }
 

@@ -65,6 +65,7 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         released: false,
         attempts_before: 0,
         arm_requested: false,
+        review: None,
         metrics: Vec::new(),
         rejected: None,
         escalation: None,
@@ -938,4 +939,42 @@ fn no_validator_starts_once_the_budget_is_charged() {
         "{:?}",
         decide(&r, &v)
     );
+}
+
+/// A review lane (SPEC 20.14): from its worktree straight to its reviewers, and from their
+/// verdict to its delivery whatever they found: no implementer, no refuter, no fix round.
+#[test]
+fn a_review_lane_skips_the_implementer_and_delivers_its_findings() {
+    let target = crate::run::state::ReviewTarget {
+        from: "a".into(),
+        to: "b".into(),
+        range: None,
+        paths: vec!["src/x.rs".into()],
+    };
+    let mut review = lane("a", Stage::Worktree, vec![]);
+    review.review = Some(target.clone());
+    assert_eq!(
+        after_worktree_of(&review, Ok(())),
+        LaneMove::To(Stage::Validate)
+    );
+    assert_eq!(
+        after_worktree_of(&lane("a", Stage::Worktree, vec![]), Ok(())),
+        LaneMove::To(Stage::Implement)
+    );
+    assert!(matches!(
+        after_worktree_of(&review, Err("no room")),
+        LaneMove::Block { .. }
+    ));
+    let undecided = ["E1".to_owned()];
+    for refute in [true, false] {
+        let mut v = view(Driver::Process);
+        v.refute = refute;
+        let mut judged = judged(3, vec![finding("a", 1, 3, "S1-stop-the-line", "open")]);
+        judged.review = Some(target.clone());
+        assert_eq!(
+            after_judge(&judged, &v, &undecided),
+            LaneMove::To(Stage::Deliver),
+            "refute {refute}"
+        );
+    }
 }

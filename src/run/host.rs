@@ -330,6 +330,7 @@ mod tests {
             released: false,
             attempts_before: 0,
             arm_requested: false,
+            review: None,
             metrics: Vec::new(),
             rejected: None,
             escalation: None,

@@ -301,6 +301,11 @@ impl activity::Gate for RunGate {
         pid: u32,
         pid_start: u64,
     ) -> Result<bool, String> {
+        // A memory draft's agent (SPEC 20.15): the first supervisor to claim the launch's folder
+        // starts it; any other never does.
+        if let Some(dir) = gate.get("memory").and_then(Value::as_str) {
+            return memory_register(Path::new(dir));
+        }
         let Gate {
             root,
             run: run_id,
@@ -334,6 +339,22 @@ impl activity::Gate for RunGate {
         record.pid_start = Some(pid_start);
         state.save(&paths, "supervise").map_err(|r| r.reason)?;
         Ok(true)
+    }
+}
+
+/// A memory draft's launch (SPEC 20.15) registers by creating its folder's `registered` file:
+/// only the first supervisor to do so starts the agent.
+fn memory_register(dir: &Path) -> Result<bool, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("registered"))
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(format!("`{}`: {e}", dir.display())),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod lane_guard;
 pub mod launch;
 pub mod live;
 pub mod lock;
+pub mod memory;
 pub mod observe;
 pub mod outcome;
 pub mod outside_lock;

@@ -74,9 +74,16 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             let result = add_worktree(ctx, &path, &branch, &base);
             crate::failpoint::hit("worktree-after-add");
             record_after(ctx, &snapshot.id, &lane, &StepKey::Worktree, |l, record| {
-                let mv = super::decide::after_worktree(
+                let mv = super::decide::after_worktree_of(
+                    l,
                     result.as_ref().map(|_| ()).map_err(String::as_str),
                 );
+                // A review lane's reviewers are fixed as it goes to them (SPEC 20.14, 22.1).
+                if mv == super::decide::LaneMove::To(crate::run::state::Stage::Validate)
+                    && l.validators.is_empty()
+                {
+                    l.validators = crate::run::stage::validators::validators_for(ctx, l);
+                }
                 let said = match &result {
                     Ok(()) => {
                         finish(

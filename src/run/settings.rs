@@ -144,6 +144,9 @@ pub struct Settings {
     pub independent: bool,
     pub implementer: Option<Runner>,
     pub implementer_model: Option<String>,
+    /// The `memory` role (SPEC 20.15): its runner, else the implementer's, and its model.
+    pub memory: Option<Runner>,
+    pub memory_model: Option<String>,
     /// `None` is `auto` (picked per unit); otherwise the lenses named.
     pub lenses: Option<Vec<String>>,
     pub reviewers: Vec<String>,
@@ -338,6 +341,7 @@ impl Settings {
         let (implementer, implementer_model) =
             role(&runners, &roles, "implementer", timeout, step)?;
         let (validator, validator_model) = role(&runners, &roles, "validator", timeout, step)?;
+        let (memory, memory_model) = role(&runners, &roles, "memory", timeout, step)?;
         let distinct_model = match roles.pointer("/validator/distinct_model") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -415,6 +419,8 @@ impl Settings {
             independent: at("/verify/independent")
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
+            memory: memory.or_else(|| implementer.clone()),
+            memory_model,
             implementer,
             implementer_model,
             lenses,

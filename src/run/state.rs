@@ -228,6 +228,22 @@ pub struct Lane {
     /// kept by path and sha256: the delivery's close is made from it. Absent while none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit_text: Option<super::kept::Kept>,
+    /// What a `review` unit's lane reviews, resolved at admit (SPEC 20.14); absent for every
+    /// other lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewTarget>,
+}
+
+/// A review lane's target (SPEC 20.14): the range as commits, and the files under review.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewTarget {
+    pub from: String,
+    pub to: String,
+    /// The range as the unit wrote it (`main~5..main`), absent without `range:`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<String>,
+    pub paths: Vec<String>,
 }
 
 /// One metric event of a lane, with the time it happened (`ts`).
@@ -664,7 +680,8 @@ mod tests {
                 "rejected": "why",
                 "escalation": {"attempt": 1, "kind": "questions", "message": "m",
                     "questions": [{"id": "Q2", "text": "q", "answer": "a"}], "status": "answered"},
-                "unit_text": {"path": "/p", "sha256": "s"}}]}}}"#;
+                "unit_text": {"path": "/p", "sha256": "s"},
+                "review": {"from": "a", "to": "b", "range": "main~1..main", "paths": ["src/x.rs"]}}]}}}"#;
         let state = State::parse(full).unwrap();
         let written = serde_json::to_value(&state).unwrap();
         let schema: Value =

@@ -323,6 +323,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 released: false,
                 attempts_before: 0,
                 arm_requested: false,
+                review: None,
                 metrics: Vec::new(),
                 rejected: None,
                 escalation: None,

@@ -114,6 +114,11 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("name-reserved", In("queue")),
     ("queue-empty", In("queue")),
     ("drain-needs-runner", In("queue")),
+    ("review-no-target", In("review")),
+    ("review-range-invalid", In("review")),
+    ("memory-needs-runner", In("memory")),
+    ("memory-outside", In("memory")),
+    ("memory-empty", In("memory")),
 ];
 
 /// Every code in [`EVERY_CODE`] that a test produces has its snapshot, from the module named; a

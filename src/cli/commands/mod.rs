@@ -12,6 +12,7 @@ pub mod init;
 pub mod lifecycle;
 pub mod lint;
 pub mod list;
+pub mod memory;
 pub mod new;
 pub mod run;
 pub mod schema;
@@ -50,6 +51,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Hook { command } => guard::hook(command),
         Command::Build(args) => build::run(args, json),
         Command::Drain(args) => drain::run(args, json),
+        Command::Memory { command } => memory::run(command),
         Command::Demo(args) => demo::run(args),
         Command::Implement { command } => implement::run(command),
         Command::Run { command } => run::run(command),

@@ -168,6 +168,15 @@ fn admit_planned(
     let units: Vec<String> = plan.lanes.iter().map(|(u, _)| u.clone()).collect();
     crate::run::control::stop_leftovers(ctx, state, &units);
 
+    // What each review lane reviews, resolved now and kept (SPEC 20.14).
+    let mut reviews = std::collections::BTreeMap::new();
+    for (unit, _) in &plan.lanes {
+        let file = repo.read_unit(unit, step)?;
+        if let Some(t) = crate::run::stage::review::target(ctx, &file.parsed, &head)? {
+            reviews.insert(unit.clone(), t);
+        }
+    }
+
     // Every check passed: now, and only now, write.
     let run_id = format!(
         "run-{}-{}",
@@ -219,6 +228,7 @@ fn admit_planned(
                 rejected: rejection_of(repo, unit, step),
                 escalation: None,
                 unit_text: None,
+                review: reviews.get(unit).cloned(),
             })
             .collect(),
         brief_layout: crate::run::state::BRIEF_LAYOUT,

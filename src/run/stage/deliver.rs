@@ -211,7 +211,13 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     let branch = lane.branch.clone().ok_or("the lane has no branch")?;
     let branch_ref = format!("refs/heads/{branch}");
     let rel = format!("intent/{}", lane.unit);
-    let close_paths: Vec<String> = ["iced.md", "evidence.md", "verify.json"]
+    // A review's close is its review.md and status (SPEC 20.14).
+    let names: &[&str] = if lane.review.is_some() {
+        &["iced.md", "review.md"]
+    } else {
+        &["iced.md", "evidence.md", "verify.json"]
+    };
+    let close_paths: Vec<String> = names
         .iter()
         .map(|f| format!("{rel}/{f}"))
         .chain([".iced/metrics.jsonl".to_owned()])
@@ -268,6 +274,18 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
                 .collect::<Vec<_>>()
                 .join("; "),
         ));
+    }
+    let at = Landing {
+        worktree,
+        branch: &branch,
+        branch_ref: &branch_ref,
+        head: &head,
+        close_paths: &close_paths,
+    };
+    if let Some(target) = &lane.review {
+        let (files, message) =
+            crate::run::stage::review::close(ctx, run, lane, worktree, target, &head)?;
+        return commit_close(ctx, run, lane, &at, &files, &message);
     }
     let receipt = lane
         .record(&StepKey::Receipt)
@@ -412,6 +430,34 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         metric(&mut metrics, "accept", json!({"auto": true}));
     }
     files.push((".iced/metrics.jsonl".into(), metrics));
+    let message = format!(
+        "iced: deliver {}\n\nThe loop's close of the unit: status {}, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\nIced-Step: deliver\n",
+        lane.unit, close.status, run.id, lane.id
+    );
+    commit_close(ctx, run, lane, &at, &files, &message)
+}
+
+/// Where a close is committed: the lane's worktree and branch, the judged head it goes on, and
+/// the close files the worktree follows it with.
+struct Landing<'a> {
+    worktree: &'a Path,
+    branch: &'a str,
+    branch_ref: &'a str,
+    head: &'a str,
+    close_paths: &'a [String],
+}
+
+/// The close's commit on the judged head: its tree the head's with `files`, built in an index of
+/// the loop's own, recorded as prepared before the branch moves to it.
+fn commit_close(
+    ctx: &Ctx<'_>,
+    run: &Run,
+    lane: &Lane,
+    at: &Landing<'_>,
+    files: &[(String, String)],
+    message: &str,
+) -> Result<String, Undelivered> {
+    let (worktree, head) = (at.worktree, at.head.to_owned());
     // The close's tree: the judged head's, with these files, built in an index of our own.
     let index: PathBuf = ctx
         .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)
@@ -445,10 +491,6 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     )?;
     let tree = crate::git::run_with_index(worktree, &index, &["write-tree"])?;
     let _ = std::fs::remove_file(&index);
-    let message = format!(
-        "iced: deliver {}\n\nThe loop's close of the unit: status {}, evidence.md and verify.json.\n\nIced-Run: {}\nIced-Lane: {}\nIced-Step: deliver\n",
-        lane.unit, close.status, run.id, lane.id
-    );
     let mut args: Vec<String> = Vec::new();
     if crate::git::run(worktree, &["config", "user.email"]).is_err() {
         args.extend([
@@ -463,12 +505,18 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     if git(worktree, &["config", "--bool", "commit.gpgSign"]).is_ok_and(|v| v == "true") {
         args.push("-S".into());
     }
-    args.extend([tree, "-p".into(), head.clone(), "-m".into(), message]);
+    args.extend([
+        tree,
+        "-p".into(),
+        head.clone(),
+        "-m".into(),
+        message.to_owned(),
+    ]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let commit = git(worktree, &args)?;
     record_prepared(ctx, &run.id, &lane.id, &commit)?;
-    move_branch(worktree, &branch_ref, &commit, &head)?;
-    settle_worktree(worktree, &branch, &close_paths)?;
+    move_branch(worktree, at.branch_ref, &commit, &head)?;
+    settle_worktree(worktree, at.branch, at.close_paths)?;
     Ok(commit)
 }
 

@@ -37,7 +37,21 @@ pub fn judge(
     let judged = lane
         .outcome_as::<ReceiptOutcome>(&StepKey::Receipt)
         .unwrap_or_default();
-    let head = judged.head.clone();
+    // A review judges no change of the lane: its findings are about the range's end, and the
+    // head delivered on is the lane's own, as its worktree holds it (SPEC 20.14).
+    let judged = match &lane.review {
+        Some(_) => ReceiptOutcome {
+            head: lane_head(lane, "HEAD"),
+            tree: lane_head(lane, "HEAD^{tree}"),
+            ..judged
+        },
+        None => judged,
+    };
+    let head = lane
+        .review
+        .as_ref()
+        .map(|t| t.to.clone())
+        .or_else(|| judged.head.clone());
     let mut minted = Vec::new();
     let mut mint = |lane: &mut Lane, by: String, evidence: validate::Evidence| {
         let n = lane.findings.len() + 1;
@@ -93,6 +107,16 @@ pub fn judge(
     );
     let mv = crate::run::decide::after_judge(lane, view, &undecided);
     apply_move(ctx, &run_id, lane, mv)
+}
+
+/// `git rev-parse <rev>` in the lane's worktree.
+fn lane_head(lane: &Lane, rev: &str) -> Option<String> {
+    let worktree = lane.worktree.as_deref()?;
+    crate::git::run(
+        std::path::Path::new(worktree),
+        &["rev-parse", "--verify", rev],
+    )
+    .ok()
 }
 
 /// What no validator of the round could decide (SPEC 22.4), as the judge step recorded it.

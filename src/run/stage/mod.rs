@@ -9,5 +9,6 @@ pub mod judge;
 pub mod land;
 pub mod receipt;
 pub mod refute;
+pub mod review;
 pub mod validators;
 pub mod worktree;

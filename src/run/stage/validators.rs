@@ -78,11 +78,14 @@ pub(crate) fn remove_sandbox(root: &Path, path: &Path) {
 /// The validators of a unit: its lenses (`verify.lenses`, `auto` picked by tier and risk) and the
 /// configured reviewers.
 pub fn validators_for(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
-    if !ctx.settings.independent {
+    // A review is its reviewers, whatever `verify.independent` says (SPEC 20.14).
+    if !ctx.settings.independent && lane.review.is_none() {
         return Vec::new();
     }
     let mut names = match &ctx.settings.lenses {
         Some(list) => list.clone(),
+        // A review's `auto` is one `full` reviewer (SPEC 20.14).
+        None if lane.review.is_some() => vec!["full".into()],
         None => match crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced) {
             Ok(text) => validate::auto_lenses(&crate::unit::parse_unit(&text)),
             Err(_) => vec!["full".into()],
@@ -261,18 +264,23 @@ pub fn prepare(
         let moved = json!({"judged": head, "head": current, "commits": commits});
         return record_moved(ctx, snapshot, lane_id, keys, moved);
     }
+    let mut base = snapshot.base_of(lane).to_owned();
     let changed: Vec<String> = crate::git::run(
         &worktree,
-        &[
-            "diff",
-            "--name-only",
-            &format!("{}..{head}", snapshot.base_of(lane)),
-        ],
+        &["diff", "--name-only", &format!("{base}..{head}")],
     )
     .unwrap_or_default()
     .lines()
     .map(str::to_owned)
     .collect();
+    // A review's reviewers read its target: the range and the files it names (SPEC 20.14).
+    let (head, changed) = match &lane.review {
+        Some(t) => {
+            base.clone_from(&t.from);
+            (t.to.clone(), t.paths.clone())
+        }
+        None => (head, changed),
+    };
     let kept_report: Value =
         crate::run::kept::load_from(Some(&receipt), "report").unwrap_or(Value::Null);
     let report = json!({"summary": kept_report["summary"], "evidence": kept_report["evidence"]});
@@ -339,7 +347,7 @@ pub fn prepare(
             report: &report,
             commands: &receipt["commands"],
             changed_files: &changed,
-            base: snapshot.base_of(lane),
+            base: &base,
             head: &head,
             worktree: &path,
             output: &output,

@@ -38,6 +38,8 @@ mod case;
 mod checks;
 mod drain;
 mod escalation;
+mod memory;
+mod review;
 mod walks;
 
 pub(crate) use walks::Rng;

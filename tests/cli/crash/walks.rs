@@ -128,6 +128,11 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("land-after-restore", "crash/escalation.rs"),
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
+    // `iced memory draft`.
+    ("memory-after-record", "crash/memory.rs"),
+    ("memory-after-worktree", "crash/memory.rs"),
+    ("memory-after-launch", "crash/memory.rs"),
+    ("memory-after-remove", "crash/memory.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -210,6 +215,10 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "escalation-after-decision",
             "escalation-after-unit",
             "drain-between-units",
+            "memory-after-record",
+            "memory-after-worktree",
+            "memory-after-launch",
+            "memory-after-remove",
         ]
     );
 }

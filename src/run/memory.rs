@@ -1,0 +1,302 @@
+//! `iced memory draft` (SPEC 20.15): an agent in the `memory` role proposes the repository's
+//! memory files on a branch of their own, which the person merges. The loop checks the branch's
+//! change itself (only `.iced/memory/`), never merges it, and says how to.
+//!
+//! A draft in progress is `.iced/run/memory/draft.json`: a call killed at any point is taken up by
+//! the next `iced memory draft`, which adopts the worktree and the agent's launch (its supervisor
+//! registers by creating the launch folder's `registered` file, at most once), so no memory agent
+//! runs twice for one draft.
+
+use crate::refusal::{io_error, Refusal};
+use crate::run::ctx::Ctx;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where a memory draft may write.
+pub const MEMORY_DIR: &str = ".iced/memory/";
+
+/// A draft in progress, as `draft.json` keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Draft {
+    stamp: String,
+    base: String,
+    branch: String,
+    worktree: PathBuf,
+    nonce: String,
+}
+
+/// What a draft left for the person.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drafted {
+    pub branch: String,
+    pub base: String,
+    pub files: Vec<String>,
+    pub land: &'static str,
+    /// The command that merges it.
+    pub merge: String,
+    /// The command that shows it first.
+    pub diff: String,
+}
+
+fn folder(ctx: &Ctx<'_>) -> PathBuf {
+    ctx.paths.dir.join("memory")
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    crate::git::run(dir, args)
+}
+
+/// The memory files a draft proposes: `memory.product` and `memory.knowledge` of the config.
+fn memory_files(ctx: &Ctx<'_>) -> Vec<String> {
+    let raw = &ctx.config.raw;
+    let mut files: Vec<String> = raw
+        .pointer("/memory/product")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    for k in raw
+        .pointer("/memory/knowledge")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+    {
+        files.push(k.to_owned());
+    }
+    files
+}
+
+/// The agent's prompt: the files it may write, what each is for, their text now, and the rule.
+fn prompt(ctx: &Ctx<'_>, files: &[String]) -> String {
+    let mut out = String::from(
+        "# Draft the repository's memory\n\nRead this repository and write its memory files: what the product is and must do, and the conventions and standards its code keeps. Change only files under `.iced/memory/`, and commit your work on the current branch: the loop refuses a draft that changes anything else, and the person merges it.\n\n## The files\n\n",
+    );
+    for f in files {
+        let what = if f.ends_with("product.md") {
+            "what the product is and must do"
+        } else {
+            "conventions and standards"
+        };
+        out.push_str(&format!("### `{f}` ({what})\n\n"));
+        let text = crate::repo::read_text(&ctx.repo.root.join(f)).unwrap_or_default();
+        let text: String = text.chars().take(64 * 1024).collect();
+        out.push_str(&format!("```markdown\n{}\n```\n\n", text.trim_end()));
+    }
+    out
+}
+
+fn refuse_io(ctx: &Ctx<'_>, what: impl std::fmt::Display) -> Refusal {
+    io_error(ctx.verb, what.to_string())
+}
+
+/// Draft the memory files (SPEC 20.15), or take up the draft a killed call left.
+pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
+    crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+    let Some(runner) = ctx.settings.memory.clone() else {
+        return Err(ctx.refuse(
+            "memory-needs-runner",
+            "no runner for the memory role: neither `roles.memory.runner` nor `roles.implementer.runner` is set",
+            "name a runner in `roles.memory.runner` (or `roles.implementer.runner`) in `.iced/config.json`, then `iced trust`",
+        ));
+    };
+    let root = ctx.repo.root.clone();
+    let dir = folder(ctx);
+    let record = dir.join("draft.json");
+    let draft: Draft = match crate::store::read_limited(&record, 64 * 1024) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| refuse_io(ctx, format!("`{}`: {e}", record.display())))?,
+        Err(_) => {
+            let base =
+                git(&root, &["rev-parse", "--verify", "HEAD"]).map_err(|e| refuse_io(ctx, e))?;
+            let stamp = crate::clock::now().format("%Y%m%dT%H%M%S").to_string();
+            let draft = Draft {
+                branch: format!("iced/memory/{stamp}"),
+                worktree: ctx.worktree_path(&format!("memory-{stamp}")),
+                nonce: crate::run::step_record::new_nonce(),
+                stamp,
+                base,
+            };
+            crate::run::state::ensure_dir(&dir, ctx.verb)?;
+            let bytes = serde_json::to_vec_pretty(&draft).expect("serialises");
+            crate::store::write_atomic(&record, &bytes, 0o600)
+                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+            crate::failpoint::hit("memory-after-record");
+            draft
+        }
+    };
+    crate::run::stage::worktree::add_worktree(ctx, &draft.worktree, &draft.branch, &draft.base)
+        .map_err(|e| refuse_io(ctx, format!("the memory draft's worktree: {e}")))?;
+    crate::failpoint::hit("memory-after-worktree");
+    let activity = dir.join(&draft.stamp);
+    run_agent(ctx, &runner, &draft, &activity)?;
+    check_and_leave(ctx, &draft, &record)
+}
+
+/// Start the memory agent once (a launch already made is adopted) and wait for it to end.
+fn run_agent(
+    ctx: &Ctx<'_>,
+    runner: &crate::run::settings::Runner,
+    draft: &Draft,
+    activity: &Path,
+) -> Result<(), Refusal> {
+    use crate::activity::Observation;
+    let launched = activity.join(crate::activity::files::SPEC).exists();
+    let never_ran = matches!(
+        crate::activity::observe(activity),
+        Observation::NotRegistered
+    ) && crate::run::launch::launch_stale(activity)
+        && !activity.join("registered").exists();
+    if !launched || never_ran {
+        crate::run::state::ensure_dir(activity, ctx.verb)?;
+        let prompt_path = activity.join("prompt.md");
+        crate::store::write_atomic(
+            &prompt_path,
+            prompt(ctx, &memory_files(ctx)).as_bytes(),
+            0o600,
+        )
+        .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+        let output = activity.join("output.md");
+        let values: Vec<(&str, String)> = vec![
+            ("prompt_file", prompt_path.display().to_string()),
+            ("output_file", output.display().to_string()),
+            ("worktree", draft.worktree.display().to_string()),
+            ("role", "memory".into()),
+            (
+                "model",
+                ctx.settings.memory_model.clone().unwrap_or_default(),
+            ),
+            ("effort", String::new()),
+            ("run", format!("memory-{}", draft.stamp)),
+            ("lane", "memory".into()),
+            ("attempt", "1".into()),
+        ];
+        let spec = crate::run::launch::agent_spec(
+            ctx,
+            runner,
+            &values,
+            crate::run::launch::AgentStart {
+                read_only: false,
+                nonce: &draft.nonce,
+                model: ctx.settings.memory_model.as_deref(),
+                effort: None,
+                prompt: &prompt_path,
+                cwd: draft.worktree.clone(),
+                gate: json!({"memory": activity}),
+                dir: activity,
+            },
+        )?;
+        crate::run::launch::launch(ctx, activity, &spec)?;
+        crate::failpoint::hit("memory-after-launch");
+    }
+    let mut wait = Duration::from_millis(50);
+    loop {
+        match crate::activity::observe(activity) {
+            Observation::Finished(_) => return Ok(()),
+            Observation::NotRegistered if crate::run::launch::launch_stale(activity) => {
+                return Err(refuse_io(
+                    ctx,
+                    "the memory agent's supervisor never started it",
+                ))
+            }
+            Observation::Gone => {
+                return Err(refuse_io(
+                    ctx,
+                    "the memory agent's supervisor ended without an outcome",
+                ))
+            }
+            _ => {}
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// The loop's own check of the branch (only `.iced/memory/` changed, something did), then the
+/// worktree removed and the branch left for the person.
+fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafted, Refusal> {
+    let root = &ctx.repo.root;
+    let head = git(
+        root,
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{}", draft.branch),
+        ],
+    )
+    .map_err(|e| refuse_io(ctx, e))?;
+    let files: Vec<String> = git(
+        root,
+        &[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            &format!("{}..{head}", draft.base),
+        ],
+    )
+    .map_err(|e| refuse_io(ctx, e))?
+    .lines()
+    .map(str::to_owned)
+    .collect();
+    // The draft is over whatever the check says: the worktree goes, the branch stays.
+    let _ = git(
+        root,
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            &draft.worktree.display().to_string(),
+        ],
+    );
+    crate::failpoint::hit("memory-after-remove");
+    let _ = std::fs::remove_file(record);
+    let outside: Vec<&String> = files
+        .iter()
+        .filter(|f| !f.starts_with(MEMORY_DIR))
+        .collect();
+    if !outside.is_empty() {
+        let named: Vec<String> = outside.iter().map(|f| format!("`{f}`")).collect();
+        return Err(ctx.refuse(
+            "memory-outside",
+            format!(
+                "the memory agent's branch `{}` changes {} outside `{MEMORY_DIR}`: it is not offered to merge",
+                draft.branch,
+                named.join(", ")
+            ),
+            format!(
+                "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
+                short(&draft.base),
+                draft.branch,
+                draft.branch
+            ),
+        ));
+    }
+    if files.is_empty() {
+        return Err(ctx.refuse(
+            "memory-empty",
+            format!(
+                "the memory agent committed nothing under `{MEMORY_DIR}` on `{}`",
+                draft.branch
+            ),
+            format!(
+                "delete the branch with `git branch -D {}`, and draft again",
+                draft.branch
+            ),
+        ));
+    }
+    Ok(Drafted {
+        merge: format!("git merge {}", draft.branch),
+        diff: format!("git diff {}..{}", short(&draft.base), draft.branch),
+        branch: draft.branch.clone(),
+        base: draft.base.clone(),
+        files,
+        land: "branch",
+    })
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
