@@ -35,6 +35,8 @@ pub struct DecideView {
     pub arm_auto: bool,
     /// `verify.refute`: blocking findings go to a refuter before a fix round.
     pub refute: bool,
+    /// `plan.rounds`: planning rounds at most (SPEC 20.12).
+    pub plan_rounds: u32,
 }
 
 /// Why a lane waits; the command line words it.
@@ -60,6 +62,10 @@ pub enum Waiting {
     PullRequestOpen,
     DodRunning,
     CheckingReceipt,
+    /// The planner or the reviewers of planning round `round` are working.
+    Planning {
+        round: u32,
+    },
 }
 
 impl Waiting {
@@ -175,6 +181,11 @@ pub enum Next {
     },
     FinishRefute {
         lane: String,
+    },
+    /// A planning move of a lane at stage `plan` (SPEC 20.12).
+    Plan {
+        lane: String,
+        next: plan::PlanNext,
     },
 }
 
@@ -407,6 +418,13 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
     let id = lane.id.clone();
     let crash_budget_left = lane.crashes < view.max_crash_retries;
     match lane.stage {
+        Stage::Plan => match plan::next(lane, view.plan_rounds) {
+            plan::PlanNext::Wait { round } => Next::Wait {
+                lane: id,
+                why: Waiting::Planning { round },
+            },
+            next => Next::Plan { lane: id, next },
+        },
         Stage::Brief => Next::RenderBrief { lane: id },
         Stage::Worktree => match lane.steps.iter().find(|r| r.step == StepKey::Worktree) {
             Some(r) if in_hand(r) => Next::Wait {
@@ -890,6 +908,8 @@ fn receipt(
 /// Where a lane goes once a step's result is in, and what a resume does to it.
 #[path = "decide_moves.rs"]
 pub mod moves;
+#[path = "decide_plan.rs"]
+pub mod plan;
 pub use moves::*;
 
 #[cfg(test)]

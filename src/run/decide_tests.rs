@@ -27,6 +27,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         land_mode: crate::run::settings::LandMode::None,
         arm_auto: false,
         refute: true,
+        plan_rounds: 2,
     }
 }
 

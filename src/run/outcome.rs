@@ -225,6 +225,8 @@ pub enum Outcome {
     Land(LandOutcome),
     /// A person resumed a landing round.
     Resume,
+    /// A step of planning (SPEC 20.12), as recorded.
+    Plan(Value),
 }
 
 impl Outcome {
@@ -253,6 +255,9 @@ impl Outcome {
             | StepKey::PrArm
             | StepKey::Retire => Outcome::Land(read(value)?),
             StepKey::Resume(_) => Outcome::Resume,
+            StepKey::Plan(_) | StepKey::PlanReview { .. } | StepKey::PlanDecide => {
+                Outcome::Plan(value.clone())
+            }
         })
     }
 }

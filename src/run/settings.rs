@@ -153,6 +153,13 @@ pub struct Settings {
     /// `verify.effort`: the level of a validator whose model has no `:level`.
     pub verify_effort: Option<String>,
     pub distinct_model: bool,
+    /// The planner and the plan reviewers of `build --auto-plan` (SPEC 20.12), and how many
+    /// planning rounds a run may take (`plan.rounds`).
+    pub planner: Option<Runner>,
+    pub planner_model: Option<String>,
+    pub plan_reviewer: Option<Runner>,
+    pub plan_reviewer_model: Option<String>,
+    pub plan_rounds: u32,
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
     pub land: Landing,
@@ -336,6 +343,22 @@ impl Settings {
         let (implementer, implementer_model) =
             role(&runners, &roles, "implementer", timeout, step)?;
         let (validator, validator_model) = role(&runners, &roles, "validator", timeout, step)?;
+        let (planner, planner_model) = role(&runners, &roles, "planner", timeout, step)?;
+        let (plan_reviewer, plan_reviewer_model) =
+            role(&runners, &roles, "planReviewer", timeout, step)?;
+        // The reviewers default to the validators' runner, then to the planner's (SPEC 20.12).
+        let (plan_reviewer, plan_reviewer_model) = match plan_reviewer {
+            Some(r) => (Some(r), plan_reviewer_model),
+            None if validator.is_some() => (validator.clone(), validator_model.clone()),
+            None => (planner.clone(), planner_model.clone()),
+        };
+        let plan_rounds = match at("/plan/rounds") {
+            None | Some(Value::Null) => 2,
+            Some(v) => match v.as_u64().filter(|n| (1..=5).contains(n)) {
+                Some(n) => n as u32,
+                None => return Err(invalid(step, "plan.rounds", "must be an integer 1 to 5")),
+            },
+        };
         let distinct_model = match roles.pointer("/validator/distinct_model") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -422,6 +445,11 @@ impl Settings {
             verify_models,
             verify_effort,
             distinct_model,
+            planner,
+            planner_model,
+            plan_reviewer,
+            plan_reviewer_model,
+            plan_rounds,
             max_mutations: 2,
             land,
             pace: pace_with(config, &super::pace::Flags::default(), step)?,

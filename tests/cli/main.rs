@@ -5,6 +5,7 @@ mod skip;
 mod snap;
 
 mod authoring;
+mod auto_plan;
 mod bad_input;
 mod claims;
 mod compat;

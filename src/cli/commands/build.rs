@@ -23,6 +23,10 @@ pub struct BuildArgs {
     /// Return once the current activity is launched instead of driving the run to its end.
     #[arg(long)]
     pub no_wait: bool,
+    /// Plan first (SPEC 20.12): `<id>` is a draft, or a one-line request (it holds a space) that
+    /// becomes one; a planner drafts it, two reviewers review it, and the loop decides.
+    #[arg(long)]
+    pub auto_plan: bool,
     #[command(flatten)]
     pub pace: PaceArgs,
 }
@@ -57,13 +61,17 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         .session
         .or_else(|| std::env::var("ICED_SESSION").ok())
         .filter(|s| !s.is_empty());
-    let admitted = drive::start(
-        &mut ctx,
-        &args.id,
-        session.as_deref(),
-        &args.pace.flags(),
-        args.pace.repace,
-    )?;
+    let admitted = if args.auto_plan {
+        drive::start_planning(&mut ctx, &args.id, session.as_deref(), &args.pace.flags())?
+    } else {
+        drive::start(
+            &mut ctx,
+            &args.id,
+            session.as_deref(),
+            &args.pace.flags(),
+            args.pace.repace,
+        )?
+    };
     // Ctrl-C stops this driver only: say that the agents go on, and what picks the run up.
     crate::cli::interrupt::on_interrupt(&crate::text::for_terminal(&format!(
         "interrupted: this `iced build` stops here, run {run} does not: its running agents keep running. `iced build {id}` picks it up again; `iced run show {run}` shows where it is.",

@@ -17,10 +17,13 @@ use std::str::FromStr;
 
 /// Check that a unit may be built and create its run, or find the live run to resume. Every check
 /// runs before anything is written; each failure is its own refusal.
+/// With `plan` (`build --auto-plan`, SPEC 20.12) the unit is a draft and the run starts at stage
+/// `plan`.
 pub fn admit(
     ctx: &Ctx<'_>,
     reference: &str,
     session: Option<&str>,
+    plan: bool,
 ) -> Result<(String, bool), Refusal> {
     let step = ctx.verb;
     let repo = ctx.repo;
@@ -55,8 +58,19 @@ pub fn admit(
         ));
     }
     let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
-    let unit = check_unit(ctx, &state, &id, &numbers)?;
-    let plan = if unit.parsed.frontmatter.str("type") == Some("project") {
+    let planning = plan;
+    let unit = if planning {
+        check_draft(ctx, &id)?
+    } else {
+        check_unit(ctx, &state, &id, &numbers)?
+    };
+    let plan = if planning {
+        // Its dependencies are a ground of the loop's approval, not a check here (SPEC 20.12).
+        ProjectPlan {
+            lanes: vec![(id.clone(), Vec::new())],
+            skipped: Vec::new(),
+        }
+    } else if unit.parsed.frontmatter.str("type") == Some("project") {
         plan_project(ctx, &state, &id, &numbers)?
     } else {
         // A unit built alone waits for nothing: what it `depends:` on must be delivered already.
@@ -99,9 +113,14 @@ pub fn admit(
             }
         }
     }
-    for runner in [&ctx.settings.implementer, &ctx.settings.validator]
-        .into_iter()
-        .flatten()
+    for runner in [
+        &ctx.settings.implementer,
+        &ctx.settings.validator,
+        &ctx.settings.planner,
+        &ctx.settings.plan_reviewer,
+    ]
+    .into_iter()
+    .flatten()
     {
         let program = &runner.argv[0];
         if find_program(program, std::env::var_os("PATH").as_deref()).is_none() {
@@ -170,7 +189,7 @@ pub fn admit(
             .map(|(unit, depends)| Lane {
                 id: unit.clone(),
                 unit: unit.clone(),
-                stage: Stage::Brief,
+                stage: if planning { Stage::Plan } else { Stage::Brief },
                 attempt: 1,
                 crashes: 0,
                 worktree: None,
@@ -243,6 +262,21 @@ pub fn admit(
         }
         Err(existing) => Ok((existing, true)),
     }
+}
+
+/// The unit `--auto-plan <id>` plans: a draft, not held (SPEC 20.12).
+fn check_draft(ctx: &Ctx<'_>, id: &str) -> Result<crate::repo::UnitFile, Refusal> {
+    let unit = ctx.repo.read_unit(id, ctx.verb)?;
+    let status = unit.parsed.frontmatter.str("status").unwrap_or("no status");
+    if status != "draft" {
+        return Err(ctx.refuse(
+            "plan-not-draft",
+            format!("`{id}` is {status}; only a draft is planned"),
+            format!("`iced build {id}` builds an approved unit; `iced status {id}` shows where it stands"),
+        ));
+    }
+    crate::record::refuse_if_held(&unit, ctx.verb)?;
+    Ok(unit)
 }
 
 /// Why a unit is built again: a `building` unit with no live run is one a person rejected at
