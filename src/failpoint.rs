@@ -66,4 +66,10 @@ pub const ALL: &[&str] = &[
     "supervisor-after-gate",
     "supervisor-after-spawn",
     "supervisor-before-outcome",
+    "plan-launch-after-record",
+    "plan-launch-after-spawn",
+    "plan-check-before-record",
+    "plan-decide-after-write",
+    "plan-decide-after-approve",
+    "plan-decide-after-commit",
 ];

@@ -12,6 +12,7 @@ mod compat;
 mod config_keys;
 mod crash;
 mod crash_chained;
+mod crash_plan;
 mod examples;
 mod goal_coverage;
 mod guard;

@@ -121,6 +121,13 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("supervisor-after-gate", "supervisor_kill.rs"),
     ("supervisor-after-spawn", "supervisor_kill.rs"),
     ("supervisor-before-outcome", "supervisor_kill.rs"),
+    // `iced build --auto-plan`'s planning steps (SPEC 20.12).
+    ("plan-launch-after-record", "crash_plan.rs"),
+    ("plan-launch-after-spawn", "crash_plan.rs"),
+    ("plan-check-before-record", "crash_plan.rs"),
+    ("plan-decide-after-write", "crash_plan.rs"),
+    ("plan-decide-after-approve", "crash_plan.rs"),
+    ("plan-decide-after-commit", "crash_plan.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -199,6 +206,12 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "supervisor-after-gate",
             "supervisor-after-spawn",
             "supervisor-before-outcome",
+            "plan-launch-after-record",
+            "plan-launch-after-spawn",
+            "plan-check-before-record",
+            "plan-decide-after-write",
+            "plan-decide-after-approve",
+            "plan-decide-after-commit",
         ]
     );
 }
