@@ -394,22 +394,9 @@ pub(crate) struct ProjectPlan {
     skipped: Vec<Value>,
 }
 
-/// The `depends:` entries of a unit: ids or numbers, by commas or spaces, `[a, b]` read the same.
+/// The `depends:` entries of a unit (`unit::parse::depends`).
 pub(crate) fn depends_of(unit: &crate::repo::UnitFile) -> Vec<String> {
-    use crate::unit::frontmatter::Scalar;
-    // `depends: 3` is read as a number by the frontmatter; it names unit 3 all the same.
-    let text = match unit.parsed.frontmatter.get("depends") {
-        Some(Scalar::Str(s)) => s.clone(),
-        Some(Scalar::Int(n)) => n.to_string(),
-        _ => String::new(),
-    };
-    text.trim()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
+    crate::unit::parse::depends(&unit.parsed)
 }
 
 /// The lanes of a project run (SPEC 23.6): every approved, unheld unit below the project that is

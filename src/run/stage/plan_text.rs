@@ -144,7 +144,7 @@ pub fn grounds(
         config.max_autonomy,
     );
     let questions = unit.parsed.questions.len();
-    let depends = crate::run::stage::admit::depends_of(unit).len();
+    let depends = crate::unit::parse::depends(&unit.parsed).len();
     let mut g = Vec::new();
     for (lens, ok) in answered {
         g.push(Ground {
