@@ -423,6 +423,17 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
                 lane: id,
                 why: Waiting::Planning { round },
             },
+            // Planning's agents keep the pace and the ceiling as every agent does (SPEC 20.9).
+            plan::PlanNext::Launch(keys) => match launch_waits(view) {
+                Some(why) => Next::Wait { lane: id, why },
+                None => {
+                    let room = view.pace_agents.saturating_sub(view.agents_alive).max(1);
+                    Next::Plan {
+                        lane: id,
+                        next: plan::PlanNext::Launch(keys.into_iter().take(room).collect()),
+                    }
+                }
+            },
             next => Next::Plan { lane: id, next },
         },
         Stage::Brief => Next::RenderBrief { lane: id },

@@ -21,6 +21,8 @@ use std::path::Path;
 /// A run `iced build` drives: the one it admitted, or the one it resumed.
 pub struct Admitted {
     pub run: String,
+    /// The unit's id (`--auto-plan "<line>"` made it).
+    pub unit: String,
     pub resumed: bool,
 }
 
@@ -49,7 +51,11 @@ pub fn start(
             control::set_paused(ctx, &run, false)?;
         }
     }
-    Ok(Admitted { run, resumed })
+    Ok(Admitted {
+        run,
+        unit: unit.to_owned(),
+        resumed,
+    })
 }
 
 /// `build --auto-plan` (SPEC 20.12): plan the unit `what` names, or a new draft made from the
@@ -88,7 +94,11 @@ pub fn start_planning(
         what.to_owned()
     };
     let (run, resumed) = admit::admit(ctx, &id, session, true)?;
-    Ok(Admitted { run, resumed })
+    Ok(Admitted {
+        run,
+        unit: id,
+        resumed,
+    })
 }
 
 /// Step `run` until nothing more happens without someone else (or, with `no_wait`, until it waits

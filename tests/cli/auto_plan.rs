@@ -349,3 +349,41 @@ fn glob_one(env: &TestEnv, tail: &str) -> Option<std::path::PathBuf> {
     }
     walk(&env.path(".iced/run"), tail)
 }
+
+#[test]
+fn planning_keeps_the_agent_ceiling() {
+    let env = planning(
+        &script(&[
+            "role planner",
+            "draft-body {planned}",
+            "role plan-reviewer",
+            "sleep 0.3",
+            PASS,
+            IMPLEMENTER,
+        ]),
+        3,
+    );
+    let out = env.iced_json(&[
+        "build",
+        "--auto-plan",
+        "session timeout for idle users",
+        "--pace-agents",
+        "1",
+    ]);
+    assert_eq!(last_line(&out)["status"], "delivered", "{out:#?}");
+    // The events say at most one agent was alive at any time: the reviewers took turns.
+    let mut alive: i64 = 0;
+    let mut most = 0;
+    for line in env.read(".iced/run/events.jsonl").lines() {
+        let e: Value = serde_json::from_str(line).expect("an event is JSON");
+        match e["event"].as_str() {
+            Some("agent_start") => alive += 1,
+            Some("agent_end") => alive -= 1,
+            _ => {}
+        }
+        most = most.max(alive);
+    }
+    assert_eq!(most, 1, "agents alive at once");
+    assert_eq!(starts(&env, "plan-reviewer", "design"), 1);
+    assert_eq!(starts(&env, "plan-reviewer", "record"), 1);
+}

@@ -76,7 +76,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
     crate::cli::interrupt::on_interrupt(&crate::text::for_terminal(&format!(
         "interrupted: this `iced build` stops here, run {run} does not: its running agents keep running. `iced build {id}` picks it up again; `iced run show {run}` shows where it is.",
         run = admitted.run,
-        id = args.id,
+        id = admitted.unit,
     )));
     let live = std::io::stderr().is_terminal() && !json;
     let say = |line: &str| {
