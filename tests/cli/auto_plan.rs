@@ -187,6 +187,12 @@ fn at_autonomy_1_the_plan_waits_for_a_person() {
         "plan_decision_autonomy_1",
         env.read(&format!("intent/{id}/plan-decision.md"))
     );
+    // What `run show` says of a run that planned and waits for a person.
+    assert_read!(
+        &env,
+        "run_show_planned",
+        crate::snap::both(&env, &["run", "show"])
+    );
     // The person's remedy works: approve, commit, build.
     env.iced_json(&["approve", &id, "--yes"]).ok();
     env.commit_all("approve");
