@@ -187,11 +187,12 @@ fn at_autonomy_1_the_plan_waits_for_a_person() {
         "plan_decision_autonomy_1",
         env.read(&format!("intent/{id}/plan-decision.md"))
     );
-    // What `run show` says of a run that planned and waits for a person.
+    // What `run show --json` says of a run that planned and waits for a person (its text cuts
+    // each outcome at a width, which the filtered durations would move).
     assert_read!(
         &env,
         "run_show_planned",
-        crate::snap::both(&env, &["run", "show"])
+        crate::snap::json(&env, &["run", "show"])
     );
     // The person's remedy works: approve, commit, build.
     env.iced_json(&["approve", &id, "--yes"]).ok();
@@ -392,4 +393,34 @@ fn planning_keeps_the_agent_ceiling() {
     assert_eq!(most, 1, "agents alive at once");
     assert_eq!(starts(&env, "plan-reviewer", "design"), 1);
     assert_eq!(starts(&env, "plan-reviewer", "record"), 1);
+}
+
+#[test]
+fn a_reviewer_that_writes_has_no_answer() {
+    let env = planning(
+        &script(&[
+            "role planner",
+            "draft-body {planned}",
+            "role plan-reviewer",
+            "lens design",
+            "write src/notes.txt the reviewer was here",
+            "lens *",
+            PASS,
+        ]),
+        3,
+    );
+    env.patch_config(&json!({"plan": {"rounds": 1}}));
+    env.commit_all("one round");
+    let (last, id) = auto_plan(&env, "session timeout for idle users", 4);
+    assert_eq!(last["status"], "handback", "{last}");
+    let record = env.read(&format!("intent/{id}/plan-decision.md"));
+    assert!(
+        record.contains("- Round 1 design: no usable answer (the reviewer changed the checkout; a reviewer only reads)"),
+        "{record}"
+    );
+    assert!(
+        record.contains("- [ ] the design reviewer of the last round answered"),
+        "{record}"
+    );
+    assert!(env.read(&unit_file(&id)).contains("status: draft"));
 }

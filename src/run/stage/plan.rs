@@ -309,7 +309,12 @@ pub(crate) fn check(
         }
         StepKey::PlanReview { round, .. } => {
             let draft = draft_of(ctx, &snapshot.id, lane, *round)?;
+            let before = std::fs::read_to_string(dir.join("before.txt")).unwrap_or_default();
             let parsed = read().and_then(|text| {
+                // A reviewer only reads: one that changed the checkout has no answer.
+                if plan_text::checkout_fingerprint(&ctx.repo.root)? != before {
+                    return Err("the reviewer changed the checkout; a reviewer only reads".into());
+                }
                 validate::parse_answer(&text, &crate::run::answer::known_ids(ctx, &draft))
                     .map_err(|p| format!("{}: {}", p.code, p.message))
             });
