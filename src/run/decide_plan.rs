@@ -148,3 +148,94 @@ pub fn after_decide(outcome: Option<&Value>) -> LaneMove {
             .to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A plan lane holding `steps` (each `(key, status, outcome)`) and `findings`.
+    fn lane(steps: &[(&str, &str, Value)], findings: Value) -> Lane {
+        let steps: Vec<Value> = steps
+            .iter()
+            .map(|(key, status, outcome)| {
+                json!({"step": key, "attempt": 1, "status": status, "started_at": "t", "ended_at": null,
+                       "inputs": null, "nonce": "n", "pid": null, "pid_start": null, "outcome": outcome})
+            })
+            .collect();
+        serde_json::from_value(
+            json!({"id": "u", "unit": "u", "stage": "plan", "attempt": 1,
+            "crashes": 0, "worktree": null, "branch": null, "reason": null, "steps": steps,
+            "findings": findings}),
+        )
+        .expect("a lane")
+    }
+
+    fn checked() -> Value {
+        json!({"exit_code": 0, "checked": true})
+    }
+
+    #[test]
+    fn planning_moves_row_by_row() {
+        let review = |lens: &str, round: u32| StepKey::PlanReview {
+            lens: lens.into(),
+            round,
+        };
+        assert_eq!(
+            next(&lane(&[], json!([])), 2),
+            PlanNext::Launch(vec![StepKey::Plan(1)])
+        );
+        // A planner that never registered starts again; one that ran and vanished never does.
+        let never = json!({"crashed": true, "registered": false});
+        assert_eq!(
+            next(&lane(&[("plan-1", "failed", never)], json!([])), 2),
+            PlanNext::Launch(vec![StepKey::Plan(1)])
+        );
+        let ran = json!({"crashed": true, "registered": true});
+        assert!(matches!(
+            next(&lane(&[("plan-1", "failed", ran)], json!([])), 2),
+            PlanNext::Move(LaneMove::Handback { .. })
+        ));
+        // Its outcome is in: checked first, then its reviewers start, or a refusal hands back.
+        assert_eq!(
+            next(
+                &lane(&[("plan-1", "done", json!({"exit_code": 0}))], json!([])),
+                2
+            ),
+            PlanNext::Check(StepKey::Plan(1))
+        );
+        assert_eq!(
+            next(&lane(&[("plan-1", "done", checked())], json!([])), 2),
+            PlanNext::Launch(vec![review("design", 1), review("record", 1)])
+        );
+        let refused = json!({"exit_code": 0, "checked": true, "refused": "no"});
+        assert_eq!(
+            next(&lane(&[("plan-1", "done", refused)], json!([])), 2),
+            PlanNext::Move(LaneMove::Handback {
+                reason: "plan-draft-refused: no".into()
+            })
+        );
+        // Both reviews in: an open finding starts round 2, unless the rounds are spent.
+        let reviewed = [
+            ("plan-1", "done", checked()),
+            ("planreview-design-1", "done", checked()),
+            ("planreview-record-1", "done", checked()),
+        ];
+        let open = json!([{"id": "u-P1", "by": "record", "round": 1, "status": "open",
+            "evidence": {"file_path": "f", "criterion_ref": "G2", "finding_category": "test-coverage",
+            "severity": "S2-major", "summary": "s", "failure_scenario": {"inputs": "i", "expected": "e", "actual": "a"}}}]);
+        assert_eq!(
+            next(&lane(&reviewed, open.clone()), 2),
+            PlanNext::Launch(vec![StepKey::Plan(2)])
+        );
+        assert_eq!(next(&lane(&reviewed, open), 1), PlanNext::Decide);
+        assert_eq!(next(&lane(&reviewed, json!([])), 2), PlanNext::Decide);
+        // The decision made: approved goes on to the brief, otherwise handed back.
+        let mut decided = reviewed.to_vec();
+        decided.push(("plan-decide", "done", json!({"approved": true})));
+        assert_eq!(
+            next(&lane(&decided, json!([])), 2),
+            PlanNext::Move(LaneMove::To(Stage::Brief))
+        );
+    }
+}
