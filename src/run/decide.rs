@@ -418,24 +418,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
     let id = lane.id.clone();
     let crash_budget_left = lane.crashes < view.max_crash_retries;
     match lane.stage {
-        Stage::Plan => match plan::next(lane, view.plan_rounds) {
-            plan::PlanNext::Wait { round } => Next::Wait {
-                lane: id,
-                why: Waiting::Planning { round },
-            },
-            // Planning's agents keep the pace and the ceiling as every agent does (SPEC 20.9).
-            plan::PlanNext::Launch(keys) => match launch_waits(view) {
-                Some(why) => Next::Wait { lane: id, why },
-                None => {
-                    let room = view.pace_agents.saturating_sub(view.agents_alive).max(1);
-                    Next::Plan {
-                        lane: id,
-                        next: plan::PlanNext::Launch(keys.into_iter().take(room).collect()),
-                    }
-                }
-            },
-            next => Next::Plan { lane: id, next },
-        },
+        Stage::Plan => plan::lane_next(lane, view),
         Stage::Brief => Next::RenderBrief { lane: id },
         Stage::Worktree => match lane.steps.iter().find(|r| r.step == StepKey::Worktree) {
             Some(r) if in_hand(r) => Next::Wait {

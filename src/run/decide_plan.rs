@@ -134,6 +134,30 @@ pub fn next(lane: &Lane, rounds: u32) -> PlanNext {
     }
 }
 
+/// The move of a lane at stage `plan`, as `decide` gives it: a wait, or a planning move whose
+/// launches keep the pace and the ceiling as every agent does (SPEC 20.9).
+pub fn lane_next(lane: &Lane, view: &crate::run::decide::DecideView) -> crate::run::decide::Next {
+    use crate::run::decide::{Next, Waiting};
+    let id = lane.id.clone();
+    match next(lane, view.plan_rounds) {
+        PlanNext::Wait { round } => Next::Wait {
+            lane: id,
+            why: Waiting::Planning { round },
+        },
+        PlanNext::Launch(keys) => match super::launch_waits(view) {
+            Some(why) => Next::Wait { lane: id, why },
+            None => {
+                let room = view.pace_agents.saturating_sub(view.agents_alive).max(1);
+                Next::Plan {
+                    lane: id,
+                    next: PlanNext::Launch(keys.into_iter().take(room).collect()),
+                }
+            }
+        },
+        next => Next::Plan { lane: id, next },
+    }
+}
+
 /// Where the lane goes once the loop decided: approved, on to its brief in the same run;
 /// otherwise handed back, awaiting a person's approval.
 pub fn after_decide(outcome: Option<&Value>) -> LaneMove {
