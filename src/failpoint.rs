@@ -74,4 +74,10 @@ pub const ALL: &[&str] = &[
     "memory-after-worktree",
     "memory-after-launch",
     "memory-after-remove",
+    "plan-launch-after-record",
+    "plan-launch-after-spawn",
+    "plan-check-before-record",
+    "plan-decide-after-write",
+    "plan-decide-after-approve",
+    "plan-decide-after-commit",
 ];

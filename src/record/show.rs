@@ -168,6 +168,8 @@ pub fn run_overlays(repo: &Repo) -> BTreeMap<String, RunOverlay> {
         .flat_map(|r| {
             let overlay = |lane: &crate::run::state::Lane| {
                 let unit_status = match lane.stage {
+                    // Planning: the unit is still the draft its file says it is.
+                    LaneStage::Plan => "draft",
                     LaneStage::Brief
                     | LaneStage::Worktree
                     | LaneStage::Implement

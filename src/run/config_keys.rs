@@ -7,7 +7,13 @@ use crate::runner::Kind;
 use serde_json::Value;
 
 /// The roles a config may name, and the fields of each.
-pub const ROLES: &[&str] = &["implementer", "validator", "memory"];
+pub const ROLES: &[&str] = &[
+    "implementer",
+    "validator",
+    "memory",
+    "planner",
+    "planReviewer",
+];
 pub const IMPLEMENTER_FIELDS: &[&str] = &["runner", "model"];
 pub const VALIDATOR_FIELDS: &[&str] = &["runner", "model", "distinct_model"];
 
@@ -53,7 +59,7 @@ pub fn unknown(step: &str, key: &str, word: &str, what: &str, known: &[&str]) ->
 pub fn check_roles(roles: &Value, step: &str) -> Result<(), Refusal> {
     for (name, role) in roles.as_object().into_iter().flatten() {
         let fields = match name.as_str() {
-            "implementer" | "memory" => IMPLEMENTER_FIELDS,
+            "implementer" | "memory" | "planner" | "planReviewer" => IMPLEMENTER_FIELDS,
             "validator" => VALIDATOR_FIELDS,
             _ => {
                 return Err(unknown(
@@ -206,7 +212,7 @@ mod tests {
             ),
             (
                 json!({"roles": {"tester": {}}}),
-                "`roles.tester` is not a role; the known ones are implementer, validator",
+                "`roles.tester` is not a role; the known ones are implementer, validator, planner, planReviewer",
             ),
             (
                 json!({"runners": {"r": {"kind": "claude", "progam": "claude"}}}),

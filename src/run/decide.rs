@@ -38,6 +38,8 @@ pub struct DecideView {
     /// The run's budget and what its agents have been charged so far (SPEC 20.12); `None`
     /// without a budget.
     pub budget: Option<Spend>,
+    /// `plan.rounds`: planning rounds at most (SPEC 20.16).
+    pub plan_rounds: u32,
 }
 
 /// A run's budget and its charge, as `decide` needs them (SPEC 20.12).
@@ -73,6 +75,10 @@ pub enum Waiting {
     PullRequestOpen,
     DodRunning,
     CheckingReceipt,
+    /// The planner or the reviewers of planning round `round` are working.
+    Planning {
+        round: u32,
+    },
 }
 
 impl Waiting {
@@ -193,6 +199,11 @@ pub enum Next {
     },
     FinishRefute {
         lane: String,
+    },
+    /// A planning move of a lane at stage `plan` (SPEC 20.16).
+    Plan {
+        lane: String,
+        next: plan::PlanNext,
     },
 }
 
@@ -425,6 +436,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
     let id = lane.id.clone();
     let crash_budget_left = lane.crashes < view.max_crash_retries;
     match lane.stage {
+        Stage::Plan => plan::lane_next(lane, view),
         Stage::Brief => Next::RenderBrief { lane: id },
         Stage::Worktree => match lane.steps.iter().find(|r| r.step == StepKey::Worktree) {
             Some(r) if in_hand(r) => Next::Wait {
@@ -952,6 +964,8 @@ fn receipt(
 /// Where a lane goes once a step's result is in, and what a resume does to it.
 #[path = "decide_moves.rs"]
 pub mod moves;
+#[path = "decide_plan.rs"]
+pub mod plan;
 pub use moves::*;
 
 #[cfg(test)]

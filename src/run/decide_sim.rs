@@ -317,6 +317,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
         Next::LandAgain { .. } => "LandAgain",
         Next::Judge { .. } => "Judge",
         Next::FinishRefute { .. } => "FinishRefute",
+        Next::Plan { .. } => "Plan",
     }
 }
 
@@ -735,7 +736,8 @@ fn lane_of_move(next: &Next) -> Option<&str> {
         | Next::Sync { lane, .. }
         | Next::LandAgain { lane }
         | Next::Judge { lane }
-        | Next::FinishRefute { lane } => Some(lane),
+        | Next::FinishRefute { lane }
+        | Next::Plan { lane, .. } => Some(lane),
     }
 }
 

@@ -18,6 +18,9 @@ impl Sim {
     pub(super) fn under_lock(&mut self, next: &Next, v: &DecideView) -> bool {
         match next {
             Next::Ended | Next::Paused | Next::Wait { .. } => false,
+            // The model admits runs at their brief: planning (SPEC 20.16) is walked by
+            // tests/cli/auto_plan.rs and tests/cli/crash_plan.rs.
+            Next::Plan { .. } => unreachable!("the model admits no planning run"),
             Next::RenderBrief { lane } => {
                 let l = self.lane_mut(lane);
                 let mut record = super::started_record(StepKey::Brief, l.attempt, None);

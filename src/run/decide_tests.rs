@@ -28,6 +28,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         arm_auto: false,
         refute: true,
         budget: None,
+        plan_rounds: 2,
     }
 }
 

@@ -21,6 +21,8 @@ use std::path::Path;
 /// A run `iced build` drives: the one it admitted, or the one it resumed.
 pub struct Admitted {
     pub run: String,
+    /// The unit's id (`--auto-plan "<line>"` made it).
+    pub unit: String,
     pub resumed: bool,
 }
 
@@ -38,7 +40,7 @@ pub fn start(
     // Before admit writes anything or a step starts anything (SPEC 24.10).
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
     ctx.set_pace_flags(flags)?;
-    let (run, resumed) = admit::admit(ctx, unit, session, picked)?;
+    let (run, resumed) = admit::admit(ctx, unit, session, picked, false)?;
     if resumed {
         control::check_pace(ctx, &run, repace)?;
         let state = State::load(&ctx.paths, ctx.verb)?;
@@ -50,7 +52,54 @@ pub fn start(
             control::set_paused(ctx, &run, false)?;
         }
     }
-    Ok(Admitted { run, resumed })
+    Ok(Admitted {
+        run,
+        unit: unit.to_owned(),
+        resumed,
+    })
+}
+
+/// `build --auto-plan` (SPEC 20.16): plan the unit `what` names, or a new draft made from the
+/// line `what` is (it holds whitespace), in a run that starts at stage `plan`; a live run of the
+/// unit is resumed as `start` resumes it.
+pub fn start_planning(
+    ctx: &mut Ctx<'_>,
+    what: &str,
+    session: Option<&str>,
+    flags: &Flags,
+) -> Result<Admitted, Refusal> {
+    crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+    ctx.set_pace_flags(flags)?;
+    if crate::git::head(&ctx.repo.root).is_none() {
+        return Err(ctx.refuse(
+            "not-a-git-repo",
+            format!("`{}` is not a git work tree with a commit at HEAD", ctx.repo.root.display()),
+            "the loop works on branches and worktrees: `git init`, commit the repository, then build again",
+        ));
+    }
+    if ctx.settings.planner.is_none() {
+        return Err(ctx.refuse(
+            "planner-missing",
+            "`--auto-plan` needs a planner, and `roles.planner.runner` names none",
+            "name a runner in `roles.planner.runner` of `.iced/config.json` (and `iced trust` it); planning is process-driven only",
+        ));
+    }
+    let id = if what.split_whitespace().nth(1).is_some() {
+        let request = crate::record::NewUnit {
+            line: what,
+            kind: None,
+            parent: None,
+        };
+        crate::record::new_unit(ctx.repo, request, ctx.verb)?.id
+    } else {
+        what.to_owned()
+    };
+    let (run, resumed) = admit::admit(ctx, &id, session, None, true)?;
+    Ok(Admitted {
+        run,
+        unit: id,
+        resumed,
+    })
 }
 
 /// Step `run` until nothing more happens without someone else (or, with `no_wait`, until it waits

@@ -40,6 +40,15 @@ pub enum StepKey {
     Retire,
     /// A person resumed landing round `n`.
     Resume(u32),
+    /// The planner of planning round `n` (SPEC 20.16).
+    Plan(u32),
+    /// A plan reviewer (`design` or `record`) of planning round `round`.
+    PlanReview {
+        lens: String,
+        round: u32,
+    },
+    /// The loop's decision on the plan: the decision record, the approval, the commit.
+    PlanDecide,
 }
 
 impl StepKey {
@@ -48,6 +57,8 @@ impl StepKey {
         match self {
             StepKey::Implement => "implementer",
             StepKey::Refute => "refuter",
+            StepKey::Plan(_) => "planner",
+            StepKey::PlanReview { .. } => "plan-reviewer",
             _ => "validator",
         }
     }
@@ -60,6 +71,11 @@ impl StepKey {
     /// A validator's step or the refuter's: an agent that reads.
     pub fn is_validator(&self) -> bool {
         matches!(self, StepKey::Validate(_) | StepKey::Refute)
+    }
+
+    /// A planner's or a plan reviewer's step: an agent of planning (SPEC 20.16).
+    pub fn is_plan_agent(&self) -> bool {
+        matches!(self, StepKey::Plan(_) | StepKey::PlanReview { .. })
     }
 
     /// A step of the landing (a hold no longer stops a lane once one is on record).
@@ -102,6 +118,9 @@ impl fmt::Display for StepKey {
             StepKey::PrArm => f.write_str("pr-arm"),
             StepKey::Retire => f.write_str("retire"),
             StepKey::Resume(r) => write!(f, "resume-{r}"),
+            StepKey::Plan(r) => write!(f, "plan-{r}"),
+            StepKey::PlanReview { lens, round } => write!(f, "planreview-{lens}-{round}"),
+            StepKey::PlanDecide => f.write_str("plan-decide"),
         }
     }
 }
@@ -159,6 +178,7 @@ impl FromStr for StepKey {
             "pr-open" => StepKey::PrOpen,
             "pr-arm" => StepKey::PrArm,
             "retire" => StepKey::Retire,
+            "plan-decide" => StepKey::PlanDecide,
             _ => {
                 if let Some(rest) = s.strip_prefix("dod-") {
                     match numbers(rest)?.as_slice() {
@@ -187,6 +207,17 @@ impl FromStr for StepKey {
                     StepKey::Land(round(r)?)
                 } else if let Some(r) = s.strip_prefix("resume-") {
                     StepKey::Resume(round(r)?)
+                } else if let Some(r) = s.strip_prefix("plan-") {
+                    StepKey::Plan(round(r)?)
+                } else if let Some(rest) = s.strip_prefix("planreview-") {
+                    let (lens, r) = rest.rsplit_once('-').ok_or_else(unknown)?;
+                    if lens.is_empty() {
+                        return Err(unknown());
+                    }
+                    StepKey::PlanReview {
+                        lens: lens.to_owned(),
+                        round: round(r)?,
+                    }
                 } else {
                     return Err(unknown());
                 }
@@ -239,6 +270,12 @@ mod tests {
             StepKey::PrArm,
             StepKey::Retire,
             StepKey::Resume(2),
+            StepKey::Plan(1),
+            StepKey::PlanReview {
+                lens: "design".into(),
+                round: 2,
+            },
+            StepKey::PlanDecide,
         ];
         let strings = [
             "brief",
@@ -261,6 +298,9 @@ mod tests {
             "pr-arm",
             "retire",
             "resume-2",
+            "plan-1",
+            "planreview-design-2",
+            "plan-decide",
         ];
         for (key, text) in keys.iter().zip(strings) {
             assert_eq!(key.to_string(), text);
@@ -274,6 +314,8 @@ mod tests {
             "land-",
             "validate-",
             "integrate-x",
+            "plan-x",
+            "planreview-2",
             "nope",
         ] {
             assert!(bad.parse::<StepKey>().is_err(), "{bad}");

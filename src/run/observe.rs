@@ -68,6 +68,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     .is_none_or(|o| o.get("finished").is_none());
             let is_activity = record.step == StepKey::Implement && run.driver == Driver::Process
                 || record.step.is_dod()
+                || record.step.is_plan_agent()
                 || validator_process;
             // A receipt whose own checks are recorded stays started until its commands are in: the
             // call that checked has ended as it should, and nothing is redone.
@@ -161,12 +162,12 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     }
                     finish(record, StepStatus::Done, summary.to_value());
                     let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
-                    if record.step == StepKey::Implement {
+                    if record.step == StepKey::Implement || record.step.is_plan_agent() {
                         emit(
                             &ctx.paths,
                             &run_id,
                             Event::AgentEnd,
-                            json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": short}),
+                            json!({"lane": lane_id, "attempt": attempt, "role": record.step.role(), "step": record.step, "outcome": short}),
                         );
                     }
                     emit(
@@ -190,8 +191,18 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     // Whatever the dead supervisor's child left running must not go on working
                     // in the worktree while the next attempt starts.
                     activity::kill_orphans(&dir);
-                    finish(record, StepStatus::Failed, json!({"crashed": true}));
-                    if record.step == StepKey::Implement || validator_process {
+                    // A planning agent whose supervisor never registered never ran, and may be
+                    // started; one that did is never started again (SPEC 20.16).
+                    let crashed = if record.step.is_plan_agent() {
+                        json!({"crashed": true, "registered": dir.join(activity::files::SUPERVISOR).exists()})
+                    } else {
+                        json!({"crashed": true})
+                    };
+                    finish(record, StepStatus::Failed, crashed);
+                    if record.step == StepKey::Implement
+                        || validator_process
+                        || record.step.is_plan_agent()
+                    {
                         emit(
                             &ctx.paths,
                             &run_id,

@@ -227,6 +227,8 @@ pub enum Outcome {
     Land(LandOutcome),
     /// A person resumed a landing round.
     Resume,
+    /// A step of planning (SPEC 20.16), as recorded.
+    Plan(Value),
 }
 
 impl Outcome {
@@ -255,6 +257,9 @@ impl Outcome {
             | StepKey::PrArm
             | StepKey::Retire => Outcome::Land(read(value)?),
             StepKey::Resume(_) => Outcome::Resume,
+            StepKey::Plan(_) | StepKey::PlanReview { .. } | StepKey::PlanDecide => {
+                Outcome::Plan(value.clone())
+            }
         })
     }
 }

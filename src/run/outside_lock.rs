@@ -56,6 +56,8 @@ pub(crate) enum Pending {
         lane: String,
         key: StepKey,
     },
+    /// A planning step (SPEC 20.16).
+    Plan(crate::run::stage::plan::PlanPending),
 }
 
 /// Phase 2: the side effect, outside the lock; then record its outcome if still current.
@@ -181,5 +183,13 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             super::stage::validators::check(ctx, snapshot, &lane, &key)
         }
         Pending::Deliver { lane } => super::stage::deliver::step(ctx, snapshot, &lane),
+        Pending::Plan(plan) => {
+            use crate::run::stage::plan::{self, PlanPending};
+            match plan {
+                PlanPending::Launch { lane, keys } => plan::launch(ctx, snapshot, &lane, keys),
+                PlanPending::Check { lane, key } => plan::check(ctx, snapshot, &lane, key),
+                PlanPending::Decide { lane } => plan::decide(ctx, snapshot, &lane),
+            }
+        }
     }
 }

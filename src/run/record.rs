@@ -180,12 +180,17 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
         let implementer =
             r.step == StepKey::Implement && run.driver == super::state::Driver::Process;
         let validator = r.step.is_validator() && s.validator.is_some();
-        if !(implementer || validator) || r.nonce.is_none() || started {
+        let planning = r.step.is_plan_agent();
+        if !(implementer || validator || planning) || r.nonce.is_none() || started {
             continue;
         }
         // A validator's model is the one `verify.model`'s rotation gave it (SPEC 11).
         let (runner, model) = if implementer {
             (&s.implementer, s.implementer_model.clone())
+        } else if let StepKey::Plan(_) = r.step {
+            (&s.planner, s.planner_model.clone())
+        } else if planning {
+            (&s.plan_reviewer, s.plan_reviewer_model.clone())
         } else {
             let name = r.step.validator_name().unwrap_or("");
             (&s.validator, s.validator_model_for(name).0)

@@ -158,6 +158,13 @@ pub struct Settings {
     /// `verify.effort`: the level of a validator whose model has no `:level`.
     pub verify_effort: Option<String>,
     pub distinct_model: bool,
+    /// The planner and the plan reviewers of `build --auto-plan` (SPEC 20.16), and how many
+    /// planning rounds a run may take (`plan.rounds`).
+    pub planner: Option<Runner>,
+    pub planner_model: Option<String>,
+    pub plan_reviewer: Option<Runner>,
+    pub plan_reviewer_model: Option<String>,
+    pub plan_rounds: u32,
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
     pub land: Landing,
@@ -342,6 +349,22 @@ impl Settings {
             role(&runners, &roles, "implementer", timeout, step)?;
         let (validator, validator_model) = role(&runners, &roles, "validator", timeout, step)?;
         let (memory, memory_model) = role(&runners, &roles, "memory", timeout, step)?;
+        let (planner, planner_model) = role(&runners, &roles, "planner", timeout, step)?;
+        let (plan_reviewer, plan_reviewer_model) =
+            role(&runners, &roles, "planReviewer", timeout, step)?;
+        // The reviewers default to the validators' runner, then to the planner's (SPEC 20.16).
+        let (plan_reviewer, plan_reviewer_model) = match plan_reviewer {
+            Some(r) => (Some(r), plan_reviewer_model),
+            None if validator.is_some() => (validator.clone(), validator_model.clone()),
+            None => (planner.clone(), planner_model.clone()),
+        };
+        let plan_rounds = match at("/plan/rounds") {
+            None | Some(Value::Null) => 2,
+            Some(v) => match v.as_u64().filter(|n| (1..=5).contains(n)) {
+                Some(n) => n as u32,
+                None => return Err(invalid(step, "plan.rounds", "must be an integer 1 to 5")),
+            },
+        };
         let distinct_model = match roles.pointer("/validator/distinct_model") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -431,6 +454,11 @@ impl Settings {
             verify_models,
             verify_effort,
             distinct_model,
+            planner,
+            planner_model,
+            plan_reviewer,
+            plan_reviewer_model,
+            plan_rounds,
             max_mutations: 2,
             land,
             pace: pace_with(config, &super::pace::Flags::default(), step)?,

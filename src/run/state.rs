@@ -125,6 +125,8 @@ fn is_zero(n: &u32) -> bool {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
+    /// Planning (SPEC 20.16): the unit is drafted and reviewed before its brief.
+    Plan,
     Brief,
     Worktree,
     Implement,
@@ -144,6 +146,7 @@ pub enum Stage {
 impl Stage {
     pub fn as_str(self) -> &'static str {
         match self {
+            Stage::Plan => "plan",
             Stage::Brief => "brief",
             Stage::Worktree => "worktree",
             Stage::Implement => "implement",

@@ -59,6 +59,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             unknown: b.unknown,
             unknown_cost_usd: b.unknown_cost_usd,
         }),
+        plan_rounds: ctx.settings.plan_rounds,
     }
 }
 
@@ -148,7 +149,14 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
             },
         )),
         Pending::Sync { lane, step } => Some((lane, step.to_string())),
+        Pending::Plan(crate::run::stage::plan::PlanPending::Decide { lane }) => {
+            Some((lane, StepKey::PlanDecide.to_string()))
+        }
+        Pending::Plan(crate::run::stage::plan::PlanPending::Launch { lane, keys }) => {
+            Some((lane, keys[0].0.to_string()))
+        }
         Pending::Report(_)
+        | Pending::Plan(_)
         | Pending::LaunchDod { .. }
         | Pending::LaunchValidators { .. }
         | Pending::CheckValidator { .. } => None,

@@ -63,6 +63,17 @@ pub enum Then {
         key: StepKey,
     },
     ToRefuter,
+    /// The loop checked what a planning agent wrote: a draft refused or an answer unusable says
+    /// why (SPEC 20.16).
+    PlanChecked {
+        step: StepKey,
+        refused: Option<String>,
+    },
+    /// The loop decided on the plan: approved (the build goes on in this run), or not.
+    PlanDecided {
+        approved: bool,
+        unit: String,
+    },
     ValidatorsPass,
     FixRound {
         attempt: u32,

@@ -399,6 +399,10 @@ pub(crate) fn apply(
                 step: step.clone(),
             }
         }
+        Next::Plan { lane, next } => match super::stage::plan::under_lock(ctx, run, lane, next)? {
+            Ok(pending) => Pending::Plan(pending),
+            Err(report) => Pending::Report(Box::new(report)),
+        },
         Next::LandAgain { lane } => {
             let l = run.lane_mut(lane).expect("lane");
             l.land_round += 1;

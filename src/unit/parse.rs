@@ -455,6 +455,23 @@ impl ParsedUnit {
     }
 }
 
+/// The `depends:` entries of a unit: ids or numbers, by commas or spaces, `[a, b]` read the same.
+pub fn depends(unit: &ParsedUnit) -> Vec<String> {
+    // `depends: 3` is read as a number by the frontmatter; it names unit 3 all the same.
+    let text = match unit.frontmatter.get("depends") {
+        Some(Scalar::Str(s)) => s.clone(),
+        Some(Scalar::Int(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    text.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

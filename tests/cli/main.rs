@@ -5,12 +5,14 @@ mod skip;
 mod snap;
 
 mod authoring;
+mod auto_plan;
 mod bad_input;
 mod claims;
 mod compat;
 mod config_keys;
 mod crash;
 mod crash_chained;
+mod crash_plan;
 mod escalation;
 mod examples;
 mod goal_coverage;

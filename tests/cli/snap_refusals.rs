@@ -51,6 +51,8 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("unit-uncommitted", In("snap_refusals")),
     ("unit-claimed", In("snap_refusals")),
     ("runner-missing", In("snap_refusals")),
+    ("planner-missing", In("auto_plan")),
+    ("plan-not-draft", In("auto_plan")),
     ("dod-program-missing", In("config_keys")),
     ("ceiling-full", In("snap_step")),
     // SPEC 20.x: run verbs, receipts, the state

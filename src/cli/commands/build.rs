@@ -23,6 +23,10 @@ pub struct BuildArgs {
     /// Return once the current activity is launched instead of driving the run to its end.
     #[arg(long)]
     pub no_wait: bool,
+    /// Plan first (SPEC 20.16): `<id>` is a draft, or a one-line request (it holds a space) that
+    /// becomes one; a planner drafts it, two reviewers review it, and the loop decides.
+    #[arg(long)]
+    pub auto_plan: bool,
     #[command(flatten)]
     pub pace: PaceArgs,
 }
@@ -85,19 +89,23 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         Some(p) => p["eligible"][0].as_str().unwrap_or_default().to_owned(),
         None => args.id.clone(),
     };
-    let admitted = drive::start(
-        &mut ctx,
-        &unit,
-        session.as_deref(),
-        &args.pace.flags(),
-        args.pace.repace,
-        picked.as_ref(),
-    )?;
+    let admitted = if args.auto_plan {
+        drive::start_planning(&mut ctx, &unit, session.as_deref(), &args.pace.flags())?
+    } else {
+        drive::start(
+            &mut ctx,
+            &unit,
+            session.as_deref(),
+            &args.pace.flags(),
+            args.pace.repace,
+            picked.as_ref(),
+        )?
+    };
     // Ctrl-C stops this driver only: say that the agents go on, and what picks the run up.
     crate::cli::interrupt::on_interrupt(&crate::text::for_terminal(&format!(
         "interrupted: this `iced build` stops here, run {run} does not: its running agents keep running. `iced build {id}` picks it up again; `iced run show {run}` shows where it is.",
         run = admitted.run,
-        id = unit,
+        id = admitted.unit,
     )));
     let live = std::io::stderr().is_terminal() && !json;
     say(&format!(

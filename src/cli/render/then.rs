@@ -54,6 +54,22 @@ pub fn words(then: &Then) -> String {
         }
         Then::Crashed { key } => format!("`{key}` crashed; it runs again: call again"),
         Then::ToRefuter => "blocking findings go to a refuter first; call again".into(),
+        Then::PlanChecked {
+            step,
+            refused: None,
+        } => format!("the loop checked what `{step}` wrote; call again"),
+        Then::PlanChecked {
+            step,
+            refused: Some(why),
+        } => format!("the loop did not take what `{step}` wrote: {why}; call again"),
+        Then::PlanDecided {
+            approved: true,
+            unit,
+        } => format!("the loop approved `{unit}` (intent/{unit}/plan-decision.md); its build goes on in this run"),
+        Then::PlanDecided {
+            approved: false,
+            unit,
+        } => format!("the loop did not approve `{unit}`: intent/{unit}/plan-decision.md says why; call again"),
         Then::ValidatorsPass => "the validators pass it; call again to deliver".into(),
         Then::FixRound { attempt } => format!("fix round: attempt {attempt} starts; call again"),
         Then::AllRefuted => "every blocking finding was refuted; call again to deliver".into(),
@@ -231,6 +247,9 @@ pub fn waiting(why: &Waiting) -> String {
         Waiting::PullRequestOpen => "the pull request is open".into(),
         Waiting::DodRunning => "the definition-of-done commands are running".into(),
         Waiting::CheckingReceipt => "another call is checking the receipt".into(),
+        Waiting::Planning { round } => {
+            format!("the planner or the plan reviewers of round {round} are working")
+        }
     }
 }
 

@@ -17,11 +17,14 @@ use std::str::FromStr;
 
 /// Check that a unit may be built and create its run, or find the live run to resume. Every check
 /// runs before anything is written; each failure is its own refusal.
+/// With `planning` (`build --auto-plan`, SPEC 20.16) the unit is a draft and the run starts at stage
+/// `plan`.
 pub fn admit(
     ctx: &Ctx<'_>,
     reference: &str,
     session: Option<&str>,
     picked: Option<&Value>,
+    planning: bool,
 ) -> Result<(String, bool), Refusal> {
     let step = ctx.verb;
     let repo = ctx.repo;
@@ -37,8 +40,19 @@ pub fn admit(
     if let Some(run) = state.live_run_of(&id) {
         return Ok((run.id.clone(), true));
     }
-    let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
-    let plan = plan(ctx, &state, &id, &numbers)?;
+    let plan = if planning {
+        // A draft: its dependencies are a ground of the loop's approval, not a check here
+        // (SPEC 20.16).
+        check_draft(ctx, &id)?;
+        ProjectPlan {
+            lanes: vec![(id.clone(), Vec::new())],
+            skipped: Vec::new(),
+            planning: true,
+        }
+    } else {
+        let numbers = crate::repo::Numbers::new(&repo.unit_ids(step)?);
+        plan(ctx, &state, &id, &numbers)?
+    };
     admit_planned(ctx, &state, &id, head, plan, session, picked)
 }
 
@@ -85,6 +99,7 @@ pub(crate) fn plan(
         Ok(ProjectPlan {
             lanes: vec![(id.clone(), Vec::new())],
             skipped: Vec::new(),
+            planning: false,
         })
     }
 }
@@ -100,6 +115,7 @@ fn admit_planned(
     picked: Option<&Value>,
 ) -> Result<(String, bool), Refusal> {
     let (step, repo) = (ctx.verb, ctx.repo);
+    let planning = plan.planning;
     let id = id.to_owned();
     if ctx.settings.independent && ctx.settings.distinct_model {
         // Every model a validator may get: `verify.model`'s rotation, or the role's one.
@@ -129,9 +145,14 @@ fn admit_planned(
             }
         }
     }
-    for runner in [&ctx.settings.implementer, &ctx.settings.validator]
-        .into_iter()
-        .flatten()
+    for runner in [
+        &ctx.settings.implementer,
+        &ctx.settings.validator,
+        &ctx.settings.planner,
+        &ctx.settings.plan_reviewer,
+    ]
+    .into_iter()
+    .flatten()
     {
         let program = &runner.argv[0];
         if find_program(program, std::env::var_os("PATH").as_deref()).is_none() {
@@ -209,7 +230,7 @@ fn admit_planned(
             .map(|(unit, depends)| Lane {
                 id: unit.clone(),
                 unit: unit.clone(),
-                stage: Stage::Brief,
+                stage: if planning { Stage::Plan } else { Stage::Brief },
                 attempt: 1,
                 crashes: 0,
                 worktree: None,
@@ -292,6 +313,21 @@ fn admit_planned(
         }
         Err(existing) => Ok((existing, true)),
     }
+}
+
+/// The unit `--auto-plan <id>` plans: a draft, not held (SPEC 20.16).
+fn check_draft(ctx: &Ctx<'_>, id: &str) -> Result<crate::repo::UnitFile, Refusal> {
+    let unit = ctx.repo.read_unit(id, ctx.verb)?;
+    let status = unit.parsed.frontmatter.str("status").unwrap_or("no status");
+    if status != "draft" {
+        return Err(ctx.refuse(
+            "plan-not-draft",
+            format!("`{id}` is {status}; only a draft is planned"),
+            format!("`iced build {id}` builds an approved unit; `iced status {id}` shows where it stands"),
+        ));
+    }
+    crate::record::refuse_if_held(&unit, ctx.verb)?;
+    Ok(unit)
 }
 
 /// Why a unit is built again: a `building` unit with no live run is one a person rejected at
@@ -407,24 +443,13 @@ pub(crate) fn check_unit(
 pub(crate) struct ProjectPlan {
     lanes: Vec<(String, Vec<String>)>,
     skipped: Vec<Value>,
+    /// The run starts at stage `plan` (`build --auto-plan`, SPEC 20.16).
+    planning: bool,
 }
 
-/// The `depends:` entries of a unit: ids or numbers, by commas or spaces, `[a, b]` read the same.
+/// The `depends:` entries of a unit (`unit::parse::depends`).
 pub(crate) fn depends_of(unit: &crate::repo::UnitFile) -> Vec<String> {
-    use crate::unit::frontmatter::Scalar;
-    // `depends: 3` is read as a number by the frontmatter; it names unit 3 all the same.
-    let text = match unit.parsed.frontmatter.get("depends") {
-        Some(Scalar::Str(s)) => s.clone(),
-        Some(Scalar::Int(n)) => n.to_string(),
-        _ => String::new(),
-    };
-    text.trim()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
+    crate::unit::parse::depends(&unit.parsed)
 }
 
 /// The lanes of a project run (SPEC 23.6): every approved, unheld unit below the project that is
@@ -585,6 +610,7 @@ pub(crate) fn plan_project(
             })
             .collect(),
         skipped,
+        planning: false,
     })
 }
 

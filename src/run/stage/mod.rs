@@ -7,6 +7,8 @@ pub mod deliver;
 pub mod implement;
 pub mod judge;
 pub mod land;
+pub mod plan;
+pub mod plan_text;
 pub mod receipt;
 pub mod refute;
 pub mod review;

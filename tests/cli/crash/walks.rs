@@ -133,6 +133,13 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("memory-after-worktree", "crash/memory.rs"),
     ("memory-after-launch", "crash/memory.rs"),
     ("memory-after-remove", "crash/memory.rs"),
+    // `iced build --auto-plan`'s planning steps (SPEC 20.16).
+    ("plan-launch-after-record", "crash_plan.rs"),
+    ("plan-launch-after-spawn", "crash_plan.rs"),
+    ("plan-check-before-record", "crash_plan.rs"),
+    ("plan-decide-after-write", "crash_plan.rs"),
+    ("plan-decide-after-approve", "crash_plan.rs"),
+    ("plan-decide-after-commit", "crash_plan.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -219,6 +226,12 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "memory-after-worktree",
             "memory-after-launch",
             "memory-after-remove",
+            "plan-launch-after-record",
+            "plan-launch-after-spawn",
+            "plan-check-before-record",
+            "plan-decide-after-write",
+            "plan-decide-after-approve",
+            "plan-decide-after-commit",
         ]
     );
 }
