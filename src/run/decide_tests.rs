@@ -66,6 +66,7 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         arm_requested: false,
         metrics: Vec::new(),
         rejected: None,
+        ended: None,
     }
 }
 

@@ -332,6 +332,7 @@ mod tests {
             arm_requested: false,
             metrics: Vec::new(),
             rejected: None,
+            ended: None,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod decide;
 pub mod dispositions;
 pub mod drive;
+pub mod ended;
 pub mod events;
 pub mod host;
 pub mod kept;

@@ -325,6 +325,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 arm_requested: false,
                 metrics: Vec::new(),
                 rejected: None,
+                ended: None,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {

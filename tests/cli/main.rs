@@ -11,6 +11,7 @@ mod compat;
 mod config_keys;
 mod crash;
 mod crash_chained;
+mod ended_lanes;
 mod examples;
 mod guard;
 mod harness;

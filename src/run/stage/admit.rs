@@ -187,6 +187,7 @@ pub fn admit(
                 arm_requested: false,
                 metrics: Vec::new(),
                 rejected: rejection_of(repo, unit, step),
+                ended: None,
             })
             .collect(),
         brief_layout: crate::run::state::BRIEF_LAYOUT,

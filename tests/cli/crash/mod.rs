@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 mod case;
 mod checks;
+mod ended;
 mod walks;
 
 pub(crate) use walks::Rng;
