@@ -441,7 +441,8 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         lane.unit, close.status, run.id, lane.id
     );
     let mut args: Vec<String> = Vec::new();
-    if crate::git::run(worktree, &["config", "user.email"]).is_err() {
+    let (identified, signs) = ctx.git_identity(worktree);
+    if !identified {
         args.extend([
             "-c".into(),
             "user.name=iced".into(),
@@ -451,7 +452,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     }
     args.push("commit-tree".into());
     // `git commit` signs when `commit.gpgSign` says so; `commit-tree` only when asked.
-    if git(worktree, &["config", "--bool", "commit.gpgSign"]).is_ok_and(|v| v == "true") {
+    if signs {
         args.push("-S".into());
     }
     args.extend([tree, "-p".into(), head.clone(), "-m".into(), message]);
