@@ -30,7 +30,7 @@ pub struct Ctx<'a> {
     /// Files read at a commit this call, by (commit, path, limit): what a commit holds never
     /// changes, and a driver renders each live lane's brief again at every step to check its
     /// inputs (issue 16: a `git cat-file` a live lane a step).
-    at_commit: std::sync::Mutex<std::collections::HashMap<(String, String, u64), Option<Vec<u8>>>>,
+    at_commit: std::sync::Mutex<std::collections::HashMap<AtCommit, Option<Vec<u8>>>>,
     /// Activities this call launched whose supervisor may not have registered yet: waited for
     /// when the call ends, not after each launch (issue 16), so a driver steps its other lanes
     /// meanwhile.
@@ -38,6 +38,9 @@ pub struct Ctx<'a> {
     /// The repository's `user.email` is set, and `commit.gpgSign` is true: asked once a call.
     identity: std::sync::OnceLock<(bool, bool)>,
 }
+
+/// A file read at a commit: `(commit, path, limit)`.
+type AtCommit = (String, String, u64);
 
 impl Drop for Ctx<'_> {
     /// A call ends only once every supervisor it launched has said it is there (at most 5 s
