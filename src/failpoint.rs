@@ -45,6 +45,7 @@ pub const ALL: &[&str] = &[
     "validator-after-check",
     "validator-after-remove",
     "archive-after-append",
+    "ended-after-write",
     "deliver-after-prepare",
     "deliver-after-commit",
     "deliver-after-record",

@@ -27,8 +27,9 @@ pub const FALLBACK: Duration = Duration::from_secs(2);
 /// change no file shows (a supervisor killed with SIGKILL).
 pub const FALLBACK_CAP: Duration = Duration::from_secs(16);
 /// The shortest: should a step keep seeing a change it does not act on, the driver steps no more
-/// often than this rather than spin.
-const MIN_GAP: Duration = Duration::from_millis(100);
+/// often than this rather than spin. Short, since a wait after a step that wrote the state wakes
+/// at once on that write, and an agent that answers at once should not wait out more (issue 16).
+const MIN_GAP: Duration = Duration::from_millis(25);
 /// How often the live lines' times are redrawn.
 const TICK: Duration = Duration::from_secs(1);
 

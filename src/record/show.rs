@@ -232,12 +232,8 @@ fn delivered_status(
     blobs: &std::cell::RefCell<Option<crate::git::Blobs>>,
     lane: &crate::run::state::Lane,
 ) -> &'static str {
-    use crate::run::outcome::DeliverOutcome;
-    use crate::run::state::StepKey;
-    let Some(commit) = lane
-        .outcome_as::<DeliverOutcome>(&StepKey::Deliver)
-        .and_then(|o| o.commit)
-    else {
+    // A lane that left the state (SPEC 21.2) keeps its close commit in its ended form.
+    let Some(commit) = lane.close_commit() else {
         return "done";
     };
     let path = format!("intent/{}/iced.md", lane.unit);

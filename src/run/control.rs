@@ -97,7 +97,8 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Retirement>,
         .unwrap_or_default();
         let mut all = true;
         let mut lanes = Vec::new();
-        for lane in &run.lanes {
+        // Where each lane landed is in its step records: an ended lane's in its `lane.json`.
+        for lane in &super::ended::whole(&ctx.paths, run).lanes {
             let worktree = lane.worktree.as_deref().map(PathBuf::from);
             let branch = lane.branch.clone().unwrap_or_default();
             let result = if run.status == RunStatus::Delivered {
@@ -350,21 +351,21 @@ pub fn abandon(ctx: &Ctx<'_>, run_id: &str) -> Result<Run, Refusal> {
 /// supervisor kills its child at the end of the grace, so a new agent never shares the lane's
 /// worktree with an old one.
 pub(crate) fn stop_leftovers(ctx: &Ctx<'_>, state: &State, units: &[String]) {
-    let dirs: Vec<PathBuf> = state
-        .runs
-        .values()
-        .filter(|r| r.status.is_ended())
-        .flat_map(|r| {
-            r.lanes
-                .iter()
-                .filter(|l| units.contains(&l.unit))
-                .flat_map(move |l| {
-                    l.steps
-                        .iter()
-                        .filter(|s| s.status == StepStatus::Started && s.nonce.is_some())
-                        .map(move |s| ctx.activity_dir(&r.id, &l.id, &s.step, s.attempt))
-                })
-        })
+    let mut started = Vec::new();
+    for r in state.runs.values().filter(|r| r.status.is_ended()) {
+        for l in r.lanes.iter().filter(|l| units.contains(&l.unit)) {
+            // A discarded lane's records are in its `lane.json` (SPEC 21.2).
+            let l = super::ended::whole_lane(&ctx.paths, &r.id, l);
+            started.extend(
+                l.steps
+                    .iter()
+                    .filter(|s| s.status == StepStatus::Started && s.nonce.is_some())
+                    .map(|s| ctx.activity_dir(&r.id, &l.id, &s.step, s.attempt)),
+            );
+        }
+    }
+    let dirs: Vec<PathBuf> = started
+        .into_iter()
         .filter(|d| matches!(activity::observe(d), activity::Observation::Running { .. }))
         .collect();
     if dirs.is_empty() {
@@ -570,7 +571,12 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
     }
     // Stop what still runs (outside the lock); the gate refuses what has not started.
     if let Some(lane) = run.lane(&lane_id) {
-        stop_activities(ctx, &run.id, lane);
+        // Discarded again, the lane is in its ended form: what ran is in its `lane.json`.
+        stop_activities(
+            ctx,
+            &run.id,
+            &super::ended::whole_lane(&ctx.paths, &run.id, lane),
+        );
     }
     Ok(run)
 }

@@ -10,7 +10,7 @@ use super::state::{Driver, RunPaths, State};
 use crate::config::Config;
 use crate::refusal::{io_error, Refusal};
 use crate::repo::Repo;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything a call of the loop needs.
 pub struct Ctx<'a> {
@@ -27,6 +27,40 @@ pub struct Ctx<'a> {
     /// The claims of runs a transaction ended, `(run, unit)`: released once that transaction's
     /// state is saved (SPEC 20.3), never before, so a claim is gone only when its run has ended.
     releases: std::sync::Mutex<Vec<(String, String)>>,
+    /// Files read at a commit this call, by (commit, path, limit): what a commit holds never
+    /// changes, and a driver renders each live lane's brief again at every step to check its
+    /// inputs (issue 16: a `git cat-file` a live lane a step).
+    at_commit: std::sync::Mutex<std::collections::HashMap<AtCommit, Option<Vec<u8>>>>,
+    /// Activities this call launched whose supervisor may not have registered yet: waited for
+    /// when the call ends, not after each launch (issue 16), so a driver steps its other lanes
+    /// meanwhile.
+    launched: std::sync::Mutex<Vec<PathBuf>>,
+    /// The repository's `user.email` is set, and `commit.gpgSign` is true: asked once a call.
+    identity: std::sync::OnceLock<(bool, bool)>,
+}
+
+/// A file read at a commit: `(commit, path, limit)`.
+type AtCommit = (String, String, u64);
+
+impl Drop for Ctx<'_> {
+    /// A call ends only once every supervisor it launched has said it is there (at most 5 s
+    /// each), so that the call right behind it does not take a slow start for a crash: a launch
+    /// whose launching call is gone and whose supervisor has not registered is crashed (SPEC 21.4).
+    fn drop(&mut self) {
+        let launched =
+            std::mem::take(&mut *self.launched.lock().unwrap_or_else(|e| e.into_inner()));
+        for dir in launched {
+            for _ in 0..250 {
+                if !matches!(
+                    crate::activity::observe(&dir),
+                    crate::activity::Observation::NotRegistered
+                ) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
 }
 
 impl<'a> Ctx<'a> {
@@ -49,7 +83,56 @@ impl<'a> Ctx<'a> {
             verb,
             claims: std::sync::OnceLock::new(),
             releases: std::sync::Mutex::new(Vec::new()),
+            at_commit: std::sync::Mutex::new(std::collections::HashMap::new()),
+            launched: std::sync::Mutex::new(Vec::new()),
+            identity: std::sync::OnceLock::new(),
         })
+    }
+
+    /// An activity this call launched, waited for when the call ends (see `Drop`).
+    pub(crate) fn launched(&self, dir: &Path) {
+        self.launched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.to_owned());
+    }
+
+    /// Whether git knows who commits (`user.email`) and signs (`commit.gpgSign`), in `dir`: asked
+    /// once a call (a close commit a lane).
+    pub(crate) fn git_identity(&self, dir: &Path) -> (bool, bool) {
+        *self.identity.get_or_init(|| {
+            let email = crate::git::run(dir, &["config", "user.email"]).is_ok();
+            let sign = crate::git::run(dir, &["config", "--bool", "commit.gpgSign"])
+                .is_ok_and(|v| v == "true");
+            (email, sign)
+        })
+    }
+
+    /// The bytes of `path` at `commit` (`git::blob_at`), read through git once a call when
+    /// `commit` is a full object id; a failed read is not kept.
+    pub(crate) fn blob_at(
+        &self,
+        commit: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let fixed =
+            matches!(commit.len(), 40 | 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
+        if !fixed {
+            return crate::git::blob_at(&self.repo.root, commit, path, limit);
+        }
+        let key = (commit.to_owned(), path.to_owned(), limit);
+        let kept = self.at_commit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bytes) = kept.get(&key) {
+            return Ok(bytes.clone());
+        }
+        drop(kept);
+        let bytes = crate::git::blob_at(&self.repo.root, commit, path, limit)?;
+        self.at_commit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, bytes.clone());
+        Ok(bytes)
     }
 
     pub(super) fn claims(&self) -> &Claims {

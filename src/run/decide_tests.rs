@@ -71,6 +71,7 @@ pub(super) fn lane(id: &str, stage: Stage, steps: Vec<StepRecord>) -> Lane {
         rejected: None,
         escalation: None,
         unit_text: None,
+        ended: None,
     }
 }
 

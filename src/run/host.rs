@@ -335,6 +335,7 @@ mod tests {
             rejected: None,
             escalation: None,
             unit_text: None,
+            ended: None,
         }
     }
 

@@ -78,11 +78,16 @@ pub fn judge_range(
     units_at: &str,
     except: &[String],
 ) -> Result<Vec<Denied>, String> {
-    // Every text this judgement reads, through one git.
-    let blobs = RefCell::new(crate::git::Blobs::open(dir)?);
+    // Every text this judgement reads, through one git, started when the first is read: a lane
+    // that changed only code needs none (issue 16).
+    let blobs: RefCell<Option<crate::git::Blobs>> = RefCell::new(None);
     let text_at = |commit: &str, path: &str| -> Result<Option<String>, String> {
+        let mut blobs = blobs.borrow_mut();
+        if blobs.is_none() {
+            *blobs = Some(crate::git::Blobs::open(dir)?);
+        }
+        let blobs = blobs.as_mut().expect("opened");
         Ok(blobs
-            .borrow_mut()
             .get(commit, path, TEXT_LIMIT)?
             .map(|b| String::from_utf8_lossy(&b).into_owned()))
     };

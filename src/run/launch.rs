@@ -5,7 +5,7 @@
 
 use super::lock::StateLock;
 use super::state::{ensure_dir, RunPaths, State, StepStatus};
-use crate::activity::{self, ActivitySpec, Observation};
+use crate::activity::{self, ActivitySpec};
 use crate::refusal::{io_error, Refusal};
 use crate::run::ctx::*;
 use crate::run::keys::StepKey;
@@ -153,14 +153,9 @@ pub(crate) fn gate_value(
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
     ensure_dir(dir, ctx.verb)?;
     activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
-    // Wait (briefly, without the lock) for the supervisor to say it is there, so that a caller
-    // right behind us does not take a slow start for a crash.
-    for _ in 0..250 {
-        if !matches!(activity::observe(dir), Observation::NotRegistered) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // Its supervisor is waited for when this call ends, without the lock (`Ctx`'s `Drop`): a
+    // driver steps its other lanes meanwhile, and this call, alive, is the launch's owner.
+    ctx.launched(dir);
     Ok(())
 }
 

@@ -95,6 +95,7 @@ pub fn transact<T>(
     let before = state.clone();
     let out = f(&mut state)?;
     if state != before {
+        super::ended::move_out(paths, &mut state, step)?;
         state.save(paths, step)?;
     }
     Ok(out)

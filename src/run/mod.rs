@@ -12,6 +12,7 @@ pub mod decide;
 pub mod dispositions;
 pub mod drain;
 pub mod drive;
+pub mod ended;
 pub mod escalation;
 pub mod escalation_verbs;
 pub mod events;

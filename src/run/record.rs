@@ -124,6 +124,8 @@ pub struct RunRecord {
 /// The record of a run: the run as the state holds it, every step record of earlier attempts
 /// (from `history.jsonl`), and the settings it ran under.
 pub fn record(ctx: &Ctx<'_>, run: &Run) -> Value {
+    // Every lane whole, an ended one as its `lane.json` holds it (SPEC 21.2).
+    let run = &super::ended::whole(&ctx.paths, run);
     let history = history(ctx, &run.id);
     let s = &ctx.settings;
     let mut record = json!({

@@ -128,6 +128,8 @@ pub(crate) fn release_claims_after_save(ctx: &Ctx<'_>, run: &Run) {
 /// to the checkout's `.iced/metrics.jsonl`. Within the run's last transaction, before the state is
 /// saved: a line already in the file is not appended again, so a replay writes each once.
 fn write_undelivered_metrics(ctx: &Ctx<'_>, run: &Run) -> Result<(), Refusal> {
+    // A discarded lane's metrics are in its `lane.json` once it left the state (SPEC 21.2).
+    let run = &super::ended::whole(&ctx.paths, run);
     let undelivered = run.lanes.iter().filter(|l| {
         !l.metrics.is_empty() && !matches!(l.stage, Stage::Land | Stage::Retire | Stage::Delivered)
     });

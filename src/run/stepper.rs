@@ -312,9 +312,7 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
 
 /// Every lane of the run has landed and been retired.
 pub(crate) fn is_retired(run: &Run) -> bool {
-    run.lanes.iter().all(|l| {
-        l.stage == Stage::Discarded
-            || l.outcome(&StepKey::Retire)
-                .is_some_and(|o| o["retired"] == true)
-    })
+    run.lanes
+        .iter()
+        .all(|l| l.stage == Stage::Discarded || l.retired())
 }

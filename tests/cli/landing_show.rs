@@ -328,6 +328,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
                 rejected: None,
                 escalation: None,
                 unit_text: None,
+                ended: None,
             };
             let done = |s: &str| rec(s, Done, Some(json!({})));
             match stage {

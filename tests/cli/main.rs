@@ -13,6 +13,7 @@ mod config_keys;
 mod crash;
 mod crash_chained;
 mod crash_plan;
+mod ended_lanes;
 mod escalation;
 mod examples;
 mod goal_coverage;

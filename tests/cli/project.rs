@@ -17,10 +17,10 @@ use serde_json::{json, Value};
 const WORK: &str = "sleep 0.3\ncommit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n";
 
 /// A project with children; everything approved, committed, and pushed to `origin`.
-struct Project {
-    env: TestEnv,
-    id: String,
-    children: Vec<String>,
+pub(crate) struct Project {
+    pub(crate) env: TestEnv,
+    pub(crate) id: String,
+    pub(crate) children: Vec<String>,
 }
 
 impl Project {
@@ -28,7 +28,12 @@ impl Project {
     /// ids ascend), `script` as every lane's implementer, `land.mode: merge` through `origin`,
     /// `patch` on top of the config. `depends` sets a child's `depends:` (child index, the value
     /// written with `{N}` replaced by child N's id) before it is approved.
-    fn new(titles: &[&str], depends: &[(usize, &str)], script: &str, patch: Value) -> Project {
+    pub(crate) fn new(
+        titles: &[&str],
+        depends: &[(usize, &str)],
+        script: &str,
+        patch: Value,
+    ) -> Project {
         let env = TestEnv::initialized();
         add_remote(&env);
         let id = env.approved_unit("project sessions that end");
@@ -119,12 +124,12 @@ impl Project {
             .unwrap_or(0)
     }
 
-    fn run_show(&self, run: &str) -> Value {
+    pub(crate) fn run_show(&self, run: &str) -> Value {
         self.env.iced_json(&["run", "show", run]).ok().json()
     }
 
     /// The lane `id` of a `run show --json`.
-    fn lane<'a>(show: &'a Value, id: &str) -> &'a Value {
+    pub(crate) fn lane<'a>(show: &'a Value, id: &str) -> &'a Value {
         show["run"]["lanes"]
             .as_array()
             .or_else(|| show["lanes"].as_array())

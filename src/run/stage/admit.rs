@@ -250,6 +250,7 @@ fn admit_planned(
                 escalation: None,
                 unit_text: None,
                 review: reviews.get(unit).cloned(),
+                ended: None,
             })
             .collect(),
         brief_layout: crate::run::state::BRIEF_LAYOUT,

@@ -492,7 +492,8 @@ fn commit_close(
     let tree = crate::git::run_with_index(worktree, &index, &["write-tree"])?;
     let _ = std::fs::remove_file(&index);
     let mut args: Vec<String> = Vec::new();
-    if crate::git::run(worktree, &["config", "user.email"]).is_err() {
+    let (identified, signs) = ctx.git_identity(worktree);
+    if !identified {
         args.extend([
             "-c".into(),
             "user.name=iced".into(),
@@ -502,7 +503,7 @@ fn commit_close(
     }
     args.push("commit-tree".into());
     // `git commit` signs when `commit.gpgSign` says so; `commit-tree` only when asked.
-    if git(worktree, &["config", "--bool", "commit.gpgSign"]).is_ok_and(|v| v == "true") {
+    if signs {
         args.push("-S".into());
     }
     args.extend([

@@ -14,8 +14,13 @@ pub(crate) fn add_worktree(
     let is_ours = |existing: &Path| {
         existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
     };
-    // Adopt what a crashed call (or a person) already made.
-    if let Some(existing) = crate::git::worktree_of_branch(root, branch) {
+    // Adopt what a crashed call (or a person) already made. No worktree holds a branch that does
+    // not exist: one git fewer for a new lane.
+    let exists = crate::git::branch_exists(root, branch);
+    if let Some(existing) = exists
+        .then(|| crate::git::worktree_of_branch(root, branch))
+        .flatten()
+    {
         if is_ours(&existing) {
             return Ok(());
         }
@@ -33,8 +38,8 @@ pub(crate) fn add_worktree(
     // `--quiet`: git prints nothing, so if this call dies, the `git worktree add` it started
     // (which outlives it) is not killed by SIGPIPE halfway and does not undo its own work under a
     // later call that has already adopted the worktree.
-    let add = || {
-        if crate::git::branch_exists(root, branch) {
+    let add = |exists: bool| {
+        if exists {
             crate::git::run(root, &["worktree", "add", "--quiet", &path_s, branch])
         } else {
             crate::git::run(
@@ -43,7 +48,7 @@ pub(crate) fn add_worktree(
             )
         }
     };
-    let mut added = add();
+    let mut added = add(exists);
     // The `git worktree add` of a call that died may still be running (it outlives that call)
     // and have taken the path first: adopt its worktree once it is there, or add again if it gave
     // up. Bounded: a directory someone else left at the path fails after a short wait.
@@ -54,7 +59,7 @@ pub(crate) fn add_worktree(
             return Ok(());
         }
         if !path.exists() {
-            added = add();
+            added = add(crate::git::branch_exists(root, branch));
         }
     }
     added.map(|_| ())

@@ -102,6 +102,11 @@ pub fn handover(ctx: &Ctx<'_>, name: Option<&str>) -> Result<Handover, Refusal> 
             .cloned()
             .collect(),
     };
+    // Every lane whole: an ended lane's findings are in its `lane.json` (SPEC 21.2).
+    let chosen: Vec<Run> = chosen
+        .iter()
+        .map(|r| crate::run::ended::whole(&ctx.paths, r))
+        .collect();
     let s = &ctx.settings;
     let in_force = InForce {
         implementer: role(&s.implementer, &s.implementer_model),

@@ -199,7 +199,7 @@ pub fn show(ctx: &Ctx<'_>, name: &str) -> Result<Shown, Refusal> {
     let run = state
         .runs
         .get(&id)
-        .cloned()
+        .map(|r| super::ended::whole(&ctx.paths, r))
         .ok_or_else(|| not_found(ctx, name))?;
     let next = run.lanes.iter().map(|l| next_move(ctx, &run, l)).collect();
     let agents = record::agents(ctx, &run, &record::history(ctx, &run.id));

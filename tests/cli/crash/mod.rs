@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 mod case;
 mod checks;
 mod drain;
+mod ended;
 mod escalation;
 mod memory;
 mod review;

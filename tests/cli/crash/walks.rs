@@ -109,6 +109,8 @@ fn variants(driver: Driver) -> Vec<Variant> {
 const ELSEWHERE: &[(&str, &str)] = &[
     // `iced run discard`.
     ("discard-before-release", "project.rs"),
+    // A project run's lane that ended, written to its `lane.json` (a case of one lane keeps it).
+    ("ended-after-write", "crash/ended.rs"),
     // A harness runner's answer, kept before it is recorded.
     ("answer-after-write", "harness.rs"),
     // A harness session's transcript, copied before it is recorded.
@@ -197,6 +199,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "validator-after-check",
             "validator-after-remove",
             "archive-after-append",
+            "ended-after-write",
             "deliver-after-prepare",
             "deliver-after-commit",
             "deliver-after-record",
