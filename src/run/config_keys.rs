@@ -212,7 +212,7 @@ mod tests {
             ),
             (
                 json!({"roles": {"tester": {}}}),
-                "`roles.tester` is not a role; the known ones are implementer, validator, planner, planReviewer",
+                "`roles.tester` is not a role; the known ones are implementer, validator, memory, planner, planReviewer",
             ),
             (
                 json!({"runners": {"r": {"kind": "claude", "progam": "claude"}}}),
