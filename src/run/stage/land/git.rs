@@ -62,16 +62,31 @@ pub fn integrate(
         "iced: bring the target into the lane",
         target_commit,
     ]);
-    match git(worktree, &args) {
+    let mut merged = git(worktree, &args);
+    if merged.is_err() && conflicted(worktree).is_empty() {
+        // Not a conflict: a merge a killed call left half done (its files written, no commit)
+        // stops the next one. HEAD is still the lane's head, which holds everything the lane
+        // delivered; what differs from it is put aside in a stash, never thrown away (it may be
+        // a person's), and the merge is made once more (SPEC 23.2).
+        let mut stash: Vec<&str> = merge.iter().map(String::as_str).collect();
+        stash.extend([
+            "stash",
+            "push",
+            "--include-untracked",
+            "--quiet",
+            "-m",
+            "iced: left in the lane's worktree by an interrupted merge",
+        ]);
+        if git(worktree, &stash).is_ok() {
+            merged = git(worktree, &args);
+        }
+    }
+    match merged {
         Ok(_) => Ok(Integrated::Merged {
             head: git(worktree, &["rev-parse", "HEAD"])?,
         }),
         Err(e) => {
-            let files: Vec<String> = git(worktree, &["diff", "--name-only", "--diff-filter=U"])
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_owned)
-                .collect();
+            let files = conflicted(worktree);
             let _ = git(worktree, &["merge", "--abort"]);
             if files.is_empty() {
                 Err(e)
@@ -80,6 +95,15 @@ pub fn integrate(
             }
         }
     }
+}
+
+/// The files a merge left conflicted in `worktree`.
+fn conflicted(worktree: &Path) -> Vec<String> {
+    git(worktree, &["diff", "--name-only", "--diff-filter=U"])
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Make the commit the target moves to, by strategy, from a lane head that contains the target.
@@ -453,5 +477,53 @@ mod tests {
         );
         assert_eq!(pr_from_output("no url here"), None);
         assert_eq!(pr_from_output("https://x/pull/\n").map(|p| p.1), Some(None));
+    }
+
+    /// A merge a killed call left half done (the target's files written in the lane's worktree,
+    /// no commit) does not stop the next: what it left is stashed, not lost, and the merge made.
+    #[test]
+    fn a_merge_left_half_done_is_stashed_and_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let run = |args: &[&str]| git(root, args).unwrap();
+        let id = ["-c", "user.name=t", "-c", "user.email=t@t.invalid"];
+        let commit = |msg: &str| {
+            let mut a = id.to_vec();
+            a.extend(["commit", "-q", "-m", msg]);
+            run(&a)
+        };
+        run(&["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        run(&["add", "."]);
+        commit("base");
+        run(&["checkout", "-q", "-b", "lane"]);
+        std::fs::write(root.join("lane.txt"), "lane\n").unwrap();
+        run(&["add", "."]);
+        commit("lane");
+        run(&["checkout", "-q", "main"]);
+        std::fs::write(root.join("a.txt"), "target\n").unwrap();
+        std::fs::write(root.join("new.txt"), "new\n").unwrap();
+        run(&["add", "."]);
+        commit("target");
+        let target = run(&["rev-parse", "HEAD"]);
+        run(&["checkout", "-q", "lane"]);
+        let lane_head = run(&["rev-parse", "HEAD"]);
+        // What the killed merge wrote before it could commit.
+        std::fs::write(root.join("a.txt"), "target\n").unwrap();
+        std::fs::write(root.join("new.txt"), "new\n").unwrap();
+        let identity: Vec<String> = id.iter().map(|s| s.to_string()).collect();
+        match integrate(root, &target, &identity).unwrap() {
+            Integrated::Merged { head } => {
+                assert_eq!(run(&["rev-parse", "HEAD^1"]), lane_head);
+                assert_eq!(run(&["rev-parse", "HEAD^2"]), target);
+                assert_eq!(head, run(&["rev-parse", "HEAD"]));
+            }
+            other => panic!("not merged: {other:?}"),
+        }
+        assert!(run(&["status", "--porcelain"]).is_empty());
+        assert!(
+            run(&["stash", "list"]).contains("interrupted merge"),
+            "what the merge left is kept in a stash"
+        );
     }
 }
