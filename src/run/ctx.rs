@@ -50,16 +50,21 @@ impl Drop for Ctx<'_> {
         let launched =
             std::mem::take(&mut *self.launched.lock().unwrap_or_else(|e| e.into_inner()));
         for dir in launched {
-            for _ in 0..250 {
-                if !matches!(
-                    crate::activity::observe(&dir),
-                    crate::activity::Observation::NotRegistered
-                ) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+            await_registration(&dir);
         }
+    }
+}
+
+/// Wait (at most 5 s) until the supervisor launched in `dir` has registered.
+fn await_registration(dir: &Path) {
+    for _ in 0..250 {
+        if !matches!(
+            crate::activity::observe(dir),
+            crate::activity::Observation::NotRegistered
+        ) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -89,12 +94,13 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// An activity this call launched, waited for when the call ends (see `Drop`).
+    /// An activity this call launched: waited for until its supervisor has registered (at most
+    /// 5 s), right away. Waiting only when the call ends (see `Drop`) let a kill of the call in
+    /// between leave a launch that looked crashed while its supervisor was still starting, and the
+    /// replay started the step again (the random-kill walk saw a refuter started twice), so each
+    /// launch is awaited before the call goes on; `Drop` is left for any not awaited.
     pub(crate) fn launched(&self, dir: &Path) {
-        self.launched
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(dir.to_owned());
+        await_registration(dir);
     }
 
     /// Whether git knows who commits (`user.email`) and signs (`commit.gpgSign`), in `dir`: asked
