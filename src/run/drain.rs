@@ -13,7 +13,6 @@ use super::Ctx;
 use crate::refusal::Refusal;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::Value;
 
 /// What bounds a drain besides the queue itself.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +34,16 @@ pub enum Stopped {
     MaxUnits,
     /// `--until` has come.
     Time,
+    /// A refusal after its first run was admitted (`Summary::refused` says which).
+    Refused,
+}
+
+/// The refusal that stopped a drain, and the unit it was building or admitting.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusedAt {
+    pub unit: String,
+    #[serde(flatten)]
+    pub refusal: Refusal,
 }
 
 /// One run a drain built, and how it ended.
@@ -67,6 +76,8 @@ pub struct Summary {
     pub skipped: Vec<Skipped>,
     /// Eligible units it did not reach (it stopped for its budget, its count or its time).
     pub queued: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedAt>,
 }
 
 /// What a drain tells as it goes: the unit it takes up next (with why), and each run's end.
@@ -109,6 +120,7 @@ pub fn drain(
         waiting: Vec::new(),
         skipped: Vec::new(),
         queued: Vec::new(),
+        refused: None,
     };
     // A unit is built once per drain, whatever its run left it as.
     let mut built: Vec<String> = Vec::new();
@@ -144,10 +156,7 @@ pub fn drain(
                 survey.eligible.retain(|r| !built.contains(&r.unit));
                 summary.skipped = survey.skipped.clone();
                 match queue::picked("drain", &survey) {
-                    Some(p) => (
-                        p["eligible"][0].as_str().unwrap_or_default().to_owned(),
-                        Some(p),
-                    ),
+                    Some(p) => (p.unit().to_owned(), Some(p)),
                     None => {
                         summary.stopped = Stopped::Empty;
                         break;
@@ -164,19 +173,25 @@ pub fn drain(
             ..Flags::default()
         };
         // A run a killed drain left goes on at the pace in force now, with what is left.
-        let Admitted { run, .. } =
-            drive::start(ctx, &unit, session, &flags, resumed, picked.as_ref())?;
+        let run = match drive::start(ctx, &unit, session, &flags, resumed, picked.as_ref()) {
+            Ok(Admitted { run, .. }) => run,
+            // Before the first run, the refusal is the drain's own (the repository's checks).
+            Err(refusal) if summary.units == 0 => return Err(refusal),
+            Err(refusal) => return Ok(refused(summary, &built, unit, refusal)),
+        };
         built.push(unit.clone());
         summary.units += 1;
         told(Told::Picked {
             unit: &unit,
             run: &run,
-            why: picked.as_ref().and_then(|p| p["why"].as_str()),
+            why: picked.as_ref().map(|p| p.why.as_str()),
             resumed,
         });
-        drive_run(ctx, &run)?;
-        let Some(ended) = run_as_it_stands(ctx, &run)? else {
-            continue;
+        let ended = drive_run(ctx, &run).and_then(|()| run_as_it_stands(ctx, &run));
+        let ended = match ended {
+            Ok(Some(ended)) => ended,
+            Ok(None) => continue,
+            Err(refusal) => return Ok(refused(summary, &built, unit, refusal)),
         };
         let charged = super::record::charged_usd(ctx, &ended);
         summary.charged_usd = round_usd(summary.charged_usd + charged);
@@ -211,9 +226,19 @@ pub fn drain(
     Ok(summary)
 }
 
+/// The summary of a drain a refusal stopped: what it did so far, and the refusal.
+fn refused(mut summary: Summary, built: &[String], unit: String, refusal: Refusal) -> Summary {
+    summary.stopped = Stopped::Refused;
+    summary
+        .skipped
+        .retain(|s| !built.contains(&s.unit) && s.unit != unit);
+    summary.refused = Some(RefusedAt { unit, refusal });
+    summary
+}
+
 /// Who chose a run's unit: `next`, `drain`, or none (`build <id>`).
 fn picked_by(run: &Run) -> Option<&str> {
-    run.picked.as_ref().and_then(|p: &Value| p["by"].as_str())
+    run.picked.as_ref().map(|p| p.by.as_str())
 }
 
 /// The run in the state, else (landed and retired) as its record keeps it.

@@ -9,8 +9,8 @@ use super::state::{RunStatus, State};
 use crate::refusal::Refusal;
 use crate::unit::frontmatter::Scalar;
 use crate::unit::Status;
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::cmp::Ordering;
 use std::str::FromStr;
 
@@ -25,7 +25,7 @@ pub struct Ranked {
 }
 
 /// A unit of the queue that a check failed, with the check's code and reason.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Skipped {
     pub unit: String,
     pub code: String,
@@ -180,17 +180,36 @@ pub fn why(eligible: &[Ranked]) -> Option<String> {
 }
 
 /// What a run keeps of why its unit was chosen (SPEC 20.13): by whom, why, what ranked it, the
-/// whole ranking and the units passed over (at most 32). `None` when nothing is eligible.
-pub fn picked(by: &str, survey: &Survey) -> Option<Value> {
+/// whole ranking (the chosen unit first) and the units passed over (at most 32).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Picked {
+    /// `next` or `drain`.
+    pub by: String,
+    pub why: String,
+    pub priority: Option<i64>,
+    pub created: Option<String>,
+    pub eligible: Vec<String>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl Picked {
+    /// The unit chosen: the first of the ranking.
+    pub fn unit(&self) -> &str {
+        self.eligible.first().map_or("", String::as_str)
+    }
+}
+
+/// Why the first of the survey's ranking is chosen; `None` when nothing is eligible.
+pub fn picked(by: &str, survey: &Survey) -> Option<Picked> {
     let first = survey.eligible.first()?;
-    Some(json!({
-        "by": by,
-        "why": why(&survey.eligible)?,
-        "priority": first.priority,
-        "created": first.created,
-        "eligible": survey.eligible.iter().map(|r| &r.unit).collect::<Vec<_>>(),
-        "skipped": survey.skipped.iter().take(SKIPPED_KEPT).collect::<Vec<_>>(),
-    }))
+    Some(Picked {
+        by: by.to_owned(),
+        why: why(&survey.eligible)?,
+        priority: first.priority,
+        created: first.created.clone(),
+        eligible: survey.eligible.iter().map(|r| r.unit.clone()).collect(),
+        skipped: survey.skipped.iter().take(SKIPPED_KEPT).cloned().collect(),
+    })
 }
 
 /// `build next` with nothing eligible (SPEC 20.13): every unit passed over, with its check.

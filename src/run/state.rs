@@ -100,7 +100,7 @@ pub struct Run {
     pub brief_layout: u32,
     /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub picked: Option<serde_json::Value>,
+    pub picked: Option<super::queue::Picked>,
     /// Live and waiting lanes whole; in a run of several, an ended lane in its ended form, its
     /// whole self in its `lane.json` (SPEC 21.2, `run::ended`).
     #[serde(serialize_with = "lanes_out", deserialize_with = "lanes_in")]
@@ -817,7 +817,9 @@ mod tests {
             "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
             "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null, "paced": 1,
             "pace": {}, "window_from": "2026-09-30T11:00:00Z", "overrun": 3, "brief_layout": 2,
-            "picked": {"by": "next", "why": "the only eligible unit"},
+            "picked": {"by": "next", "why": "the only eligible unit", "priority": 1,
+                "created": "t", "eligible": ["001-a"],
+                "skipped": [{"unit": "002-b", "code": "unit-held", "reason": "r"}]},
             "lanes": [{"id": "001-a", "unit": "001-a", "stage": "brief", "attempt": 2,
                 "crashes": 0, "worktree": null, "branch": null, "reason": null,
                 "steps": [{"step": "brief", "attempt": 2, "status": "done",
@@ -857,6 +859,17 @@ mod tests {
             want.sort();
             assert_eq!(have, want, "`{def}`: written vs the schema");
         }
+        let picked = &schema["$defs"]["run"]["properties"]["picked"];
+        let mut want: Vec<String> = picked["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let mut have = keys(&run["picked"]);
+        have.sort();
+        want.sort();
+        assert_eq!(have, want, "`picked`: written vs the schema");
     }
 
     /// An ended lane of a run of several is written in its ended form (SPEC 21.2), with what

@@ -296,3 +296,52 @@ fn drain_needs_a_runner() {
     let state = env.path(".iced/run/state.json");
     assert!(!state.exists(), "nothing was admitted");
 }
+
+/// Two approved units; the second one's agent, an adversary, overwrites the checkout's state
+/// file with text that is no state.
+fn drain_broken_by_an_agent() -> (TestEnv, String, String) {
+    let env = TestEnv::initialized();
+    let first = env.approved_unit("delivered before the refusal");
+    let second = env.approved_unit("its agent breaks the state");
+    let state_file = env.path(".iced/run/state.json");
+    let script = format!(
+        "lane {second}\nwrite {} not a state\nlane *\n{AGENT}",
+        state_file.display()
+    );
+    let mut config = fake_runner(&env, &script);
+    merge_json(
+        &mut config,
+        &json!({"verify": {"independent": false, "commands": []}}),
+    );
+    env.patch_config(&config);
+    env.commit_all("approve");
+    (env, first, second)
+}
+
+/// A refusal after the first run ends the drain with what it did so far: the first unit
+/// delivered, the refusal and the unit it stopped at, in text and JSON, exiting with the
+/// refusal's code; a drain refused before its first run is the refusal alone.
+#[test]
+fn a_refusal_mid_drain_ends_it_with_the_work_so_far() {
+    let (env, first, second) = drain_broken_by_an_agent();
+    let out = env.iced(&["drain"]);
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert_read!(&env, "drain_refused_summary", out.stdout.clone());
+    assert_eq!(starts_in(&env, &first), 1);
+    assert_eq!(starts_in(&env, &second), 1);
+    let state = env.read(".iced/run/state.json");
+    assert_eq!(state, "not a state\n", "the agent's write is what refused");
+    let again = env.iced_json(&["drain"]);
+    assert_eq!(again.code, 3, "{again:#?}");
+    assert_eq!(again.json()["refused"]["code"], "state-invalid");
+    assert!(
+        again.json().get("stopped").is_none(),
+        "no summary: {again:#?}"
+    );
+
+    let (env, _, _) = drain_broken_by_an_agent();
+    let args = ["drain"];
+    let out = env.iced_json(&args);
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert_read!(&env, "drain_refused_json", json_block(&args, &out));
+}

@@ -66,13 +66,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         .session
         .or_else(|| std::env::var("ICED_SESSION").ok())
         .filter(|s| !s.is_empty());
-    let say = |line: &str| {
-        if json {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{}", crate::text::for_terminal(line));
-    };
+    let say = |line: &str| crate::cli::render::say(json, line);
     // `next`: the queue chooses, and says why before anything starts (SPEC 20.13).
     let picked = if args.id == crate::unit::id::RESERVED {
         let survey = crate::run::queue::survey(&ctx)?;
@@ -86,7 +80,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         None
     };
     let unit = match &picked {
-        Some(p) => p["eligible"][0].as_str().unwrap_or_default().to_owned(),
+        Some(p) => p.unit().to_owned(),
         None => args.id.clone(),
     };
     let admitted = if args.auto_plan {
@@ -160,7 +154,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
         "action": report.action,
     });
     if let Some(picked) = picked {
-        out.json["picked"] = picked;
+        out.json["picked"] = serde_json::to_value(picked).expect("a choice serialises");
     }
     if report.action == Action::StartAgent {
         out.text = format!("{}\n\nThis run is host-driven: hand the brief to a fresh agent, then `iced implement receipt <receipt_path> --until-host --wait 600`, which answers the next agent to start or how the run ended (`iced help agent`).", step::text(&report));

@@ -9,7 +9,6 @@ use crate::cli::Output;
 use crate::refusal::Refusal;
 use crate::run::drain::{self, Limits, Told};
 use crate::run::{drive, Ctx};
-use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct DrainArgs {
@@ -66,13 +65,7 @@ pub fn run(args: DrainArgs, json: bool) -> Result<Output, Refusal> {
         .session
         .or_else(|| std::env::var("ICED_SESSION").ok())
         .filter(|s| !s.is_empty());
-    let say = |line: &str| {
-        if json {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{}", crate::text::for_terminal(line));
-    };
+    let say = |line: &str| crate::cli::render::say(json, line);
     let told = |t: Told<'_>| say(&queue::told(&t));
     let drive_run = |ctx: &Ctx<'_>, run: &str| -> Result<(), Refusal> {
         let mut waiter = Waiter::new(&ctx.paths, &repo.root, false);
@@ -88,8 +81,12 @@ pub fn run(args: DrainArgs, json: bool) -> Result<Output, Refusal> {
         Ok(())
     };
     let summary = drain::drain(&mut ctx, &limits, session.as_deref(), told, drive_run)?;
-    Ok(Output::new(
+    let mut out = Output::new(
         serde_json::to_value(&summary).expect("a summary serialises"),
         queue::summary_text(&summary),
-    ))
+    );
+    if let Some(r) = &summary.refused {
+        out.exit = r.refusal.exit;
+    }
+    Ok(out)
 }

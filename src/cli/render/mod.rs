@@ -50,6 +50,16 @@ pub fn output(out: &Output, json: bool) -> i32 {
     out.exit.code()
 }
 
+/// A progress line on stderr, stripped of terminal escapes; nothing under `--json`, whose stdout
+/// is the one answer (`build`, `drain`).
+pub fn say(json: bool, line: &str) {
+    if json {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{}", for_terminal(line));
+}
+
 pub fn refusal(r: &Refusal, json: bool) -> i32 {
     if json {
         let mut stdout = std::io::stdout().lock();

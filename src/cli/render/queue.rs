@@ -71,6 +71,10 @@ fn stopped(s: &Summary) -> String {
         ),
         Stopped::MaxUnits => format!("--max-units {} were built", s.units),
         Stopped::Time => "--until has come".to_owned(),
+        Stopped::Refused => match &s.refused {
+            Some(r) => format!("{} was refused ({})", r.unit, r.refusal.code),
+            None => "a refusal".to_owned(),
+        },
     }
 }
 
@@ -124,6 +128,14 @@ pub fn summary_text(s: &Summary) -> String {
         for k in &s.skipped {
             let _ = writeln!(b, "- {}: {}: {}", k.unit, k.code, k.reason);
         }
+    }
+    if let Some(r) = &s.refused {
+        let r = &r.refusal;
+        let _ = writeln!(
+            b,
+            "\nerror: {}\n  step: {}\n  code: {}\n\nhint: {}",
+            r.reason, r.step, r.code, r.remedy
+        );
     }
     b
 }

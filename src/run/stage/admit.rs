@@ -23,7 +23,7 @@ pub fn admit(
     ctx: &Ctx<'_>,
     reference: &str,
     session: Option<&str>,
-    picked: Option<&Value>,
+    picked: Option<&crate::run::queue::Picked>,
     planning: bool,
 ) -> Result<(String, bool), Refusal> {
     let step = ctx.verb;
@@ -112,7 +112,7 @@ fn admit_planned(
     head: String,
     plan: ProjectPlan,
     session: Option<&str>,
-    picked: Option<&Value>,
+    picked: Option<&crate::run::queue::Picked>,
 ) -> Result<(String, bool), Refusal> {
     let (step, repo) = (ctx.verb, ctx.repo);
     let planning = plan.planning;
@@ -300,7 +300,7 @@ fn admit_planned(
             {
                 let mut fields = json!({"unit": id, "driver": ctx.driver(), "session": session, "lanes": plan.lanes.iter().map(|(u, _)| u).collect::<Vec<_>>(), "skipped": plan.skipped});
                 if let Some(picked) = picked {
-                    fields["picked"] = picked.clone();
+                    fields["picked"] = serde_json::to_value(picked).expect("a choice serialises");
                 }
                 fields
             },
