@@ -119,6 +119,9 @@ pub struct RunRecord {
     /// Zero when the record has none, or one that does not read.
     #[serde(default, deserialize_with = "or_default")]
     pub cost: Cost,
+    /// Present for a run with a budget (SPEC 20.12).
+    #[serde(default, deserialize_with = "or_default")]
+    pub budget: Option<Budget>,
 }
 
 /// The record of a run: the run as the state holds it, every step record of earlier attempts
@@ -285,7 +288,7 @@ pub fn cost(agents: &[AgentEntry]) -> Cost {
 
 /// What a run with a budget charged against it and has left (SPEC 20.12): every agent that
 /// ended, at its reported cost, or at the estimate when its cost is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
     pub usd: f64,
     pub charged_usd: f64,

@@ -1,6 +1,6 @@
 //! The words for a run: its summary line, a lane's next move, what its agents cost.
 
-use crate::run::record::Cost;
+use crate::run::record::{Budget, Cost};
 use crate::run::state::{Driver, StepStatus};
 use crate::run::view::{Agent, HostEnd, NextMove, Release, RunSummary, RunnerEnd, Who};
 use serde_json::Value;
@@ -46,7 +46,10 @@ pub fn next_move(next: &NextMove) -> String {
             release(r)
         ),
         NextMove::HandedBack { release: r } => {
-            format!("Handed back: the contract needs a person.{}", release(r))
+            format!(
+                "Handed back: a person decides what comes next.{}",
+                release(r)
+            )
         }
         NextMove::Escalated { unit, questions } => format!(
             "Its implementer waits for a person: `iced escalation show {unit}`, then {}.",
@@ -97,6 +100,25 @@ pub fn cost_line(cost: &Cost) -> String {
             n(unknown)
         )
     }
+}
+
+/// `$1.5 charged of $2 ($0.5 left), 1 agent of unknown cost at $1`: a run's budget (SPEC 20.12).
+pub fn budget_line(b: &Budget) -> String {
+    let mut line = format!(
+        "${} charged of ${} (${} left)",
+        b.charged_usd, b.usd, b.left_usd
+    );
+    if b.unknown > 0 {
+        let agents = if b.unknown == 1 { "agent" } else { "agents" };
+        line.push_str(&format!(
+            ", {} {agents} of unknown cost at ${}",
+            b.unknown, b.unknown_cost_usd
+        ));
+    }
+    if b.spent() {
+        line.push_str("; spent: no agent starts");
+    }
+    line
 }
 
 /// One line per agent, for a person: where, who, what it cost.
@@ -252,7 +274,7 @@ mod tests {
             (NextMove::WaitsToLand { holder: "a".into() }, "Validated; waits to land while `a` holds the run."),
             (NextMove::Blocked { release: None }, "Needs a person (`iced run resume` after fixing what the reason names)."),
             (NextMove::Blocked { release: release.clone() }, "Needs a person (`iced run resume` after fixing what the reason names). It holds the other lanes: `iced run release r l` or `iced run discard r l`."),
-            (NextMove::HandedBack { release }, "Handed back: the contract needs a person. It holds the other lanes: `iced run release r l` or `iced run discard r l`."),
+            (NextMove::HandedBack { release }, "Handed back: a person decides what comes next. It holds the other lanes: `iced run release r l` or `iced run discard r l`."),
             (NextMove::Escalated { unit: "u".into(), questions: false }, "Its implementer waits for a person: `iced escalation show u`, then apply, edit or reject it."),
             (NextMove::Escalated { unit: "u".into(), questions: true }, "Its implementer waits for a person: `iced escalation show u`, then `iced answer` each question."),
             (NextMove::Discarded, "Discarded; its branch is kept."),

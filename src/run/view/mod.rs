@@ -158,6 +158,8 @@ pub struct LiveRun {
     /// Every agent the run launched or handed out (the record's `agents`).
     pub agents: Vec<AgentEntry>,
     pub cost: Cost,
+    /// What the run charged against its budget, when it has one (SPEC 20.12).
+    pub budget: Option<record::Budget>,
 }
 
 impl LiveRun {
@@ -177,6 +179,7 @@ pub struct RecordedRun {
     /// The agents and their cost, when the record has them (records of older releases do not).
     pub agents: Option<Vec<Agent>>,
     pub cost: Cost,
+    pub budget: Option<record::Budget>,
 }
 
 /// Where a finished lane's work went.
@@ -204,11 +207,13 @@ pub fn show(ctx: &Ctx<'_>, name: &str) -> Result<Shown, Refusal> {
     let next = run.lanes.iter().map(|l| next_move(ctx, &run, l)).collect();
     let agents = record::agents(ctx, &run, &record::history(ctx, &run.id));
     let cost = record::cost(&agents);
+    let budget = record::budget(&super::ctx::run_pace(ctx, &run), &agents);
     Ok(Shown::Live(Box::new(LiveRun {
         run,
         next,
         agents,
         cost,
+        budget,
     })))
 }
 
@@ -235,7 +240,12 @@ pub(super) fn recorded(ctx: &Ctx<'_>, name: &str) -> Result<RecordedRun, Refusal
             Some((record, read))
         })
         .ok_or_else(|| not_found(ctx, name))?;
-    let RunRecord { run, agents, cost } = run;
+    let RunRecord {
+        run,
+        agents,
+        cost,
+        budget,
+    } = run;
     let went = run.lanes.iter().map(|l| work_went(&l.steps)).collect();
     Ok(RecordedRun {
         record,
@@ -243,6 +253,7 @@ pub(super) fn recorded(ctx: &Ctx<'_>, name: &str) -> Result<RecordedRun, Refusal
         went,
         agents: agents.map(|a| a.iter().map(Agent::of).collect()),
         cost,
+        budget,
     })
 }
 

@@ -34,7 +34,7 @@ pub enum NextMove {
         unit: String,
         questions: bool,
     },
-    /// Handed back: the contract needs a person.
+    /// Handed back: a person decides what comes next.
     HandedBack {
         release: Option<Release>,
     },

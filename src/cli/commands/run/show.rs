@@ -3,7 +3,9 @@
 
 use super::STEP;
 use crate::cli::commands::repo;
-use crate::cli::render::run::{agent_lines, cost_line, driver, next_move, step_status};
+use crate::cli::render::run::{
+    agent_lines, budget_line, cost_line, driver, next_move, step_status,
+};
 use crate::cli::Output;
 use crate::refusal::Refusal;
 use crate::run::view::{self, LiveRun, RecordedRun, Shown, WorkWent};
@@ -135,15 +137,17 @@ fn live_output(live: LiveRun) -> Output {
             );
         }
     }
-    let _ = write!(
-        text,
-        "cost: {}\n{}",
-        cost_line(&live.cost),
-        agent_lines(&live.agent_views())
-    );
+    let _ = writeln!(text, "cost: {}", cost_line(&live.cost));
+    if let Some(b) = &live.budget {
+        let _ = writeln!(text, "budget: {}", budget_line(b));
+    }
+    text.push_str(&agent_lines(&live.agent_views()));
     let mut json = serde_json::to_value(run).expect("serialises");
     json["agents"] = serde_json::to_value(&live.agents).expect("serialises");
     json["cost"] = serde_json::to_value(live.cost).expect("serialises");
+    if let Some(b) = &live.budget {
+        json["budget"] = serde_json::to_value(b).expect("serialises");
+    }
     Output::new(json, text)
 }
 
@@ -193,12 +197,11 @@ fn recorded_output(recorded: RecordedRun) -> Output {
         }
     }
     if let Some(agents) = &recorded.agents {
-        let _ = write!(
-            text,
-            "cost: {}\n{}",
-            cost_line(&recorded.cost),
-            agent_lines(agents)
-        );
+        let _ = writeln!(text, "cost: {}", cost_line(&recorded.cost));
+        if let Some(b) = &recorded.budget {
+            let _ = writeln!(text, "budget: {}", budget_line(b));
+        }
+        text.push_str(&agent_lines(agents));
     }
     Output::new(recorded.record, text)
 }
