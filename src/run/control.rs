@@ -229,11 +229,17 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
             // a new round that takes whatever the person did on its branch.
             let run_id = run.id.clone();
             // An implementer's escalation waits for the person's answer, not for a resume
-            // (SPEC 20.7): nothing is changed while one is open.
-            if let Some(lane) = run.lanes.iter().find(|l| {
+            // (SPEC 20.7): its lane stays blocked while the others resume; with nothing else
+            // to resume, the resume is refused and says what the escalation waits for.
+            let escalated = |l: &crate::run::state::Lane| {
                 l.stage == Stage::Blocked
                     && l.escalation.as_ref().is_some_and(|e| e.is_open_at(l.attempt))
-            }) {
+            };
+            let resumable = run
+                .lanes
+                .iter()
+                .any(|l| l.stage == Stage::Blocked && !escalated(l));
+            if let Some(lane) = run.lanes.iter().find(|l| escalated(l)).filter(|_| !resumable) {
                 let e = lane.escalation.as_ref().expect("found open");
                 let how = if e.kind == "questions" {
                     format!("`iced answer {} <Q id> <text>`", lane.unit)
@@ -256,7 +262,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                     ),
                 ));
             }
-            for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked) {
+            for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked && !escalated(l)) {
                 let on_resume = crate::run::decide::on_resume(lane);
                 if on_resume != OnResume::NewAttempt {
                     if on_resume == OnResume::PullRequestArmed {

@@ -351,3 +351,62 @@ fn a_persons_own_edit_to_the_applied_unit_still_blocks_the_landing() {
         "main did not move"
     );
 }
+
+/// In a project run one child's open escalation holds only its own lane (SPEC 20.7): a resume
+/// gives the other blocked child its fresh attempt and leaves the escalated one blocked, its
+/// agent not started again; once the person has answered, the next resume takes it up too and
+/// the project lands both. A resume with only the escalation left to resume is refused.
+#[test]
+fn a_childs_open_escalation_holds_only_its_own_lane() {
+    use crate::project::Project;
+    let script = "lane 002-idle-sessions-end\nattempt 1\nescalate conflict - the contract contradicts itself\nexit 0\nattempt *\nlane 003-active-sessions-stay\nattempt 1\nexit 3\nattempt *\nlane *\ncommit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n";
+    let p = Project::new(
+        &["idle sessions end", "active sessions stay"],
+        &[],
+        script,
+        serde_json::json!({"pace": {"lanes": 2}, "verify": {"maxAttempts": 1}}),
+    );
+    let (a, b) = (&p.children[0], &p.children[1]);
+    let (out, last) = build(&p.env, &p.id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let starts = |lane: &str| {
+        p.env
+            .agent_starts()
+            .iter()
+            .filter(|l| l.contains(&format!(" lane={lane} ")))
+            .count()
+    };
+    assert_eq!((starts(a), starts(b)), (1, 1));
+
+    let resumed = p.env.iced_json(&["run", "resume", &run]).ok().json();
+    let stage = |id: &str| {
+        resumed["lanes"]
+            .as_array()
+            .and_then(|l| l.iter().find(|l| l["id"] == *id))
+            .map(|l| l["stage"].clone())
+    };
+    assert_eq!(stage(a), Some("blocked".into()), "{resumed:#}");
+    assert_ne!(stage(b), Some("blocked".into()), "{resumed:#}");
+    let (out, last) = build(&p.env, &p.id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{out:#?}");
+    assert_eq!((starts(a), starts(b)), (1, 2), "only {b} started again");
+    assert!(!p.landed(b), "{b} waits to land while {a} holds the run");
+    p.env
+        .iced_json(&["run", "resume", &run])
+        .refused(3, "escalation-open");
+
+    p.env
+        .iced_json(&[
+            "escalation",
+            "reject",
+            a,
+            "it does not: build it as written",
+        ])
+        .ok();
+    p.env.iced_json(&["run", "resume", &run]).ok();
+    let (out, last) = build(&p.env, &p.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!((starts(a), starts(b)), (2, 2));
+    assert!(p.landed(a) && p.landed(b));
+}

@@ -140,7 +140,7 @@ impl Project {
     }
 
     /// Whether `main` holds child `id`'s work and its closed unit.
-    fn landed(&self, id: &str) -> bool {
+    pub(crate) fn landed(&self, id: &str) -> bool {
         let has = |rel: &str| {
             std::process::Command::new("git")
                 .args(["cat-file", "-e", &format!("main:{rel}")])
