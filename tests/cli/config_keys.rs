@@ -174,16 +174,40 @@ fn a_definition_of_done_program_that_is_not_there_is_refused_at_admit() {
         refusal["reason"]
             .as_str()
             .unwrap()
-            .contains("`tools/./check.sh`"),
+            .contains("`tools/check.sh`"),
         "{refusal}"
     );
-    env.write("tools/check.sh", "#!/bin/sh\nexit 0\n");
+    // The lane's worktree is a checkout of the commit: a script only in the working tree, or
+    // made executable there without committing the mode, would not start in it.
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        env.path("tools/check.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    let mode = |m: u32| {
+        std::fs::set_permissions(
+            env.path("tools/check.sh"),
+            std::fs::Permissions::from_mode(m),
+        )
+        .unwrap()
+    };
+    env.write("tools/check.sh", "#!/bin/sh\nexit 0\n");
+    mode(0o755);
+    let reason = |env: &TestEnv| {
+        let refusal = env
+            .iced_json(&["build", &id])
+            .refused(3, "dod-program-missing");
+        refusal["reason"].as_str().unwrap().to_owned()
+    };
+    assert!(
+        reason(&env).contains("which is not committed"),
+        "{}",
+        reason(&env)
+    );
+    mode(0o644);
+    env.commit_all("the check, not executable");
+    mode(0o755);
+    assert_read!(
+        &env,
+        "refused_dod-program-missing_mode",
+        refused(&env, &["build", &id], 3, "dod-program-missing")
+    );
     env.commit_all("the check");
     let run = env.iced_json(&["build", &id, "--no-wait"]);
     assert_ne!(run.code, 3, "{run:#?}");

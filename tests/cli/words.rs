@@ -277,28 +277,29 @@ fn a_timed_out_implementer_is_named_as_timed_out() {
     assert!(line.ends_with(", timed out"), "{line}");
 }
 
-/// A definition-of-done program admit found (in the checkout, not committed) that the lane's
-/// worktree does not have: the gap says it could not start, and why. (One missing everywhere is
-/// refused at admit: `config_keys`.)
+/// A definition-of-done program that admit found committed and that the lane's worktree no
+/// longer has (its agent removed it): the gap says it could not start, and why. (One missing at
+/// admit is refused there: `config_keys`.)
 #[test]
 fn a_definition_of_done_program_that_does_not_exist_could_not_start() {
     let (env, id) = with_agent(
-        "commit src/session.rs fixed\nreport-ok E1 E2\n",
-        json!({"verify": {"independent": false, "maxAttempts": 1, "commands": ["./uncommitted-check"]}}),
+        "git rm -q removed-check\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 1, "commands": ["./removed-check"]}}),
     );
-    env.write("uncommitted-check", "#!/bin/sh\nexit 0\n");
+    env.write("removed-check", "#!/bin/sh\nexit 0\n");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(
-        env.path("uncommitted-check"),
+        env.path("removed-check"),
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
+    env.commit_all("the check");
     let (out, last) = build(&env, &id, &[], 4);
     assert_eq!(last["status"], "blocked", "{out:#?}");
     let shown = run_show(&env, str_of(&last, "run"));
     let reason = str_of(&shown["lanes"][0], "reason");
     assert!(
-        reason.contains("`./uncommitted-check` could not start: "),
+        reason.contains("`./removed-check` could not start: "),
         "{reason}"
     );
 }

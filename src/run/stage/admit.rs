@@ -166,7 +166,7 @@ fn admit_planned(
             ));
         }
     }
-    dod_programs(ctx)?;
+    dod_programs(ctx, &head)?;
     // A new run starts agents: the ceiling must have room for one (SPEC 20.9).
     if ctx.driver() == Driver::Process {
         let alive: usize = state
@@ -651,40 +651,80 @@ fn dependency_closed(
 }
 
 /// Each definition-of-done command's program can be started as the loop will start it (SPEC
-/// 20.3): a bare name on `PATH`, a path from the command's folder in the repository (the lane's
-/// worktree is a checkout of it). A missing one is refused here, not found by a failed attempt.
-fn dod_programs(ctx: &Ctx<'_>) -> Result<(), Refusal> {
+/// 20.3): a bare name on `PATH`; a path in the repository, from the command's folder, committed
+/// executable at `head` (the lane's worktree is a checkout of it, not of the working files); a
+/// path outside it, an executable file. A missing one is refused here, not found by a failed
+/// attempt.
+fn dod_programs(ctx: &Ctx<'_>, head: &str) -> Result<(), Refusal> {
     for command in ctx.settings.dod.iter().flatten() {
         let program = &command.argv[0];
-        let at = match &command.cwd {
-            Some(cwd) => ctx.repo.root.join(cwd),
-            None => ctx.repo.root.clone(),
-        };
-        let found = if program.contains('/') {
-            find_program(&at.join(program).display().to_string(), None)
-        } else {
+        let at = std::path::Path::new(command.cwd.as_deref().unwrap_or(".")).join(program);
+        let missing = if !program.contains('/') {
             find_program(program, std::env::var_os("PATH").as_deref())
+                .is_none()
+                .then(|| "not on PATH".to_owned())
+        } else {
+            match in_repository(&at) {
+                Some(rel) => committed_executable(ctx, head, &rel)
+                    .err()
+                    .map(|(what, how)| format!("{what} at `{rel}` in the repository{how}")),
+                None => find_program(&ctx.repo.root.join(&at).display().to_string(), None)
+                    .is_none()
+                    .then(|| format!("not an executable file at `{}`", at.display())),
+            }
         };
-        if found.is_none() {
+        if let Some(why) = missing {
             return Err(ctx.refuse(
                 "dod-program-missing",
                 format!(
-                    "the definition-of-done command `{}` starts `{program}`, which is {}",
+                    "the definition-of-done command `{}` starts `{program}`, which is {why}",
                     command.display(),
-                    if program.contains('/') {
-                        format!(
-                            "not an executable file at `{}` in the repository",
-                            std::path::Path::new(command.cwd.as_deref().unwrap_or("."))
-                                .join(program)
-                                .display()
-                        )
-                    } else {
-                        "not on PATH".to_owned()
-                    }
                 ),
                 "install it (or commit it, executable), or fix `verify.commands` in `.iced/config.json`; then run `iced trust` and build again",
             ));
         }
     }
     Ok(())
+}
+
+/// `path` (relative to the repository's root) with `.` and `..` taken out, or `None` when it is
+/// absolute or leaves the repository.
+fn in_repository(path: &std::path::Path) -> Option<String> {
+    use std::path::Component;
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            Component::Normal(p) => parts.push(p),
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    let parts: Vec<&str> = parts.iter().map(|p| p.to_str()).collect::<Option<_>>()?;
+    Some(parts.join("/"))
+}
+
+/// Whether `rel` is committed at `head` as a file a checkout can start: an executable file, or
+/// a symlink whose target in the working tree is one. Else what it is, and how to mend it.
+fn committed_executable(ctx: &Ctx<'_>, head: &str, rel: &str) -> Result<(), (String, String)> {
+    let listed = crate::git::run(&ctx.repo.root, &["ls-tree", head, "--", rel])
+        .map_err(|e| (format!("not readable from git ({e})"), String::new()))?;
+    let mode = listed.split_whitespace().next().unwrap_or("");
+    let on_disk = find_program(&ctx.repo.root.join(rel).display().to_string(), None).is_some();
+    let short = &head[..head.len().min(12)];
+    match mode {
+        "100755" => Ok(()),
+        "120000" if on_disk => Ok(()),
+        "100644" => Err((
+            "committed without its executable bit".into(),
+            format!(" (`git update-index --chmod=+x {rel}`, then commit)"),
+        )),
+        _ if on_disk => Err((
+            "not committed".into(),
+            format!(", only in the working tree (a lane's worktree is a checkout of {short})"),
+        )),
+        _ => Err(("not an executable file".into(), String::new())),
+    }
 }
