@@ -156,16 +156,20 @@ fn decided(place: &Place, verb: &str, kind: &str) -> String {
     )
 }
 
+/// Append the person's decision entry to the unit's `decisions.md` unless it is there already,
+/// and return the entry as the file holds it (from its heading to the next), so a replay after a
+/// killed call finds the same entry it would have appended.
 fn append_decision_once(
     ctx: &Ctx<'_>,
     unit: &str,
     decision: &str,
     why: &str,
     more: &[(&str, String)],
-) -> Result<(), Refusal> {
+) -> Result<String, Refusal> {
     let path = ctx.repo.unit_paths(unit).decisions;
+    let line = format!("- Decision: {decision}\n");
     let logged = crate::repo::read_text(&path)
-        .map(|t| t.contains(&format!("- Decision: {decision}\n")))
+        .map(|t| t.contains(&line))
         .unwrap_or(false);
     if !logged {
         let mut lines: Vec<(&str, &str)> = vec![("Decision", decision), ("Why", why)];
@@ -173,24 +177,87 @@ fn append_decision_once(
         ctx.repo.append_decision(unit, "person", &lines, ctx.verb)?;
     }
     crate::failpoint::hit("escalation-after-decision");
-    Ok(())
+    let text = crate::repo::read_text(&path).map_err(|e| e.refusal(ctx.verb))?;
+    Ok(entry_of(&text, &line).unwrap_or_default())
 }
 
-/// Write the unit and keep its text for the lane (the delivery's close is made from it).
-fn write_unit(ctx: &Ctx<'_>, place: &Place, lane: &mut Lane, text: &str) -> Result<(), Refusal> {
-    ctx.repo.write_unit(&place.unit, text, ctx.verb)?;
-    crate::failpoint::hit("escalation-after-unit");
+/// The entry of `text` holding `line`: from the `## ` heading before it to the next heading.
+fn entry_of(text: &str, line: &str) -> Option<String> {
+    let at = text.find(line)?;
+    let start = text[..at].rfind("\n## ")?;
+    let end = text[at..].find("\n## ").map_or(text.len(), |n| at + n + 1);
+    Some(text[start..end].to_owned())
+}
+
+/// The largest decision log kept beside a lane to be landed as the loop's own.
+const DECISIONS_KEPT: usize = 256 * 1024;
+
+/// What a person's escalation verbs left in the checkout for a lane (SPEC 20.7, 23.2): the unit
+/// as the last of them wrote it, `decisions.md` as they left it, and their entries in it. The
+/// delivery's close is made from it, and a landing by merge takes these files as the loop's own.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct LeftForLane {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub decisions: Option<String>,
+    #[serde(default)]
+    pub entries: Vec<String>,
+}
+
+/// What the escalation verbs left for `lane`, if anything and intact; `Err` when the state names
+/// a copy that is gone or changed.
+pub fn left_for_lane(lane: &Lane) -> Result<Option<LeftForLane>, String> {
+    let Some(kept) = lane.unit_text.as_ref() else {
+        return Ok(None);
+    };
+    crate::run::kept::load(kept).map(Some).ok_or_else(|| {
+        format!(
+            "what the escalation verbs left for the lane (`{}`) is gone or changed",
+            kept.path.display()
+        )
+    })
+}
+
+/// Keep what the verb left for the lane: the unit it wrote (if it wrote one), the decision log as
+/// it is now and the verb's entry, over what earlier verbs of this lane left.
+fn keep_left(
+    ctx: &Ctx<'_>,
+    place: &Place,
+    lane: &mut Lane,
+    text: Option<&str>,
+    entry: String,
+) -> Result<(), Refusal> {
+    let mut left = left_for_lane(lane).ok().flatten().unwrap_or_default();
+    if let Some(text) = text {
+        left.text = Some(text.to_owned());
+    }
+    // A log too large to keep beside the lane is left for the person to commit (SPEC 23.2).
+    let decisions = ctx.repo.unit_paths(&place.unit).decisions;
+    left.decisions = crate::repo::read_text(&decisions)
+        .ok()
+        .filter(|d| d.len() <= DECISIONS_KEPT);
+    if !entry.is_empty() && !left.entries.contains(&entry) {
+        left.entries.push(entry);
+    }
     let copy = ctx.lane_dir(&place.run, &place.lane).join("unit.json");
-    let kept = crate::run::kept::keep(&copy, &serde_json::json!({ "text": text }))
+    let kept = crate::run::kept::keep(&copy, &left)
         .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
     lane.unit_text = Some(kept);
     Ok(())
 }
 
-/// The unit's text a person's escalation verb last wrote for this lane, if it is intact.
-pub fn kept_unit_text(lane: &Lane) -> Option<String> {
-    let v: serde_json::Value = crate::run::kept::load(lane.unit_text.as_ref()?)?;
-    v.get("text")?.as_str().map(str::to_owned)
+/// Write the unit and keep it for the lane (the delivery's close is made from it).
+fn write_unit(
+    ctx: &Ctx<'_>,
+    place: &Place,
+    lane: &mut Lane,
+    text: &str,
+    entry: String,
+) -> Result<(), Refusal> {
+    ctx.repo.write_unit(&place.unit, text, ctx.verb)?;
+    crate::failpoint::hit("escalation-after-unit");
+    keep_left(ctx, place, lane, Some(text), entry)
 }
 
 pub fn resolve(ctx: &Ctx<'_>, reference: &str, how: Resolve) -> Result<Resolved, Refusal> {
@@ -208,7 +275,8 @@ pub fn resolve(ctx: &Ctx<'_>, reference: &str, how: Resolve) -> Result<Resolved,
         let (verb, lines) = match &how {
             Resolve::Reject(guidance) => {
                 let decision = decided(&place, "rejected", &e.kind);
-                append_decision_once(ctx, &unit, &decision, guidance, &[])?;
+                let entry = append_decision_once(ctx, &unit, &decision, guidance, &[])?;
+                keep_left(ctx, &place, lane, None, entry)?;
                 let mut e = e;
                 e.status = EscalationStatus::Rejected;
                 e.guidance = Some(guidance.clone());
@@ -284,8 +352,8 @@ pub fn resolve(ctx: &Ctx<'_>, reference: &str, how: Resolve) -> Result<Resolved,
                 )
             })
             .collect();
-        append_decision_once(ctx, &unit, &decision, &e.message, &changed)?;
-        write_unit(ctx, &place, lane, &text)?;
+        let entry = append_decision_once(ctx, &unit, &decision, &e.message, &changed)?;
+        write_unit(ctx, &place, lane, &text, entry)?;
         let mut e = e;
         e.status = EscalationStatus::Applied;
         e.contract_hash = Some(hash.clone());
@@ -336,7 +404,7 @@ pub fn answer(
             )
         })?;
         asked.answer = Some(text.to_owned());
-        write_unit(ctx, &place, lane, &written)?;
+        write_unit(ctx, &place, lane, &written, String::new())?;
         if e.questions.iter().all(|q| q.answer.is_some()) {
             e.status = EscalationStatus::Answered;
             lane.reason = Some(e.resolution());

@@ -321,7 +321,51 @@ fn an_applied_contract_lands_by_merge_without_a_commit_by_hand() {
     );
     assert!(landed.contains("- [E3] The idle timeout is read from the config."));
     assert_eq!(env.read(&unit), landed, "the checkout has the landed unit");
-    assert_eq!(env.git_out(&["status", "--porcelain", "--", &unit]), "");
+    // The person's decision lands with it, once, and the checkout is left clean.
+    let log = format!("intent/{id}/decisions.md");
+    let logged = file_at(&env, "main", &log);
+    let decision = "- Decision: applied the change-expectation escalation of run";
+    assert_eq!(logged.matches(decision).count(), 1, "{logged}");
+    assert_eq!(env.read(&log), logged);
+    assert_eq!(env.git_out(&["status", "--porcelain"]), "");
+}
+
+/// The implementer's own line in the decision log and the person's entry both land: the close
+/// appends the person's entry to the lane's log, and the checkout's copy (the verb's, uncommitted)
+/// is taken as the loop's own, so the landing does not stop at it.
+#[test]
+fn a_persons_decision_and_the_implementers_both_land() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.keep().join("proposal.md");
+    std::fs::write(&path, PROPOSAL).unwrap();
+    let (env, id) = crate::loop_e2e::with_agent(
+        &format!(
+            "attempt 1\nescalate change-expectation {} E2 contradicts C1\nexit 0\nattempt 2\nappend intent/{{lane}}/decisions.md - Decision: the timeout is read once at start\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+            path.display()
+        ),
+        landing_by_merge(),
+    );
+    let (_, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "blocked", "{last}");
+    env.iced_json(&["escalation", "reject", &id, "keep", "E2", "as", "it", "is"])
+        .ok();
+    let log = format!("intent/{id}/decisions.md");
+    assert!(env
+        .git_out(&["status", "--porcelain", "--", &log])
+        .starts_with(" M"));
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let logged = file_at(&env, "main", &log);
+    assert!(
+        logged.contains("- Decision: rejected the change-expectation escalation of run"),
+        "{logged}"
+    );
+    assert!(logged.contains("- Why: keep E2 as it is"), "{logged}");
+    assert!(
+        logged.contains("the timeout is read once at start"),
+        "{logged}"
+    );
+    assert_eq!(env.git_out(&["status", "--porcelain"]), "");
 }
 
 /// SPEC 23.2: an edit of the person's own to that unit file after `apply` is not the loop's: the

@@ -217,11 +217,15 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     } else {
         &["iced.md", "evidence.md", "verify.json"]
     };
-    let close_paths: Vec<String> = names
+    let mut close_paths: Vec<String> = names
         .iter()
         .map(|f| format!("{rel}/{f}"))
         .chain([".iced/metrics.jsonl".to_owned()])
         .collect();
+    if lane.unit_text.is_some() {
+        // The person's decisions on its escalations travel in the close too.
+        close_paths.push(format!("{rel}/decisions.md"));
+    }
     // Read once: the branch moves only if it still points here.
     let current = git(worktree, &["rev-parse", "--verify", &branch_ref])?;
     // A delivery this step prepared (a call that died before recording it): adopted if the
@@ -323,13 +327,9 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     };
     let unit_path = format!("{rel}/iced.md");
     // A contract a person changed during the run (SPEC 20.7) is the one that lands, with its hash.
-    let text = match &lane.unit_text {
-        Some(kept) => crate::run::escalation_verbs::kept_unit_text(lane).ok_or_else(|| {
-            format!(
-                "the unit's text kept for the lane (`{}`) is gone or changed",
-                kept.path.display()
-            )
-        })?,
+    let left = crate::run::escalation_verbs::left_for_lane(lane)?.unwrap_or_default();
+    let text = match &left.text {
+        Some(text) => text.clone(),
         None => text_at(&head, &unit_path)?
             .ok_or_else(|| format!("`{unit_path}` is not in the judged head {head}"))?,
     };
@@ -412,6 +412,22 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         (format!("{rel}/evidence.md"), close.evidence_md),
         (format!("{rel}/verify.json"), close.verify_json),
     ];
+    // A person's decisions on the lane's escalations land with it (SPEC 20.7), after what the
+    // judged head's log holds.
+    if !left.entries.is_empty() {
+        let path = format!("{rel}/decisions.md");
+        let mut log =
+            text_at(&head, &path)?.unwrap_or_else(|| crate::repo::decisions_header(&lane.unit));
+        for entry in &left.entries {
+            if !log.contains(entry.as_str()) {
+                if !log.ends_with('\n') {
+                    log.push('\n');
+                }
+                log.push_str(entry);
+            }
+        }
+        files.push((path, log));
+    }
     // What happened on the way (failed attempts, stops for a person) lands with the work, then
     // the verdict (SPEC 12.1).
     for m in &lane.metrics {

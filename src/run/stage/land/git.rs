@@ -158,7 +158,7 @@ pub fn checked_out_at(root: &Path, branch: &str) -> Option<PathBuf> {
 }
 
 /// A file the loop itself left uncommitted in the person's checkout, with the bytes it wrote there:
-/// the lane's unit as a person's escalation verb wrote it (SPEC 20.7, 23.2).
+/// the lane's unit and its decision log as a person's escalation verbs left them (SPEC 20.7, 23.2).
 pub struct Ours<'a> {
     pub path: &'a str,
     pub text: &'a [u8],
@@ -173,7 +173,7 @@ pub fn move_target(
     target: &str,
     old: &str,
     new: &str,
-    ours: Option<&Ours<'_>>,
+    ours: &[Ours<'_>],
 ) -> Result<(), String> {
     let current = rev(root, &format!("refs/heads/{target}"))?;
     if current == new {
@@ -185,7 +185,9 @@ pub fn move_target(
         ));
     }
     match checked_out_at(root, target) {
-        Some(checkout) => restore_ours(&checkout, new, ours)
+        Some(checkout) => ours
+            .iter()
+            .try_for_each(|o| restore_ours(&checkout, new, o))
             .and_then(|()| fast_forward(&checkout, new))
             .map_err(|e| {
                 format!(
@@ -205,10 +207,7 @@ pub fn move_target(
 /// fast-forward, which brings the same text (closed): only when the file holds exactly the bytes the
 /// loop wrote, its index entry is `HEAD`'s or those bytes, and the landing changes the file. Any
 /// other state is left for git to refuse, naming the file, so a person's edit is never discarded.
-fn restore_ours(checkout: &Path, new: &str, ours: Option<&Ours<'_>>) -> Result<(), String> {
-    let Some(ours) = ours else {
-        return Ok(());
-    };
+fn restore_ours(checkout: &Path, new: &str, ours: &Ours<'_>) -> Result<(), String> {
     let file = checkout.join(ours.path);
     let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
     if !regular || std::fs::read(&file).ok().as_deref() != Some(ours.text) {
@@ -292,7 +291,7 @@ pub fn content_landed(root: &Path, head: &str, target: &str) -> bool {
 /// fast-forward (through its checkout, so the person's files follow). The landing happened at the
 /// remote, so a local target with commits of its own, or a checkout that refuses, is left where it
 /// is and said (`Err`), not a failure of the landing.
-pub fn follow(root: &Path, target: &str, new: &str, ours: Option<&Ours<'_>>) -> Result<(), String> {
+pub fn follow(root: &Path, target: &str, new: &str, ours: &[Ours<'_>]) -> Result<(), String> {
     let current = rev(root, &format!("refs/heads/{target}"))
         .map_err(|_| format!("there is no local `{target}` to bring along"))?;
     if current == new {

@@ -377,17 +377,30 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 .unwrap_or_default();
             let commit = made.landed.unwrap_or_default();
             let from = made.from.unwrap_or_default();
-            // The unit as a person's escalation verb left it in the checkout (SPEC 23.2).
-            let kept = crate::run::escalation_verbs::kept_unit_text(lane);
-            let unit_path = format!("intent/{}/iced.md", lane.unit);
-            let ours = kept.as_deref().map(|text| land::Ours {
-                path: &unit_path,
-                text: text.as_bytes(),
-            });
+            // The unit and its decision log as a person's escalation verbs left them in the
+            // checkout (SPEC 23.2).
+            let left = crate::run::escalation_verbs::left_for_lane(lane)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let (unit_path, log_path) = (
+                format!("intent/{}/iced.md", lane.unit),
+                format!("intent/{}/decisions.md", lane.unit),
+            );
+            let ours: Vec<land::Ours<'_>> =
+                [(&unit_path, &left.text), (&log_path, &left.decisions)]
+                    .into_iter()
+                    .filter_map(|(path, text)| {
+                        text.as_deref().map(|t| land::Ours {
+                            path,
+                            text: t.as_bytes(),
+                        })
+                    })
+                    .collect();
             let result = match &settings.remote {
                 Some(remote) => match land::push(root, remote, &commit, &target) {
                     // The local target (and the person's checkout of it) follows the remote's.
-                    Ok(true) => Ok(match land::follow(root, &target, &commit, ours.as_ref()) {
+                    Ok(true) => Ok(match land::follow(root, &target, &commit, &ours) {
                         Ok(()) => json!({"commit": commit, "target": target, "remote": remote}),
                         Err(e) => {
                             json!({"commit": commit, "target": target, "remote": remote, "local": e})
@@ -403,7 +416,7 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                     }
                     Err(e) => Err(e),
                 },
-                None => match land::move_target(root, &target, &from, &commit, ours.as_ref()) {
+                None => match land::move_target(root, &target, &from, &commit, &ours) {
                     Ok(()) => Ok(json!({"commit": commit, "target": target})),
                     Err(e) if e.contains("moved to") => return again(e, true),
                     Err(e) => Err(e),
