@@ -68,7 +68,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     .is_none_or(|o| o.get("finished").is_none());
             let is_activity = record.step == StepKey::Implement && run.driver == Driver::Process
                 || record.step.is_dod()
-                || record.step.is_plan_agent()
+                || record.step.runs_once()
                 || validator_process;
             // A receipt whose own checks are recorded stays started until its commands are in: the
             // call that checked has ended as it should, and nothing is redone.
@@ -162,7 +162,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     }
                     finish(record, StepStatus::Done, summary.to_value());
                     let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
-                    if record.step == StepKey::Implement || record.step.is_plan_agent() {
+                    if record.step == StepKey::Implement || record.step.runs_once() {
                         emit(
                             &ctx.paths,
                             &run_id,
@@ -193,7 +193,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     activity::kill_orphans(&dir);
                     // A planning agent whose supervisor never registered never ran, and may be
                     // started; one that did is never started again (SPEC 20.16).
-                    let crashed = if record.step.is_plan_agent() {
+                    let crashed = if record.step.runs_once() {
                         json!({"crashed": true, "registered": dir.join(activity::files::SUPERVISOR).exists()})
                     } else {
                         json!({"crashed": true})
@@ -201,7 +201,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     finish(record, StepStatus::Failed, crashed);
                     if record.step == StepKey::Implement
                         || validator_process
-                        || record.step.is_plan_agent()
+                        || record.step.runs_once()
                     {
                         emit(
                             &ctx.paths,

@@ -44,6 +44,8 @@ pub enum Then {
     ImplementerRunning,
     DodRunning,
     ReceiptChecksRecorded,
+    /// The loop checked what the test writer changed (SPEC 20.17).
+    TestsChecked,
     /// A host handed its receipt in.
     ReceiptIn,
     ReceiptVerified,
