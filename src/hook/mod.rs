@@ -353,11 +353,17 @@ mod tests {
                 unit: "003-x".into()
             })
         );
+        assert_eq!(
+            who_from(Some("test-writer"), Some("003-x")),
+            Ok(Who::TestWriter {
+                unit: "003-x".into(),
+                test_paths: Vec::new()
+            })
+        );
         for lane in [None, Some(""), Some("../x"), Some("a/b"), Some("..")] {
-            assert_eq!(
-                who_from(Some("implementer"), lane).unwrap_err().code,
-                "guard-input"
-            );
+            for role in ["implementer", "test-writer"] {
+                assert_eq!(who_from(Some(role), lane).unwrap_err().code, "guard-input");
+            }
         }
     }
 
