@@ -50,6 +50,21 @@ pub fn lane_next(lane: &Lane, view: &DecideView) -> Option<Next> {
             })
         }
         Some(r) if r.status == StepStatus::Failed => {
+            // Its harness said it failed: nothing of it is taken.
+            if let Some(why) = r
+                .outcome
+                .as_ref()
+                .and_then(|o| o.get("harness_failed"))
+                .and_then(serde_json::Value::as_str)
+            {
+                return Some(Next::Block {
+                    lane: id,
+                    reason: format!(
+                        "the test writer of attempt {} failed: {why}; it is not run again",
+                        lane.attempt
+                    ),
+                });
+            }
             // A supervisor that never registered never ran its agent: it may be started.
             let registered = r
                 .outcome
@@ -106,7 +121,7 @@ pub fn refused(o: &TestCheckOutcome) -> Option<String> {
         why.push("it left uncommitted or untracked changes in the worktree".into());
     }
     if let Some(p) = &o.problem {
-        why.push(format!("its report: {p}"));
+        why.push(p.clone());
     }
     if why.is_empty() {
         return None;

@@ -107,14 +107,21 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     );
                 }
                 Observation::Finished(outcome) if outcome.nonce == nonce => {
-                    let harness = (record.step == StepKey::Implement)
+                    // The implementer and the test writer run on the implementer's runner; a
+                    // harness's final answer is their report (SPEC 20.8, 20.17).
+                    let writes = matches!(record.step, StepKey::Implement | StepKey::TestWrite);
+                    let harness = writes
                         .then_some(ctx.settings.implementer.as_ref())
                         .flatten()
                         .filter(|r| r.kind.is_harness())
                         .map(|r| {
-                            let receipt = ctx.receipt_path(&run_id, &lane_id, attempt);
+                            let receipt = if record.step == StepKey::TestWrite {
+                                super::stage::tester::report_path(ctx, &run_id, &lane_id, attempt)
+                            } else {
+                                ctx.receipt_path(&run_id, &lane_id, attempt)
+                            };
                             let transcript =
-                                ctx.transcript_path(&run_id, &lane_id, "implementer", attempt);
+                                ctx.transcript_path(&run_id, &lane_id, record.step.role(), attempt);
                             read_harness(
                                 &dir,
                                 r,
@@ -149,7 +156,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                                 &ctx.paths,
                                 &run_id,
                                 Event::AgentEnd,
-                                json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": {"exit_code": outcome.exit_code, "harness_failed": why}}),
+                                json!({"lane": lane_id, "attempt": attempt, "role": record.step.role(), "outcome": {"exit_code": outcome.exit_code, "harness_failed": why}}),
                             );
                             emit(
                                 &ctx.paths,

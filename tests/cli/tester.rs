@@ -113,6 +113,23 @@ fn a_test_writer_whose_write_is_outside_the_test_paths_is_refused_by_the_guard()
 }
 
 #[test]
+fn a_test_writer_that_leaves_work_uncommitted_or_a_bad_report_is_refused() {
+    let (env, id) = tester_env(
+        "commit tests/session_test.sh true\nwrite tests/later.sh true\nreport {\"summary\": \"done\", \"verdict\": \"pass\"}\n",
+        json!(["true"]),
+    );
+    let (out, last) = build(&env, &id, &[], 4);
+    assert_eq!(last["status"], "handback", "{out:#?}");
+    let shown = run_show(&env, str_of(&last, "run"));
+    let reason = shown["lanes"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the test writer's work is refused: it left uncommitted or untracked changes in the worktree; its report `"),
+        "{reason}"
+    );
+    assert!(reason.contains("unknown field `verdict`"), "{reason}");
+}
+
+#[test]
 fn a_red_test_the_code_fails_sends_the_work_back_to_the_implementer() {
     // Attempt 1's code fails the test its test writer commits; attempt 2's implementer fixes it.
     let script = "attempt 1\nrole implementer\ncommit src/session.rs broken\nreport-ok E1 E2\nrole test-writer\ncommit tests/session_test.sh grep -q fixed src/session.rs\nattempt 2\nrole implementer\ncommit src/session.rs fixed\nreport-ok E1 E2\nrole test-writer\nprint nothing more to test\n";

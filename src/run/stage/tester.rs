@@ -155,6 +155,11 @@ pub fn escalation_of(attempt: u32, report: &TesterReport, text: &str) -> Option<
     })
 }
 
+/// Where attempt `attempt`'s test writer writes its report.
+pub(crate) fn report_path(ctx: &Ctx<'_>, run: &str, lane: &str, attempt: u32) -> PathBuf {
+    paths(ctx, run, lane, attempt).1
+}
+
 /// Where attempt `attempt`'s test writer finds its prompt and writes its report.
 fn paths(ctx: &Ctx<'_>, run: &str, lane: &str, attempt: u32) -> (PathBuf, PathBuf) {
     let dir = ctx.lane_dir(run, lane);
@@ -350,12 +355,12 @@ fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
                 .join(format!("tester-report-{}.json", lane.attempt));
             match crate::run::kept::keep(&copy, &r) {
                 Ok(k) => o.report = Some(k),
-                Err(e) => o.problem = Some(format!("it could not be kept: {e}")),
+                Err(e) => o.problem = Some(format!("its report could not be kept: {e}")),
             }
         }
         Err(p) => {
             o.problem
-                .get_or_insert(format!("`{}`: {p}", report.display()));
+                .get_or_insert(format!("its report `{}`: {p}", report.display()));
         }
     }
     o
