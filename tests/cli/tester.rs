@@ -74,6 +74,12 @@ fn a_test_writer_adds_its_tests_and_the_lane_delivers_both_commits() {
     let tested = env.git_out(&["rev-parse", &format!("{}~1", lane_branch(&id))]);
     assert_eq!(of("receipt")["outcome"]["head"], tested.trim());
     assert_eq!(check["head"], tested.trim());
+    // What `run show` says of it, as a person reads it.
+    assert_read!(
+        &env,
+        "tester_run_show",
+        crate::snap_step::run_show_text(&env, &run)
+    );
 }
 
 #[test]
