@@ -35,6 +35,8 @@ pub enum Then {
         reason: String,
         unit: String,
         questions: bool,
+        /// Who stopped: `implementer` or `test writer`.
+        by: &'static str,
     },
     BriefWritten,
     WorktreeReady,

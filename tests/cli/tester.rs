@@ -163,6 +163,13 @@ fn a_research_request_is_an_escalation_the_person_sees() {
     let (env, id) = tester_env(&format!("report {report}\n"), json!(["true"]));
     let (out, last) = build(&env, &id, &[], 4);
     assert_eq!(last["status"], "blocked", "{out:#?}");
+    // What comes next names who waits, and the person's verbs.
+    assert!(
+        out.stdout.contains(&format!(
+            "the test writer waits for a person: `iced escalation show {id}`"
+        )),
+        "{out:#?}"
+    );
     let shown = env.iced_json(&["escalation", "show", &id]).ok().json();
     assert_eq!(shown["kind"], "research");
     assert_eq!(shown["status"], "open");

@@ -24,13 +24,14 @@ pub fn words(then: &Then) -> String {
             reason,
             unit,
             questions,
+            by,
         } => {
             let how = if *questions {
                 format!("answer each with `iced answer {unit} <Q id> <text>`")
             } else {
                 format!("`iced escalation apply {unit}`, `edit {unit} --file <path>` or `reject {unit} <guidance>`")
             };
-            format!("{reason}; the implementer waits for a person: `iced escalation show {unit}`, then {how}; then `iced build {unit}` resumes")
+            format!("{reason}; the {by} waits for a person: `iced escalation show {unit}`, then {how}; then `iced build {unit}` resumes")
         }
         Then::BriefWritten => "the brief is written; call again".into(),
         Then::WorktreeReady => "the worktree is ready; call again".into(),
