@@ -376,6 +376,11 @@ impl<'c, 'a> Judge<'c, 'a> {
         }
         for written in &facts.writes {
             for (class, rel) in shell::candidates(written) {
+                if let Who::TestWriter { test_paths, .. } = &self.ctx.who {
+                    if !test_paths::is_test_path(&rel, test_paths) {
+                        return reasons::test_path_only(&rel, test_paths);
+                    }
+                }
                 let target = Target { class, rel };
                 if let Some(mut d) = self.file_rules(&target, None, &After::Unpredictable) {
                     if d.rule == "owned-file" {

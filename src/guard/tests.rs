@@ -882,6 +882,13 @@ fn a_test_writer_writes_only_test_paths() {
         "test-path-only",
         true,
     );
+    // A shell's writes are fenced the same way (the check after it is what holds).
+    denies(
+        tester().judge(shell("echo x > src/session.rs")),
+        "test-path-only",
+        true,
+    );
+    allows(tester().judge(shell("echo x > tests/session.rs")));
     // The same paths written by the implementer are allowed.
     allows(lane("003-building").judge(write_new("src/session.rs")));
 }

@@ -985,6 +985,9 @@ pub mod tester;
 pub use moves::*;
 
 #[cfg(test)]
+#[path = "decide_tester_tests.rs"]
+mod tester_tests;
+#[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;
 
