@@ -13,6 +13,18 @@ pub const CONFIG_LIMIT: u64 = 1024 * 1024;
 /// Reasoning effort levels a model reference may end with (`model:high`).
 pub const EFFORTS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 
+/// `build.testPaths` by default (SPEC 20.17): where tests live in most languages' layouts.
+pub const TEST_PATHS: &[&str] = &[
+    "tests/**",
+    "test/**",
+    "**/__tests__/**",
+    "**/*_test.*",
+    "**/*.test.*",
+    "**/*_spec.*",
+    "**/*.spec.*",
+    "**/test_*.*",
+];
+
 pub const GATES: &[&str] = &["strict", "always", "warn", "off"];
 
 /// The defaults of seed 000, exactly.
@@ -28,7 +40,10 @@ pub fn defaults() -> Value {
             "commands": [], "parallel": true, "maxAttempts": 3, "independent": true,
             "lenses": "auto", "model": null, "effort": null, "timeoutSec": 900
         },
-        "build": { "testWriter": false, "testWriterModel": null, "testWriterEffort": null },
+        "build": {
+            "testWriter": false, "testWriterModel": null, "testWriterEffort": null,
+            "testPaths": TEST_PATHS
+        },
         "memory": { "product": ".iced/memory/product.md", "knowledge": [".iced/memory/knowledge.md"] },
         "promotion": { "mode": "suggest", "window": 10 }
     })
@@ -87,6 +102,28 @@ impl Default for Config {
 }
 
 impl Config {
+    /// `build.testPaths`: the globs of a test writer's fence (SPEC 20.17).
+    pub fn test_paths(&self) -> Vec<String> {
+        self.raw
+            .pointer("/build/testPaths")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `build.testWriter` (SPEC 20.17).
+    pub fn test_writer(&self) -> bool {
+        self.raw
+            .pointer("/build/testWriter")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
     pub fn path(root: &Path) -> PathBuf {
         root.join(".iced").join("config.json")
     }
@@ -183,15 +220,17 @@ impl Config {
         if !at("/build").is_object() {
             return Err(invalid("build", "must be an object"));
         }
-        match at("/build/testWriter") {
-            Value::Bool(false) => {}
-            Value::Bool(true) => {
-                return Err(invalid(
-                    "build.testWriter",
-                    "is true, but the test writer is not built yet in iced: set it to false (its model and effort stay unused until it is)",
-                ))
-            }
-            _ => return Err(invalid("build.testWriter", "must be true or false")),
+        if !at("/build/testWriter").is_boolean() {
+            return Err(invalid("build.testWriter", "must be true or false"));
+        }
+        let globs = at("/build/testPaths").as_array();
+        if !globs.is_some_and(|l| {
+            !l.is_empty() && l.iter().all(|g| g.as_str().is_some_and(|g| !g.is_empty()))
+        }) {
+            return Err(invalid(
+                "build.testPaths",
+                "must be a non-empty list of globs (`tests/**`, `**/*_test.*`)",
+            ));
         }
         let model = at("/build/testWriterModel");
         if !(model.is_null()
@@ -252,6 +291,21 @@ impl Config {
         let items: Vec<&str> = match value {
             Value::String(s) => vec![s.as_str()],
             Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        items
+            .into_iter()
+            .flat_map(split_models)
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .collect()
+    }
+
+    /// `build.testWriterModel` as a list (comma-separated strings split as `verify.model`'s).
+    pub fn test_writer_models(&self) -> Vec<String> {
+        let items: Vec<&str> = match self.raw.pointer("/build/testWriterModel") {
+            Some(Value::String(s)) => vec![s.as_str()],
+            Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         };
         items
@@ -392,7 +446,8 @@ mod tests {
                 "verify.effort",
             ),
             (json!({"build": {"testWriter": "yes"}}), "build.testWriter"),
-            (json!({"build": {"testWriter": true}}), "build.testWriter"),
+            (json!({"build": {"testPaths": []}}), "build.testPaths"),
+            (json!({"build": {"testPaths": [""]}}), "build.testPaths"),
             (
                 json!({"build": {"testWriterEffort": 3}}),
                 "build.testWriterEffort",

@@ -81,4 +81,7 @@ pub const ALL: &[&str] = &[
     "plan-decide-after-write",
     "plan-decide-after-approve",
     "plan-decide-after-commit",
+    "tester-after-record",
+    "tester-after-spawn",
+    "tester-check-after-record",
 ];

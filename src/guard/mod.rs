@@ -11,6 +11,7 @@ pub mod lex;
 pub mod paths;
 mod reasons;
 pub mod shell;
+pub mod test_paths;
 
 #[cfg(test)]
 mod shell_tests;
@@ -37,6 +38,12 @@ pub enum Who {
     /// A lane's implementer; the lane builds `unit`.
     Implementer {
         unit: String,
+    },
+    /// A lane's test writer (SPEC 20.17): `unit`'s implementer, fenced to the test paths matched
+    /// by these globs (`build.testPaths`).
+    TestWriter {
+        unit: String,
+        test_paths: Vec<String>,
     },
     Validator,
     Refuter,
@@ -263,7 +270,7 @@ impl<'c, 'a> Judge<'c, 'a> {
     fn new(ctx: &'c Context<'a>) -> Self {
         let mut judge = Judge { ctx, focus: None };
         judge.focus = match &ctx.who {
-            Who::Implementer { unit } => {
+            Who::Implementer { unit } | Who::TestWriter { unit, .. } => {
                 let mut u = judge.unit(unit);
                 u.status = Some(Status::Building);
                 Some(u)
@@ -314,7 +321,7 @@ impl<'c, 'a> Judge<'c, 'a> {
 
     fn own_unit(&self) -> Option<&str> {
         match &self.ctx.who {
-            Who::Implementer { unit } => Some(unit),
+            Who::Implementer { unit } | Who::TestWriter { unit, .. } => Some(unit),
             _ => None,
         }
     }
@@ -340,6 +347,12 @@ impl<'c, 'a> Judge<'c, 'a> {
         if let Some(role) = self.ctx.who.read_only() {
             return reasons::read_only(role, &format!("writes `{}`", target.rel));
         }
+        if let Who::TestWriter { test_paths, .. } = &self.ctx.who {
+            if target.class == Class::Outside || !test_paths::is_test_path(&target.rel, test_paths)
+            {
+                return reasons::test_path_only(&target.rel, test_paths);
+            }
+        }
         if let Some(d) = self.file_rules(&target, before, after) {
             return d;
         }
@@ -363,6 +376,11 @@ impl<'c, 'a> Judge<'c, 'a> {
         }
         for written in &facts.writes {
             for (class, rel) in shell::candidates(written) {
+                if let Who::TestWriter { test_paths, .. } = &self.ctx.who {
+                    if !test_paths::is_test_path(&rel, test_paths) {
+                        return reasons::test_path_only(&rel, test_paths);
+                    }
+                }
                 let target = Target { class, rel };
                 if let Some(mut d) = self.file_rules(&target, None, &After::Unpredictable) {
                     if d.rule == "owned-file" {
@@ -497,7 +515,10 @@ impl<'c, 'a> Judge<'c, 'a> {
     /// review-read-only, code-frozen and autonomy-zero, for a change to code (`what` names it).
     fn code_rules(&self, what: &str) -> Option<Decision> {
         let who = &self.ctx.who;
-        if !matches!(who, Who::Agent | Who::Implementer { .. }) {
+        if !matches!(
+            who,
+            Who::Agent | Who::Implementer { .. } | Who::TestWriter { .. }
+        ) {
             return None;
         }
         let Some(unit) = &self.focus else {

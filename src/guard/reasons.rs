@@ -24,6 +24,22 @@ pub fn read_only(role: &str, what: &str) -> Decision {
     )
 }
 
+pub fn test_path_only(rel: &str, globs: &[String]) -> Decision {
+    Decision::deny(
+        "test-path-only",
+        true,
+        format!(
+            "A test writer writes tests only, and `{rel}` is not a test path (`build.testPaths`: {}).",
+            globs
+                .iter()
+                .map(|g| format!("`{g}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "leave the code under test to the implementer; write the test under a test path, or ask in your report (`research_request`, `spec_change_request`)".into(),
+    )
+}
+
 pub fn owned(kind: Owned, rel: &str, own: Option<&str>, active: Option<&str>) -> Decision {
     let (why, next) = match kind {
         Owned::Active => (

@@ -843,3 +843,52 @@ fn predicted_edits_apply_only_when_each_old_text_occurs_once() {
         Some("héllo world".into())
     );
 }
+
+/// SPEC 20.17: a test writer writes test paths only; there it is judged as its unit's
+/// implementer (so the loop's own files stay denied to it too).
+#[test]
+fn a_test_writer_writes_only_test_paths() {
+    let tester = || {
+        role(Who::TestWriter {
+            unit: "003-building".into(),
+            test_paths: vec!["tests/**".into(), "**/*_test.*".into()],
+        })
+    };
+    allows(tester().judge(write_new("tests/session.rs")));
+    allows(tester().judge(write_new("src/session_test.go")));
+    let d = denies(
+        tester().judge(write_new("src/session.rs")),
+        "test-path-only",
+        true,
+    );
+    assert!(
+        d.reason.contains("`src/session.rs` is not a test path"),
+        "{}",
+        d.reason
+    );
+    denies(
+        tester().judge(write_new("intent/003-building/iced.md")),
+        "test-path-only",
+        true,
+    );
+    denies(
+        tester().judge(write_new("/elsewhere/x_test.go")),
+        "test-path-only",
+        true,
+    );
+    // The gate does not loosen it.
+    denies(
+        tester().gate(Gate::Off).judge(write_new("src/session.rs")),
+        "test-path-only",
+        true,
+    );
+    // A shell's writes are fenced the same way (the check after it is what holds).
+    denies(
+        tester().judge(shell("echo x > src/session.rs")),
+        "test-path-only",
+        true,
+    );
+    allows(tester().judge(shell("echo x > tests/session.rs")));
+    // The same paths written by the implementer are allowed.
+    allows(lane("003-building").judge(write_new("src/session.rs")));
+}

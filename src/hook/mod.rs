@@ -126,14 +126,20 @@ impl GuardInput {
 /// Who asks, from `ICED_ROLE` and `ICED_LANE` (a lane is named after its unit).
 pub fn who_from(role: Option<&str>, lane: Option<&str>) -> Result<Who, Problem> {
     match role.unwrap_or("") {
-        "implementer" => match lane.filter(|l| is_component(l)) {
+        role @ ("implementer" | "test-writer") => match lane.filter(|l| is_component(l)) {
+            Some(lane) if role == "test-writer" => Ok(Who::TestWriter {
+                unit: lane.to_owned(),
+                // The config's globs, read with the repository (`judge_call`).
+                test_paths: Vec::new(),
+            }),
             Some(lane) => Ok(Who::Implementer {
                 unit: lane.to_owned(),
             }),
             None => Err(Problem {
                 code: "guard-input",
-                reason: "ICED_ROLE is `implementer` but ICED_LANE does not name the lane's unit"
-                    .into(),
+                reason: format!(
+                    "ICED_ROLE is `{role}` but ICED_LANE does not name the lane's unit"
+                ),
                 remedy: "start the implementer with ICED_LANE set to its lane, as the loop does"
                     .into(),
             }),
@@ -264,10 +270,13 @@ fn after_of(before: Option<&str>, change: &Change) -> After {
 }
 
 /// Judge one call made in `cwd` by `who`, against the repository around `cwd` as it is now.
-pub fn judge_call(cwd: &Path, who: Who, call: &Call) -> Result<Decision, Problem> {
+pub fn judge_call(cwd: &Path, mut who: Who, call: &Call) -> Result<Decision, Problem> {
     let cwd = resolve(cwd);
     let root = find_root(&cwd);
     let config = load_config(&root)?;
+    if let Who::TestWriter { test_paths, .. } = &mut who {
+        *test_paths = config.test_paths();
+    }
     let active = read_text(&root.join(".iced").join("active"), SMALL_LIMIT)
         .map(|t| t.trim().to_owned())
         .filter(|id| is_component(id));
@@ -344,11 +353,17 @@ mod tests {
                 unit: "003-x".into()
             })
         );
+        assert_eq!(
+            who_from(Some("test-writer"), Some("003-x")),
+            Ok(Who::TestWriter {
+                unit: "003-x".into(),
+                test_paths: Vec::new()
+            })
+        );
         for lane in [None, Some(""), Some("../x"), Some("a/b"), Some("..")] {
-            assert_eq!(
-                who_from(Some("implementer"), lane).unwrap_err().code,
-                "guard-input"
-            );
+            for role in ["implementer", "test-writer"] {
+                assert_eq!(who_from(Some(role), lane).unwrap_err().code, "guard-input");
+            }
         }
     }
 

@@ -17,7 +17,7 @@ pub(crate) fn agents_alive(ctx: &Ctx<'_>, run: &Run, check: bool) -> usize {
             r.status == StepStatus::Started && r.nonce.is_some() && r.attempt == lane.attempt
         }) {
             let agent = (r.step == StepKey::Implement && run.driver == Driver::Process)
-                || r.step.is_plan_agent()
+                || r.step.runs_once()
                 || (r.step.is_validator()
                     && ctx.settings.validator.is_some()
                     && r.outcome

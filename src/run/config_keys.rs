@@ -170,6 +170,89 @@ pub fn verify_models(
     Ok((models, effort))
 }
 
+/// The test writer of `build.testWriter` (SPEC 20.17): its models (rotated over attempts), its
+/// effort, and the globs of its fence.
+#[derive(Debug, Clone)]
+pub struct TestWriter {
+    pub models: Vec<String>,
+    pub effort: Option<String>,
+    pub paths: Vec<String>,
+}
+
+impl TestWriter {
+    /// The model and effort of attempt `attempt`'s test writer: model `(attempt - 1) mod n`, its
+    /// `:level`, else `build.testWriterEffort`.
+    pub fn model_for(&self, attempt: u32) -> (Option<String>, Option<String>) {
+        let Some(reference) = (!self.models.is_empty())
+            .then(|| &self.models[(attempt.max(1) as usize - 1) % self.models.len()])
+        else {
+            return (None, self.effort.clone());
+        };
+        let (model, level) = crate::config::split_effort(reference);
+        (
+            Some(model.to_owned()),
+            level.map(str::to_owned).or_else(|| self.effort.clone()),
+        )
+    }
+}
+
+/// `build.testWriter` and its model and effort, checked against the implementer's runner, which
+/// starts it: none without that runner (the test writer is process-driven only), and a level the
+/// runner's harness cannot take is refused, as for `verify.effort`.
+pub fn test_writer(
+    config: &crate::config::Config,
+    implementer: Option<&super::settings::Runner>,
+    step: &str,
+) -> Result<Option<TestWriter>, Refusal> {
+    let invalid = super::settings::invalid;
+    if !config.test_writer() {
+        return Ok(None);
+    }
+    let Some(runner) = implementer else {
+        return Err(invalid(
+            step,
+            "build.testWriter",
+            "is true, but no implementer runner is (`roles.implementer.runner`): the loop starts the test writer with it",
+        ));
+    };
+    let models = config.test_writer_models();
+    let effort = config
+        .raw
+        .pointer("/build/testWriterEffort")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
+    let takes = efforts_of(runner.kind);
+    let mut levels: Vec<(String, &str)> = models
+        .iter()
+        .filter_map(|m| {
+            crate::config::split_effort(m)
+                .1
+                .map(|l| (format!("build.testWriterModel (`{m}`)"), l))
+        })
+        .collect();
+    if let Some(e) = &effort {
+        levels.push(("build.testWriterEffort".to_owned(), e.as_str()));
+    }
+    for (key, level) in levels {
+        if !takes.contains(&level) {
+            return Err(invalid(
+                step,
+                &key,
+                &format!(
+                    "asks for effort `{level}`, which a `{}` runner cannot take (it takes {})",
+                    runner.kind.as_str(),
+                    takes.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(Some(TestWriter {
+        models,
+        effort,
+        paths: config.test_paths(),
+    }))
+}
+
 /// The place of a validator in the fixed order of validators (lenses, reviewers, the refuter):
 /// `verify.model`'s rotation gives validator `i` the model `i mod n`.
 pub fn rotation_index(name: &str) -> usize {

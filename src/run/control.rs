@@ -252,8 +252,9 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                 return Err(ctx.refuse(
                     "escalation-open",
                     format!(
-                        "lane `{}` waits for a person: its implementer stopped with {}",
+                        "lane `{}` waits for a person: its {} stopped with {}",
                         lane.id,
+                        e.by(),
                         e.reason()
                     ),
                     format!(

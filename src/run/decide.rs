@@ -40,6 +40,8 @@ pub struct DecideView {
     pub budget: Option<Spend>,
     /// `plan.rounds`: planning rounds at most (SPEC 20.16).
     pub plan_rounds: u32,
+    /// `build.testWriter`: a test writer after each receipt's own checks (SPEC 20.17).
+    pub test_writer: bool,
 }
 
 /// A run's budget and its charge, as `decide` needs them (SPEC 20.12).
@@ -65,6 +67,7 @@ pub enum Waiting {
         alive: usize,
     },
     ImplementerRunning,
+    TestWriterRunning,
     Delivering,
     Landed,
     ValidatorsWorking,
@@ -204,6 +207,11 @@ pub enum Next {
     Plan {
         lane: String,
         next: plan::PlanNext,
+    },
+    /// Start the test writer, or check what it changed (SPEC 20.17).
+    Tester {
+        lane: String,
+        next: tester::TesterNext,
     },
 }
 
@@ -957,6 +965,12 @@ fn receipt(
     if checks.handback.is_some() || checks.escalation.is_some() {
         return Next::FinishReceipt { lane: id };
     }
+    // The test writer once the receipt's own checks passed, before the definition of done.
+    if view.test_writer && checks.missing.is_empty() && lane.review.is_none() {
+        if let Some(next) = tester::lane_next(lane, view) {
+            return next;
+        }
+    }
     dod(lane, view, expected, crash_budget_left, DodRun::Receipt)
         .unwrap_or(Next::FinishReceipt { lane: id })
 }
@@ -966,8 +980,13 @@ fn receipt(
 pub mod moves;
 #[path = "decide_plan.rs"]
 pub mod plan;
+#[path = "decide_tester.rs"]
+pub mod tester;
 pub use moves::*;
 
+#[cfg(test)]
+#[path = "decide_tester_tests.rs"]
+mod tester_tests;
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;

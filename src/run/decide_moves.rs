@@ -47,13 +47,15 @@ pub struct ReceiptFound<'a> {
     pub missing: &'a [String],
     /// The implementer's escalation or questions, as the lane records them.
     pub escalation: Option<&'a crate::run::escalation::Escalation>,
+    /// Why the test writer's work is refused (SPEC 20.17), when it is.
+    pub tests_refused: Option<&'a str>,
 }
 
 /// After the receipt (SPEC 20.4): handed back; verified, to validation (or straight to delivery
 /// without independent validators); otherwise a new attempt whose brief lists what was missing, or,
 /// with the attempts spent, blocked.
 pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -> LaneMove {
-    if let Some(reason) = found.handback {
+    if let Some(reason) = found.handback.or(found.tests_refused) {
         return LaneMove::Handback {
             reason: reason.to_owned(),
         };

@@ -318,6 +318,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
         Next::Judge { .. } => "Judge",
         Next::FinishRefute { .. } => "FinishRefute",
         Next::Plan { .. } => "Plan",
+        Next::Tester { .. } => "Tester",
     }
 }
 
@@ -737,7 +738,8 @@ fn lane_of_move(next: &Next) -> Option<&str> {
         | Next::LandAgain { lane }
         | Next::Judge { lane }
         | Next::FinishRefute { lane }
-        | Next::Plan { lane, .. } => Some(lane),
+        | Next::Plan { lane, .. }
+        | Next::Tester { lane, .. } => Some(lane),
     }
 }
 

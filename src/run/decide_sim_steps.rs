@@ -21,6 +21,8 @@ impl Sim {
             // The model admits runs at their brief: planning (SPEC 20.16) is walked by
             // tests/cli/auto_plan.rs and tests/cli/crash_plan.rs.
             Next::Plan { .. } => unreachable!("the model admits no planning run"),
+            // Nor a test writer (SPEC 20.17): tests/cli/tester.rs and its crash cases walk it.
+            Next::Tester { .. } => unreachable!("the model runs no test writer"),
             Next::RenderBrief { lane } => {
                 let l = self.lane_mut(lane);
                 let mut record = super::started_record(StepKey::Brief, l.attempt, None);
@@ -468,6 +470,7 @@ impl Sim {
             json!({"verified": verified, "missing": missing}),
         );
         let found = ReceiptFound {
+            tests_refused: None,
             escalation: None,
             verified,
             handback: handback.as_deref(),

@@ -29,6 +29,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         refute: true,
         budget: None,
         plan_rounds: 2,
+        test_writer: false,
     }
 }
 
@@ -290,6 +291,7 @@ fn after_the_receipt_each_row_of_spec_20_4() {
         let mut v = view(Driver::Process);
         v.independent = independent;
         let found = ReceiptFound {
+            tests_refused: None,
             escalation: None,
             verified,
             handback,
@@ -310,6 +312,7 @@ fn after_a_resume_the_attempts_count_from_the_resumed_one() {
     let gaps = vec!["`make test` exited 2, expected [0]".to_owned()];
     let listed = "- `make test` exited 2, expected [0]";
     let found = ReceiptFound {
+        tests_refused: None,
         escalation: None,
         verified: false,
         handback: None,
@@ -844,6 +847,7 @@ fn an_escalation_blocks_the_lane_for_a_person() {
     ];
     for (e, attempt, expected) in rows {
         let found = ReceiptFound {
+            tests_refused: None,
             escalation: Some(&e),
             verified: false,
             handback: None,

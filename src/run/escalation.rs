@@ -67,6 +67,14 @@ impl Escalation {
         self.status == EscalationStatus::Open && self.attempt == attempt
     }
 
+    /// Who stopped: the test writer for its requests (SPEC 20.17), else the implementer.
+    pub fn by(&self) -> &'static str {
+        match self.kind.as_str() {
+            "research" | "spec-change" => "test writer",
+            _ => "implementer",
+        }
+    }
+
     /// The lane's reason while it waits: `escalation (conflict): <message>`, or `questions: Q4, Q5`.
     pub fn reason(&self) -> String {
         if self.kind == "questions" {

@@ -383,7 +383,7 @@ pub fn answer(
         if e.kind != "questions" {
             return Err(ctx.refuse(
                 "escalation-kind",
-                format!("the implementer of `{unit}` escalated ({}); it asked no question", e.kind),
+                format!("the {} of `{unit}` escalated ({}); it asked no question", e.by(), e.kind),
                 format!("read it with `iced escalation show {unit}`, then `iced escalation apply {unit}`, `iced escalation edit {unit} --file <path>` or `iced escalation reject {unit} <guidance>`"),
             ));
         }

@@ -49,6 +49,10 @@ pub enum StepKey {
     },
     /// The loop's decision on the plan: the decision record, the approval, the commit.
     PlanDecide,
+    /// The test writer of an attempt (SPEC 20.17).
+    TestWrite,
+    /// The loop's check of what the test writer changed.
+    TestCheck,
 }
 
 impl StepKey {
@@ -59,6 +63,7 @@ impl StepKey {
             StepKey::Refute => "refuter",
             StepKey::Plan(_) => "planner",
             StepKey::PlanReview { .. } => "plan-reviewer",
+            StepKey::TestWrite => "test-writer",
             _ => "validator",
         }
     }
@@ -76,6 +81,12 @@ impl StepKey {
     /// A planner's or a plan reviewer's step: an agent of planning (SPEC 20.16).
     pub fn is_plan_agent(&self) -> bool {
         matches!(self, StepKey::Plan(_) | StepKey::PlanReview { .. })
+    }
+
+    /// An agent never started twice for its step once its supervisor registered: a planner, a
+    /// plan reviewer, a test writer (SPEC 20.16, 20.17).
+    pub fn runs_once(&self) -> bool {
+        self.is_plan_agent() || *self == StepKey::TestWrite
     }
 
     /// A step of the landing (a hold no longer stops a lane once one is on record).
@@ -121,6 +132,8 @@ impl fmt::Display for StepKey {
             StepKey::Plan(r) => write!(f, "plan-{r}"),
             StepKey::PlanReview { lens, round } => write!(f, "planreview-{lens}-{round}"),
             StepKey::PlanDecide => f.write_str("plan-decide"),
+            StepKey::TestWrite => f.write_str("test-write"),
+            StepKey::TestCheck => f.write_str("test-check"),
         }
     }
 }
@@ -179,6 +192,8 @@ impl FromStr for StepKey {
             "pr-arm" => StepKey::PrArm,
             "retire" => StepKey::Retire,
             "plan-decide" => StepKey::PlanDecide,
+            "test-write" => StepKey::TestWrite,
+            "test-check" => StepKey::TestCheck,
             _ => {
                 if let Some(rest) = s.strip_prefix("dod-") {
                     match numbers(rest)?.as_slice() {
@@ -276,6 +291,8 @@ mod tests {
                 round: 2,
             },
             StepKey::PlanDecide,
+            StepKey::TestWrite,
+            StepKey::TestCheck,
         ];
         let strings = [
             "brief",
@@ -301,6 +318,8 @@ mod tests {
             "plan-1",
             "planreview-design-2",
             "plan-decide",
+            "test-write",
+            "test-check",
         ];
         for (key, text) in keys.iter().zip(strings) {
             assert_eq!(key.to_string(), text);

@@ -74,6 +74,22 @@ pub fn judge_range(
     ctx: &Ctx<'_>,
     unit: &str,
     dir: &Path,
+    range: (&str, &str),
+    units_at: &str,
+    except: &[String],
+) -> Result<Vec<Denied>, String> {
+    let who = Who::Implementer {
+        unit: unit.to_owned(),
+    };
+    judge_range_as(ctx, who, dir, range, units_at, except)
+}
+
+/// [`judge_range`] for `who`: the implementer, or the test writer fenced to its test paths
+/// (SPEC 20.17).
+pub fn judge_range_as(
+    ctx: &Ctx<'_>,
+    who: Who,
+    dir: &Path,
     (from, to): (&str, &str),
     units_at: &str,
     except: &[String],
@@ -106,9 +122,7 @@ pub fn judge_range(
     let context = Context {
         root: dir,
         cwd: dir,
-        who: Who::Implementer {
-            unit: unit.to_owned(),
-        },
+        who,
         gate: Gate::parse(&ctx.config.gate),
         config: &ctx.config,
         active: None,

@@ -68,7 +68,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     .is_none_or(|o| o.get("finished").is_none());
             let is_activity = record.step == StepKey::Implement && run.driver == Driver::Process
                 || record.step.is_dod()
-                || record.step.is_plan_agent()
+                || record.step.runs_once()
                 || validator_process;
             // A receipt whose own checks are recorded stays started until its commands are in: the
             // call that checked has ended as it should, and nothing is redone.
@@ -107,14 +107,21 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     );
                 }
                 Observation::Finished(outcome) if outcome.nonce == nonce => {
-                    let harness = (record.step == StepKey::Implement)
+                    // The implementer and the test writer run on the implementer's runner; a
+                    // harness's final answer is their report (SPEC 20.8, 20.17).
+                    let writes = matches!(record.step, StepKey::Implement | StepKey::TestWrite);
+                    let harness = writes
                         .then_some(ctx.settings.implementer.as_ref())
                         .flatten()
                         .filter(|r| r.kind.is_harness())
                         .map(|r| {
-                            let receipt = ctx.receipt_path(&run_id, &lane_id, attempt);
+                            let receipt = if record.step == StepKey::TestWrite {
+                                super::stage::tester::report_path(ctx, &run_id, &lane_id, attempt)
+                            } else {
+                                ctx.receipt_path(&run_id, &lane_id, attempt)
+                            };
                             let transcript =
-                                ctx.transcript_path(&run_id, &lane_id, "implementer", attempt);
+                                ctx.transcript_path(&run_id, &lane_id, record.step.role(), attempt);
                             read_harness(
                                 &dir,
                                 r,
@@ -149,7 +156,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                                 &ctx.paths,
                                 &run_id,
                                 Event::AgentEnd,
-                                json!({"lane": lane_id, "attempt": attempt, "role": "implementer", "outcome": {"exit_code": outcome.exit_code, "harness_failed": why}}),
+                                json!({"lane": lane_id, "attempt": attempt, "role": record.step.role(), "outcome": {"exit_code": outcome.exit_code, "harness_failed": why}}),
                             );
                             emit(
                                 &ctx.paths,
@@ -162,7 +169,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     }
                     finish(record, StepStatus::Done, summary.to_value());
                     let short = json!({"exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "duration_ms": outcome.duration_ms});
-                    if record.step == StepKey::Implement || record.step.is_plan_agent() {
+                    if record.step == StepKey::Implement || record.step.runs_once() {
                         emit(
                             &ctx.paths,
                             &run_id,
@@ -193,7 +200,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     activity::kill_orphans(&dir);
                     // A planning agent whose supervisor never registered never ran, and may be
                     // started; one that did is never started again (SPEC 20.16).
-                    let crashed = if record.step.is_plan_agent() {
+                    let crashed = if record.step.runs_once() {
                         json!({"crashed": true, "registered": dir.join(activity::files::SUPERVISOR).exists()})
                     } else {
                         json!({"crashed": true})
@@ -201,7 +208,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     finish(record, StepStatus::Failed, crashed);
                     if record.step == StepKey::Implement
                         || validator_process
-                        || record.step.is_plan_agent()
+                        || record.step.runs_once()
                     {
                         emit(
                             &ctx.paths,

@@ -92,6 +92,31 @@ pub struct ReceiptOutcome {
     pub escalation: Option<crate::run::escalation::Escalation>,
 }
 
+/// A path of the test writer's commits the guard denied (SPEC 20.17).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct TestDenied {
+    pub path: String,
+    pub rule: String,
+    pub reason: String,
+}
+
+/// The loop's check of what a test writer changed (SPEC 20.17): the commits `from..head`, the
+/// paths the guard denied, a dirty worktree, a malformed report, or the request it made.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct TestCheckOutcome {
+    pub from: Option<String>,
+    pub head: Option<String>,
+    pub tree: Option<String>,
+    pub commits: Vec<String>,
+    pub denied: Vec<TestDenied>,
+    pub dirty: bool,
+    pub problem: Option<String>,
+    pub escalation: Option<crate::run::escalation::Escalation>,
+    pub report: Option<Kept>,
+}
+
 /// One definition-of-done command as the receipt recorded it, as far as a reader words it; the
 /// receipt's `commands` stay as they were written, for `verify.json` to carry whole.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -221,6 +246,7 @@ pub enum Outcome {
     Worktree(WorktreeOutcome),
     Activity(ActivityOutcome),
     Receipt(ReceiptOutcome),
+    TestCheck(TestCheckOutcome),
     Validator(ValidatorOutcome),
     Judge(JudgeOutcome),
     Deliver(DeliverOutcome),
@@ -241,10 +267,12 @@ impl Outcome {
         Some(match &record.step {
             StepKey::Brief => Outcome::Brief(read(value)?),
             StepKey::Worktree => Outcome::Worktree(read(value)?),
-            StepKey::Implement | StepKey::Dod { .. } | StepKey::Retest { .. } => {
-                Outcome::Activity(read(value)?)
-            }
+            StepKey::Implement
+            | StepKey::TestWrite
+            | StepKey::Dod { .. }
+            | StepKey::Retest { .. } => Outcome::Activity(read(value)?),
             StepKey::Receipt => Outcome::Receipt(read(value)?),
+            StepKey::TestCheck => Outcome::TestCheck(read(value)?),
             StepKey::Validate(_) | StepKey::Refute => Outcome::Validator(read(value)?),
             StepKey::Judge => Outcome::Judge(read(value)?),
             StepKey::Deliver => Outcome::Deliver(read(value)?),

@@ -58,6 +58,14 @@ pub(crate) enum Pending {
     },
     /// A planning step (SPEC 20.16).
     Plan(crate::run::stage::plan::PlanPending),
+    /// The test writer's launch, and the check of what it changed (SPEC 20.17).
+    TesterLaunch {
+        lane: String,
+        nonce: String,
+    },
+    TesterCheck {
+        lane: String,
+    },
 }
 
 /// Phase 2: the side effect, outside the lock; then record its outcome if still current.
@@ -183,6 +191,10 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             super::stage::validators::check(ctx, snapshot, &lane, &key)
         }
         Pending::Deliver { lane } => super::stage::deliver::step(ctx, snapshot, &lane),
+        Pending::TesterLaunch { lane, nonce } => {
+            super::stage::tester::launch(ctx, snapshot, &lane, &nonce)
+        }
+        Pending::TesterCheck { lane } => super::stage::tester::check(ctx, snapshot, &lane),
         Pending::Plan(plan) => {
             use crate::run::stage::plan::{self, PlanPending};
             match plan {

@@ -186,12 +186,19 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
             r.step == StepKey::Implement && run.driver == super::state::Driver::Process;
         let validator = r.step.is_validator() && s.validator.is_some();
         let planning = r.step.is_plan_agent();
-        if !(implementer || validator || planning) || r.nonce.is_none() || started {
+        let tester = r.step == StepKey::TestWrite;
+        if !(implementer || validator || planning || tester) || r.nonce.is_none() || started {
             continue;
         }
         // A validator's model is the one `verify.model`'s rotation gave it (SPEC 11).
         let (runner, model) = if implementer {
             (&s.implementer, s.implementer_model.clone())
+        } else if tester {
+            let model = s
+                .test_writer
+                .as_ref()
+                .and_then(|t| t.model_for(r.attempt).0);
+            (&s.implementer, model)
         } else if let StepKey::Plan(_) = r.step {
             (&s.planner, s.planner_model.clone())
         } else if planning {

@@ -155,6 +155,7 @@ pub(crate) fn escalated(lane: &Lane) -> Option<Then> {
         reason: e.reason(),
         unit: lane.unit.clone(),
         questions: e.kind == "questions",
+        by: e.by(),
     })
 }
 

@@ -165,6 +165,8 @@ pub struct Settings {
     pub plan_reviewer: Option<Runner>,
     pub plan_reviewer_model: Option<String>,
     pub plan_rounds: u32,
+    /// `build.testWriter` (SPEC 20.17): the test writer each attempt gets, when on.
+    pub test_writer: Option<super::config_keys::TestWriter>,
     /// Times a lane's validators may change their tree before the lane is blocked.
     pub max_mutations: u32,
     pub land: Landing,
@@ -378,6 +380,7 @@ impl Settings {
         };
         let (verify_models, verify_effort) =
             super::config_keys::verify_models(config, validator.as_ref(), &validator_model, step)?;
+        let test_writer = super::config_keys::test_writer(config, implementer.as_ref(), step)?;
         let lenses = match at("/verify/lenses") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s == "auto" => None,
@@ -459,6 +462,7 @@ impl Settings {
             plan_reviewer,
             plan_reviewer_model,
             plan_rounds,
+            test_writer,
             max_mutations: 2,
             land,
             pace: pace_with(config, &super::pace::Flags::default(), step)?,

@@ -399,6 +399,10 @@ pub enum EscalationKind {
     Irreversible,
     Stuck,
     Questions,
+    /// A test writer's `research_request` or `spec_change_request` (SPEC 20.17).
+    Research,
+    #[serde(rename = "spec-change")]
+    SpecChange,
 }
 
 impl EscalationKind {
@@ -411,6 +415,8 @@ impl EscalationKind {
             "irreversible" => EscalationKind::Irreversible,
             "stuck" => EscalationKind::Stuck,
             "questions" => EscalationKind::Questions,
+            "research" => EscalationKind::Research,
+            "spec-change" => EscalationKind::SpecChange,
             _ => return None,
         })
     }

@@ -60,6 +60,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
             unknown_cost_usd: b.unknown_cost_usd,
         }),
         plan_rounds: ctx.settings.plan_rounds,
+        test_writer: ctx.settings.test_writer.is_some(),
     }
 }
 
@@ -138,6 +139,8 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         Pending::AddWorktree { lane } => Some((lane, StepKey::Worktree.to_string())),
         Pending::LaunchImplementer { lane, .. } => Some((lane, StepKey::Implement.to_string())),
         Pending::CheckReceipt { lane } => Some((lane, StepKey::Receipt.to_string())),
+        Pending::TesterLaunch { lane, .. } => Some((lane, StepKey::TestWrite.to_string())),
+        Pending::TesterCheck { lane } => Some((lane, StepKey::TestCheck.to_string())),
         Pending::Deliver { lane } => Some((lane, StepKey::Deliver.to_string())),
         // The stage, not one validator's step: preparing covers several.
         Pending::PrepareValidators { lane, keys } => Some((

@@ -35,6 +35,8 @@ pub enum Then {
         reason: String,
         unit: String,
         questions: bool,
+        /// Who stopped: `implementer` or `test writer`.
+        by: &'static str,
     },
     BriefWritten,
     WorktreeReady,
@@ -44,6 +46,8 @@ pub enum Then {
     ImplementerRunning,
     DodRunning,
     ReceiptChecksRecorded,
+    /// The loop checked what the test writer changed (SPEC 20.17).
+    TestsChecked,
     /// A host handed its receipt in.
     ReceiptIn,
     ReceiptVerified,

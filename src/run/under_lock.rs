@@ -403,6 +403,25 @@ pub(crate) fn apply(
             Ok(pending) => Pending::Plan(pending),
             Err(report) => Pending::Report(Box::new(report)),
         },
+        Next::Tester { lane, next } => {
+            use super::decide::tester::TesterNext;
+            let l = run.lane_mut(lane).expect("lane");
+            let (key, nonce) = match next {
+                TesterNext::Launch => (StepKey::TestWrite, Some(new_nonce())),
+                TesterNext::Check => (StepKey::TestCheck, None),
+            };
+            let record = started(key.clone(), l.attempt, None, nonce.clone());
+            l.steps
+                .retain(|r| !(r.step == key && r.attempt == record.attempt));
+            l.steps.push(record);
+            match nonce {
+                Some(nonce) => Pending::TesterLaunch {
+                    lane: lane.clone(),
+                    nonce,
+                },
+                None => Pending::TesterCheck { lane: lane.clone() },
+            }
+        }
         Next::LandAgain { lane } => {
             let l = run.lane_mut(lane).expect("lane");
             l.land_round += 1;

@@ -14,7 +14,11 @@ fn every_verb_refuses_a_bad_value_the_loop_reads() {
     for (patch, key) in [
         (json!({"verify": {"effort": "turbo"}}), "verify.effort"),
         (json!({"build": {"testWriter": "yes"}}), "build.testWriter"),
-        (json!({"build": {"testWriter": true}}), "build.testWriter"),
+        (json!({"build": {"testPaths": []}}), "build.testPaths"),
+        (
+            json!({"build": {"testWriter": true, "testWriterEffort": "bogus"}}),
+            "build.testWriterEffort",
+        ),
         (json!({"memory": {"product": 5}}), "memory.product"),
         (json!({"verify": {"lenses": 5}}), "verify.lenses"),
         (

@@ -748,3 +748,28 @@ fn claude_code_with_the_hook_cannot_edit_a_signed_off_expectation() {
     );
     assert!(!last.tool_results[1].contains("iced guard"), "{last:#?}");
 }
+
+/// SPEC 20.17, 24.11: `ICED_ROLE=test-writer` is fenced to the config's `build.testPaths`.
+#[test]
+fn a_test_writer_may_write_only_the_configs_test_paths() {
+    let (env, id) = approved();
+    env.patch_config(&json!({"build": {"testPaths": ["spec/**"]}}));
+    let tester = [("ICED_ROLE", "test-writer"), ("ICED_LANE", id.as_str())];
+    let write = |path: &str| json!({"tool": "write", "path": path, "content": "x\n"});
+    decided(
+        &guard(&env, write("spec/session_spec.rb"), &tester),
+        "allow",
+        "allowed",
+    );
+    let d = decided(
+        &guard(&env, write("tests/session.rs"), &tester),
+        "deny",
+        "test-path-only",
+    );
+    assert!(d["reason"].as_str().unwrap().contains("`spec/**`"), "{d:#}");
+    decided(
+        &guard(&env, write("src/session.rs"), &tester),
+        "deny",
+        "test-path-only",
+    );
+}

@@ -46,6 +46,7 @@ mod snap_step;
 mod snap_units;
 mod supervisor_kill;
 mod survivors;
+mod tester;
 mod timeline;
 mod trust;
 mod until_host;

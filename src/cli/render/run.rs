@@ -51,8 +51,12 @@ pub fn next_move(next: &NextMove) -> String {
                 release(r)
             )
         }
-        NextMove::Escalated { unit, questions } => format!(
-            "Its implementer waits for a person: `iced escalation show {unit}`, then {}.",
+        NextMove::Escalated {
+            unit,
+            questions,
+            by,
+        } => format!(
+            "Its {by} waits for a person: `iced escalation show {unit}`, then {}.",
             if *questions {
                 "`iced answer` each question"
             } else {
@@ -275,8 +279,8 @@ mod tests {
             (NextMove::Blocked { release: None }, "Needs a person (`iced run resume` after fixing what the reason names)."),
             (NextMove::Blocked { release: release.clone() }, "Needs a person (`iced run resume` after fixing what the reason names). It holds the other lanes: `iced run release r l` or `iced run discard r l`."),
             (NextMove::HandedBack { release }, "Handed back: a person decides what comes next. It holds the other lanes: `iced run release r l` or `iced run discard r l`."),
-            (NextMove::Escalated { unit: "u".into(), questions: false }, "Its implementer waits for a person: `iced escalation show u`, then apply, edit or reject it."),
-            (NextMove::Escalated { unit: "u".into(), questions: true }, "Its implementer waits for a person: `iced escalation show u`, then `iced answer` each question."),
+            (NextMove::Escalated { unit: "u".into(), questions: false, by: "implementer" }, "Its implementer waits for a person: `iced escalation show u`, then apply, edit or reject it."),
+            (NextMove::Escalated { unit: "u".into(), questions: true, by: "implementer" }, "Its implementer waits for a person: `iced escalation show u`, then `iced answer` each question."),
             (NextMove::Discarded, "Discarded; its branch is kept."),
             (NextMove::AwaitingReport { receipt: "/w/report.json".into() }, "Awaiting the implementer's report at `/w/report.json`."),
             (NextMove::StartImplementer, "Its implementer starts next."),

@@ -24,13 +24,14 @@ pub fn words(then: &Then) -> String {
             reason,
             unit,
             questions,
+            by,
         } => {
             let how = if *questions {
                 format!("answer each with `iced answer {unit} <Q id> <text>`")
             } else {
                 format!("`iced escalation apply {unit}`, `edit {unit} --file <path>` or `reject {unit} <guidance>`")
             };
-            format!("{reason}; the implementer waits for a person: `iced escalation show {unit}`, then {how}; then `iced build {unit}` resumes")
+            format!("{reason}; the {by} waits for a person: `iced escalation show {unit}`, then {how}; then `iced build {unit}` resumes")
         }
         Then::BriefWritten => "the brief is written; call again".into(),
         Then::WorktreeReady => "the worktree is ready; call again".into(),
@@ -38,6 +39,7 @@ pub fn words(then: &Then) -> String {
         Then::ImplementerRunning => "the implementer is running; call again later".into(),
         Then::DodRunning => "the definition-of-done commands are running; call again later".into(),
         Then::ReceiptChecksRecorded => "the receipt's own checks are recorded; call again".into(),
+        Then::TestsChecked => "what the test writer changed is checked; call again".into(),
         Then::ReceiptIn => "the receipt is in; call `iced implement step` until the run says delivered, blocked or start_agent".into(),
         Then::ReceiptVerified => "the receipt verified; call again to deliver".into(),
         Then::ReceiptToValidators => {
@@ -239,6 +241,7 @@ pub fn waiting(why: &Waiting) -> String {
             format!("waits its turn: {alive} agents are alive, the ceiling (pace.agents)")
         }
         Waiting::ImplementerRunning => "the implementer is running".into(),
+        Waiting::TestWriterRunning => "the test writer is running".into(),
         Waiting::Delivering => "another call is delivering".into(),
         Waiting::Landed => "the lane has landed".into(),
         Waiting::ValidatorsWorking => "the validators are working".into(),

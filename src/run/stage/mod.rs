@@ -12,5 +12,6 @@ pub mod plan_text;
 pub mod receipt;
 pub mod refute;
 pub mod review;
+pub mod tester;
 pub mod validators;
 pub mod worktree;

@@ -276,8 +276,23 @@ pub(crate) fn finish_receipt(
         }
     }
     let handback = checks.handback.clone();
-    let escalation = checks.escalation.clone();
-    let verified = missing.is_empty() && handback.is_none() && escalation.is_none();
+    // The test writer's work, when one ran (SPEC 20.17): its head is the head this receipt
+    // judges, its request the lane's escalation, and its refusal the lane's handback.
+    let tests = lane
+        .record(&StepKey::TestCheck)
+        .filter(|r| r.status == StepStatus::Done)
+        .and_then(|r| r.outcome_as::<crate::run::outcome::TestCheckOutcome>());
+    let tests_refused = tests.as_ref().and_then(crate::run::decide::tester::refused);
+    let escalation = checks
+        .escalation
+        .clone()
+        .or_else(|| tests.as_ref().and_then(|t| t.escalation.clone()));
+    let (head, tree) = match &tests {
+        Some(t) if tests_refused.is_none() => (t.head.clone(), t.tree.clone()),
+        _ => (checks.head.clone(), checks.tree.clone()),
+    };
+    let verified =
+        missing.is_empty() && handback.is_none() && escalation.is_none() && tests_refused.is_none();
     let record = lane
         .record_mut(&StepKey::Receipt)
         .expect("the receipt record exists");
@@ -288,7 +303,7 @@ pub(crate) fn finish_receipt(
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": checks.head, "tree": checks.tree, "guard": checks.guard, "report": checks.report, "handback": handback, "escalation": escalation}),
+        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": head, "tree": tree, "guard": checks.guard, "report": checks.report, "handback": handback, "escalation": escalation}),
     );
     emit(
         &ctx.paths,
@@ -308,6 +323,7 @@ pub(crate) fn finish_receipt(
             handback: handback.as_deref(),
             missing: &missing,
             escalation: escalation.as_ref(),
+            tests_refused: tests_refused.as_deref(),
         },
     );
     if escalation.is_some() {

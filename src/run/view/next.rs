@@ -33,6 +33,8 @@ pub enum NextMove {
     Escalated {
         unit: String,
         questions: bool,
+        /// Who stopped: `implementer` or `test writer`.
+        by: &'static str,
     },
     /// Handed back: a person decides what comes next.
     HandedBack {
@@ -110,6 +112,7 @@ pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> NextMove {
             Some(e) if e.is_open_at(lane.attempt) => NextMove::Escalated {
                 unit: lane.unit.clone(),
                 questions: e.kind == "questions",
+                by: e.by(),
             },
             _ => NextMove::Blocked { release },
         },

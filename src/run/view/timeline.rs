@@ -226,11 +226,9 @@ fn lane_rows(
             }],
         });
     }
-    for r in lane
-        .steps
-        .iter()
-        .filter(|r| r.step == StepKey::Implement || r.step.is_validator())
-    {
+    for r in lane.steps.iter().filter(|r| {
+        matches!(r.step, StepKey::Implement | StepKey::TestWrite) || r.step.is_validator()
+    }) {
         rows.push(Row {
             lane: Some(lane.id.clone()),
             kind: RowKind::Agent {
@@ -299,14 +297,18 @@ fn step_bar(lane: &Lane, r: &StepRecord, agents: &[Agent], secs: &dyn Fn(&str) -
             }),
             None,
         ),
-        None if r.step == StepKey::Implement || r.step.is_validator() => (
-            Some(AgentFacts {
-                runner: None,
-                model: None,
-                cost_usd: None,
-            }),
-            None,
-        ),
+        None if matches!(r.step, StepKey::Implement | StepKey::TestWrite)
+            || r.step.is_validator() =>
+        {
+            (
+                Some(AgentFacts {
+                    runner: None,
+                    model: None,
+                    cost_usd: None,
+                }),
+                None,
+            )
+        }
         None => (None, None),
     };
     Bar {

@@ -123,9 +123,16 @@ fn reached_by_this_run(name: &str) -> bool {
         "retire-after-remove",
     ];
     !ELSEWHERE.contains(&name)
-        && !["land-", "push-", "pr-", "validator-", "supervisor-"]
-            .iter()
-            .any(|p| name.starts_with(p))
+        && ![
+            "land-",
+            "push-",
+            "pr-",
+            "validator-",
+            "supervisor-",
+            "tester-",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 /// `iced build` of a run whose implementer escalates, then `escalation apply`, then `iced build`

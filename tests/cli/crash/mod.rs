@@ -41,6 +41,7 @@ mod ended;
 mod escalation;
 mod memory;
 mod review;
+mod tester;
 mod walks;
 
 pub(crate) use walks::Rng;

@@ -142,6 +142,10 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("plan-decide-after-write", "crash_plan.rs"),
     ("plan-decide-after-approve", "crash_plan.rs"),
     ("plan-decide-after-commit", "crash_plan.rs"),
+    // A lane's test writer and the check of what it changed (SPEC 20.17).
+    ("tester-after-record", "crash/tester.rs"),
+    ("tester-after-spawn", "crash/tester.rs"),
+    ("tester-check-after-record", "crash/tester.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -235,6 +239,9 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "plan-decide-after-write",
             "plan-decide-after-approve",
             "plan-decide-after-commit",
+            "tester-after-record",
+            "tester-after-spawn",
+            "tester-check-after-record",
         ]
     );
 }
