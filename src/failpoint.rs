@@ -41,6 +41,7 @@ pub const ALL: &[&str] = &[
     "receipt-after-record",
     "dod-after-launch",
     "validator-after-prepare",
+    "validator-after-record",
     "validator-after-launch",
     "validator-after-check",
     "validator-after-remove",

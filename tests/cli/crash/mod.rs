@@ -40,6 +40,7 @@ mod drain;
 mod ended;
 mod escalation;
 mod memory;
+mod relaunch;
 mod review;
 mod walks;
 

@@ -195,6 +195,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "receipt-after-record",
             "dod-after-launch",
             "validator-after-prepare",
+            "validator-after-record",
             "validator-after-launch",
             "validator-after-check",
             "validator-after-remove",
@@ -280,6 +281,7 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
             "admit-after-state",
             "launch-after-record",
             "launch-after-spawn",
+            "validator-after-record",
             "validator-after-launch",
         ],
     };
