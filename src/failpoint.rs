@@ -54,6 +54,7 @@ pub const ALL: &[&str] = &[
     "end-before-release",
     "land-after-fetch",
     "land-after-attributes",
+    "land-after-stash",
     "land-after-integrate",
     "land-after-commit",
     "land-after-restore",

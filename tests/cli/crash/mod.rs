@@ -39,6 +39,7 @@ mod checks;
 mod drain;
 mod ended;
 mod escalation;
+mod land_stash;
 mod memory;
 mod relaunch;
 mod review;
