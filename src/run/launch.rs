@@ -153,8 +153,8 @@ pub(crate) fn gate_value(
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
     ensure_dir(dir, ctx.verb)?;
     activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
-    // Its supervisor is waited for when this call ends, without the lock (`Ctx`'s `Drop`): a
-    // driver steps its other lanes meanwhile, and this call, alive, is the launch's owner.
+    // Its supervisor is waited for until it has registered, without the lock: a call killed
+    // before then leaves a launch that never ran (SPEC 21.4).
     ctx.launched(dir);
     Ok(())
 }

@@ -194,6 +194,35 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                 }
                 Observation::Running { .. } => {}
                 Observation::NotRegistered if owner_alive(record) && !launch_stale(&dir) => {}
+                // A validator (or the refuter) whose launching call died before its supervisor
+                // registered never ran: its record goes back to prepared, and the next call
+                // launches it again in the same sandbox with a new nonce. Taken for a crash, it
+                // was prepared again and its stage started a second time (the random-kill walk's
+                // `validate` of attempt 2 started twice), and a kill of the loop spent the lane's
+                // crash budget (SPEC 21.4). A supervisor of the old launch still starting finds
+                // its nonce gone and starts nothing; one that wrote its record (and may have
+                // registered) is never taken for one that did not.
+                Observation::NotRegistered
+                    if validator_process
+                        && !owner_alive(record)
+                        && !dir.join(activity::files::SUPERVISOR).exists() =>
+                {
+                    record.nonce = None;
+                    record.pid = None;
+                    record.pid_start = None;
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        Event::AgentEnd,
+                        json!({"lane": lane_id, "attempt": attempt, "role": record.step.role(), "step": record.step, "outcome": "never started"}),
+                    );
+                    emit(
+                        &ctx.paths,
+                        &run_id,
+                        Event::OwnerGone,
+                        json!({"lane": lane_id, "step": record.step, "attempt": attempt}),
+                    );
+                }
                 Observation::NotRegistered | Observation::Gone => {
                     // Whatever the dead supervisor's child left running must not go on working
                     // in the worktree while the next attempt starts.

@@ -438,3 +438,30 @@ fn with_arm_human_a_person_arms_the_pull_request_with_run_arm() {
     // The forge merges it; the next build retires the lane.
     forge_merges_and_build_delivers(&env, &id, &path, &remote, lane);
 }
+
+/// A push that fails while another push of the same commit reaches the remote first (a killed
+/// call's `git push` outlives it and races the replay's, as the random-kill walk saw): the remote
+/// holds the lane's head, so the branch is pushed, not a lane blocked as refused.
+#[test]
+fn a_push_that_lost_a_race_to_the_same_commit_is_taken_as_pushed() {
+    let (env, id, _forge, remote, _) = pr_env("human", false);
+    // Every push reaches the remote, then fails as one that lost such a race.
+    let path = crate::env::git_shim(
+        &env.outside("racing-bin"),
+        "case \" $* \" in *' push '*) \"$REAL_GIT\" \"$@\"; echo ' ! [rejected]  (fetch first)' >&2; exit 1;; esac\n",
+    );
+    let out = iced_with_path(&env, &path, &["build", &id, "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let last = json_lines(&out).pop().unwrap();
+    assert_eq!(last["action"], "waiting", "{out:#?}");
+    let s = state(&env);
+    let lane = &s.runs[str_of(&last, "run")].lanes[0];
+    let pushed = lane
+        .outcome(&crate::env::key("push-branch"))
+        .unwrap_or_else(|| panic!("push-branch not done: {out:#?}"));
+    assert_eq!(pushed["found"], true, "{pushed}");
+    assert_eq!(
+        remote_rev(&remote, &lane_branch(&id)).as_deref(),
+        pushed["commit"].as_str()
+    );
+}

@@ -484,6 +484,9 @@ pub fn launch_all(
             },
         )?;
         spec.env.insert("ICED_LENS".into(), name_of(key).into());
+        // Its launch recorded (a nonce in the state), no supervisor yet: a call killed here left
+        // a validator that never ran, launched again by the next call (SPEC 21.4).
+        crate::failpoint::hit("validator-after-record");
         // Logged before the launch, as the implementer's is.
         emit(
             &ctx.paths,

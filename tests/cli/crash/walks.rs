@@ -128,6 +128,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("escalation-after-unit", "crash/escalation.rs"),
     // A landing that restores the unit an escalation verb left uncommitted (SPEC 23.2).
     ("land-after-restore", "crash/escalation.rs"),
+    // A landing's merge into the lane that a killed call left half done, stashed (SPEC 23.2).
+    ("land-after-stash", "crash/land_stash.rs"),
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
     // `iced memory draft`.
@@ -199,6 +201,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "receipt-after-record",
             "dod-after-launch",
             "validator-after-prepare",
+            "validator-after-record",
             "validator-after-launch",
             "validator-after-check",
             "validator-after-remove",
@@ -211,6 +214,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "end-before-release",
             "land-after-fetch",
             "land-after-attributes",
+            "land-after-stash",
             "land-after-integrate",
             "land-after-commit",
             "land-after-restore",
@@ -287,6 +291,7 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
             "admit-after-state",
             "launch-after-record",
             "launch-after-spawn",
+            "validator-after-record",
             "validator-after-launch",
         ],
     };

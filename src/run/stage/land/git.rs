@@ -78,6 +78,9 @@ pub fn integrate(
             "iced: left in the lane's worktree by an interrupted merge",
         ]);
         if git(worktree, &stash).is_ok() {
+            // Stashed, not merged: the next call finds a clean worktree and merges at once; the
+            // stash stays (SPEC 23.2).
+            crate::failpoint::hit("land-after-stash");
             merged = git(worktree, &args);
         }
     }

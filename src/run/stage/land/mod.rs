@@ -455,8 +455,21 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             }
             let pushed = land::push(root, &remote, &head, &branch);
             crate::failpoint::hit("push-after-push");
+            // A push that failed while another push of the same commit got there first (a killed
+            // call's `git push` outlives it and races the replay's) finds the head there: pushed.
+            let there = || {
+                land::remote_head(root, &remote, &branch)
+                    .ok()
+                    .flatten()
+                    .as_deref()
+                    == Some(head.as_str())
+            };
             match pushed {
                 Ok(true) => ok(json!({"remote": remote, "branch": branch, "commit": head}), Landing::BranchPushed),
+                _ if there() => ok(
+                    json!({"remote": remote, "branch": branch, "commit": head, "found": true}),
+                    Landing::BranchPushed,
+                ),
                 Ok(false) => failed(format!("`{remote}` refused the lane branch `{branch}` (it holds other commits there); the loop never forces a push")),
                 Err(e) => failed(e),
             }
