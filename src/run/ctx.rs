@@ -31,29 +31,12 @@ pub struct Ctx<'a> {
     /// changes, and a driver renders each live lane's brief again at every step to check its
     /// inputs (issue 16: a `git cat-file` a live lane a step).
     at_commit: std::sync::Mutex<std::collections::HashMap<AtCommit, Option<Vec<u8>>>>,
-    /// Activities this call launched whose supervisor may not have registered yet: waited for
-    /// when the call ends, not after each launch (issue 16), so a driver steps its other lanes
-    /// meanwhile.
-    launched: std::sync::Mutex<Vec<PathBuf>>,
     /// The repository's `user.email` is set, and `commit.gpgSign` is true: asked once a call.
     identity: std::sync::OnceLock<(bool, bool)>,
 }
 
 /// A file read at a commit: `(commit, path, limit)`.
 type AtCommit = (String, String, u64);
-
-impl Drop for Ctx<'_> {
-    /// A call ends only once every supervisor it launched has said it is there (at most 5 s
-    /// each), so that the call right behind it does not take a slow start for a crash: a launch
-    /// whose launching call is gone and whose supervisor has not registered is crashed (SPEC 21.4).
-    fn drop(&mut self) {
-        let launched =
-            std::mem::take(&mut *self.launched.lock().unwrap_or_else(|e| e.into_inner()));
-        for dir in launched {
-            await_registration(&dir);
-        }
-    }
-}
 
 /// Wait (at most 5 s) until the supervisor launched in `dir` has registered.
 fn await_registration(dir: &Path) {
@@ -89,16 +72,16 @@ impl<'a> Ctx<'a> {
             claims: std::sync::OnceLock::new(),
             releases: std::sync::Mutex::new(Vec::new()),
             at_commit: std::sync::Mutex::new(std::collections::HashMap::new()),
-            launched: std::sync::Mutex::new(Vec::new()),
             identity: std::sync::OnceLock::new(),
         })
     }
 
     /// An activity this call launched: waited for until its supervisor has registered (at most
-    /// 5 s), right away. Waiting only when the call ends (see `Drop`) let a kill of the call in
-    /// between leave a launch that looked crashed while its supervisor was still starting, and the
-    /// replay started the step again (the random-kill walk saw a refuter started twice), so each
-    /// launch is awaited before the call goes on; `Drop` is left for any not awaited.
+    /// 5 s), right away, so that the call right behind it does not take a slow start for a crash
+    /// (a launch whose launching call is gone and whose supervisor has not registered is crashed,
+    /// SPEC 21.4). Waiting only when the call ended let a kill of the call in between leave a
+    /// launch that looked crashed while its supervisor was still starting, and the replay started
+    /// the step again (the random-kill walk saw a refuter started twice).
     pub(crate) fn launched(&self, dir: &Path) {
         await_registration(dir);
     }
