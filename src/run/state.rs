@@ -627,12 +627,10 @@ impl State {
         serde_json::from_value(value).map_err(|e| ParseError::Invalid(e.to_string()))
     }
 
-    /// Write the state atomically (0600), each waiting lane of a run of several in its waiting
-    /// form (SPEC 21.2).
+    /// Write the state atomically (0600), each lane in a short form on a line of its own (SPEC
+    /// 21.2, `forms::file_text`).
     pub fn save(&self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
-        let mut text =
-            serde_json::to_vec_pretty(&forms::file_value(self)).expect("the state serialises");
-        text.push(b'\n');
+        let text = forms::file_text(self);
         // A state a read would refuse is never written: the file stays as it was, and every run in
         // it stays readable (SPEC 24.5).
         if text.len() as u64 > STATE_LIMIT {

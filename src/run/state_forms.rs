@@ -26,7 +26,9 @@ pub struct Ended {
 #[serde(deny_unknown_fields)]
 struct EndedLane {
     id: String,
-    unit: String,
+    /// Left out when it is the id (a project's lanes are named by their units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unit: Option<String>,
     stage: Stage,
     attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,7 +42,7 @@ impl EndedLane {
     pub(super) fn of(lane: &Lane, ended: &Ended) -> EndedLane {
         EndedLane {
             id: lane.id.clone(),
-            unit: lane.unit.clone(),
+            unit: unit_unless_id(lane),
             stage: lane.stage,
             attempt: lane.attempt,
             branch: lane.branch.clone(),
@@ -51,8 +53,8 @@ impl EndedLane {
 
     fn into_lane(self) -> Lane {
         Lane {
+            unit: self.unit.unwrap_or_else(|| self.id.clone()),
             id: self.id,
-            unit: self.unit,
             stage: self.stage,
             attempt: self.attempt,
             crashes: 0,
@@ -117,6 +119,11 @@ pub(super) fn lanes_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Lan
         .collect()
 }
 
+/// A lane's unit as a short form writes it: left out when it is the lane's id.
+fn unit_unless_id(lane: &Lane) -> Option<String> {
+    (lane.unit != lane.id).then(|| lane.unit.clone())
+}
+
 /// The lane in its ended form, `ended` kept beside its id, unit, stage, attempt, branch and reason.
 pub(super) fn ended_lane(lane: &Lane, ended: Ended) -> Lane {
     EndedLane::of(lane, &ended).into_lane()
@@ -128,7 +135,9 @@ pub(super) fn ended_lane(lane: &Lane, ended: Ended) -> Lane {
 #[serde(deny_unknown_fields)]
 struct WaitingLane {
     id: String,
-    unit: String,
+    /// Left out when it is the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unit: Option<String>,
     stage: Stage,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     branch: Option<String>,
@@ -169,7 +178,7 @@ impl WaitingLane {
         }
         let form = WaitingLane {
             id: lane.id.clone(),
-            unit: lane.unit.clone(),
+            unit: unit_unless_id(lane),
             stage: lane.stage,
             branch: lane.branch.clone(),
             depends: lane.depends.clone(),
@@ -182,8 +191,8 @@ impl WaitingLane {
 
     fn into_lane(self) -> Lane {
         Lane {
+            unit: self.unit.unwrap_or_else(|| self.id.clone()),
             id: self.id,
-            unit: self.unit,
             stage: self.stage,
             attempt: 1,
             crashes: 0,
@@ -209,19 +218,45 @@ impl WaitingLane {
     }
 }
 
-/// The state as its file holds it: each run of several writes its waiting lanes in their waiting
-/// form. Only the file: a run shown or recorded shows every lane whole.
-pub(super) fn file_value(state: &State) -> Value {
+/// The state file's text: pretty, but each lane of a run in a short form (ended, or waiting in a
+/// run of several) on a line of its own, so the file's size follows the lanes alive (SPEC 21.2).
+/// Only the file: a run shown or recorded shows every lane whole.
+pub(super) fn file_text(state: &State) -> Vec<u8> {
     let mut value = serde_json::to_value(state).expect("the state serialises");
-    for run in state.runs.values().filter(|r| r.lanes.len() > 1) {
+    // Each short form is a string marked by a fresh nonce in the pretty text, then put back as
+    // one line: no string of the state can hold the nonce.
+    let mark = format!("iced-short-{}-", crate::run::step_record::new_nonce());
+    let mut rows: Vec<String> = Vec::new();
+    for run in state.runs.values() {
+        let several = run.lanes.len() > 1;
         let written = &mut value["runs"][&run.id]["lanes"];
         for (i, lane) in run.lanes.iter().enumerate() {
-            if let Some(form) = WaitingLane::of(lane) {
-                written[i] = serde_json::to_value(form).expect("a lane serialises");
-            }
+            let row = match lane.ended {
+                Some(_) => written[i].take(),
+                None => match WaitingLane::of(lane).filter(|_| several) {
+                    Some(form) => serde_json::to_value(form).expect("a lane serialises"),
+                    None => continue,
+                },
+            };
+            written[i] = Value::String(format!("{mark}{}", rows.len()));
+            rows.push(serde_json::to_string(&row).expect("a lane serialises"));
         }
     }
-    value
+    let pretty = serde_json::to_string_pretty(&value).expect("the state serialises");
+    let quoted = format!("\"{mark}");
+    let mut text = String::with_capacity(pretty.len());
+    let mut rest = pretty.as_str();
+    while let Some(at) = rest.find(&quoted) {
+        text.push_str(&rest[..at]);
+        let after = &rest[at + quoted.len()..];
+        let end = after.find('"').expect("a marked string ends");
+        let row: usize = after[..end].parse().expect("a marked string names its row");
+        text.push_str(&rows[row]);
+        rest = &after[end + 1..];
+    }
+    text.push_str(rest);
+    text.push('\n');
+    text.into_bytes()
 }
 
 #[cfg(test)]
@@ -237,7 +272,7 @@ mod tests {
             "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
             "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
             "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null,
-            "lanes": [{"id": "002-a", "unit": "002-a", "stage": "delivered", "attempt": 2,
+            "lanes": [{"id": "002-a", "unit": "a", "stage": "delivered", "attempt": 2,
                 "crashes": 1, "worktree": "/w/002-a", "branch": "iced/001-p/002-a",
                 "reason": "why", "depends": ["003-b"],
                 "steps": [{"step": "deliver", "attempt": 2, "status": "done",
@@ -259,7 +294,7 @@ mod tests {
         let written = serde_json::to_value(&state).unwrap();
         assert_eq!(
             written["runs"]["r"]["lanes"][0],
-            serde_json::json!({"id": "002-a", "unit": "002-a", "stage": "delivered",
+            serde_json::json!({"id": "002-a", "unit": "a", "stage": "delivered",
                 "attempt": 2, "branch": "iced/001-p/002-a", "reason": "why",
                 "ended": {"close": "close", "retired": true}})
         );
@@ -314,7 +349,7 @@ mod tests {
             "crashes": 0, "worktree": null, "branch": "iced/001-p/002-a", "reason": null,
             "steps": [], "findings": [], "mutations": 0, "validators": [], "land_round": 0,
             "depends": ["003-b"], "released": false},
-            {"id": "003-b", "unit": "003-b", "stage": "plan", "attempt": 1,
+            {"id": "003-b", "unit": "b", "stage": "plan", "attempt": 1,
             "crashes": 0, "worktree": null, "branch": "iced/001-p/003-b", "reason": null,
             "steps": [], "depends": [], "rejected": "too wide",
             "review": {"from": "a", "to": "b", "range": "main~1..main", "paths": ["src/x.rs"]}},
@@ -326,13 +361,18 @@ mod tests {
             {"id": "005-d", "unit": "005-d", "stage": "brief", "attempt": 1,
             "crashes": 1, "worktree": null, "branch": null, "reason": null, "steps": []}]}}}"#;
 
-    /// The file as `State::save` writes it, parsed.
-    fn saved(state: &State) -> Value {
+    /// The file as `State::save` writes it.
+    fn saved_text(state: &State) -> String {
         let dir = tempfile::tempdir().unwrap();
         let paths = RunPaths::new(dir.path());
         ensure_dir(&paths.dir, "test").unwrap();
         state.save(&paths, "test").unwrap();
-        serde_json::from_slice(&std::fs::read(paths.state()).unwrap()).unwrap()
+        std::fs::read_to_string(paths.state()).unwrap()
+    }
+
+    /// The file as `State::save` writes it, parsed.
+    fn saved(state: &State) -> Value {
+        serde_json::from_str(&saved_text(state)).unwrap()
     }
 
     /// A lane of a run of several that has not started is written in its waiting form (SPEC
@@ -346,12 +386,12 @@ mod tests {
         let lanes = file["runs"]["r"]["lanes"].as_array().unwrap();
         assert_eq!(
             lanes[0],
-            serde_json::json!({"id": "002-a", "unit": "002-a", "stage": "brief",
+            serde_json::json!({"id": "002-a", "stage": "brief",
                 "branch": "iced/001-p/002-a", "depends": ["003-b"], "waiting": true})
         );
         assert_eq!(
             lanes[1],
-            serde_json::json!({"id": "003-b", "unit": "003-b", "stage": "plan",
+            serde_json::json!({"id": "003-b", "unit": "b", "stage": "plan",
                 "branch": "iced/001-p/003-b", "rejected": "too wide",
                 "review": {"from": "a", "to": "b", "range": "main~1..main", "paths": ["src/x.rs"]},
                 "waiting": true})
@@ -364,6 +404,15 @@ mod tests {
         }
         let read = State::parse(file.to_string().as_bytes()).unwrap();
         assert_eq!(read, state, "nothing is lost");
+        // Each short form on a line of its own; a lane at work pretty, as before.
+        let text = saved_text(&state);
+        assert!(
+            text.contains(
+                "\n        {\"id\":\"002-a\",\"stage\":\"brief\",\"branch\":\"iced/001-p/002-a\",\"depends\":[\"003-b\"],\"waiting\":true},\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("\n          \"id\": \"004-c\",\n"), "{text}");
 
         // The waiting form names every field the schema's `waiting_lane` names, no other.
         let schema: Value =
