@@ -117,6 +117,25 @@ pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
     run(dir, &args).map(|out| out.is_empty())
 }
 
+/// The paths under `paths` that differ from HEAD or are untracked (ignored files aside), as
+/// `git status` names them (a rename by both its names): one git for any number of paths.
+pub fn unclean_paths(dir: &Path, paths: &[&str]) -> Result<Vec<String>, String> {
+    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
+    args.extend(paths);
+    let out = run(dir, &args)?;
+    let mut found = Vec::new();
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
+    // `XY <path>`, and after a rename or a copy its original path as a field of its own.
+    while let Some(entry) = fields.next() {
+        let (xy, path) = entry.split_at(entry.len().min(3));
+        found.push(path.to_owned());
+        if xy.contains(['R', 'C']) {
+            found.extend(fields.next().map(str::to_owned));
+        }
+    }
+    Ok(found)
+}
+
 /// Run git with its index at `index` (a temporary index of the caller's), so that what the
 /// command builds never depends on the worktree's own index.
 pub fn run_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<String, String> {
@@ -374,5 +393,39 @@ mod tests {
             assert_eq!(kept.stdout, body);
         }
         assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    }
+
+    /// What `git status` says of several folders, through one git: a changed file, an untracked
+    /// one, both names of a staged rename, and nothing of a clean folder or one outside.
+    #[test]
+    fn unclean_paths_names_each_change_under_the_paths_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = |args: &[&str]| {
+            let ok = command(root)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        for d in ["a", "b", "c", "d", "e"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+            std::fs::write(root.join(d).join("f.md"), format!("{d}\n")).unwrap();
+        }
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let asked = ["a", "b", "c", "d"];
+        assert!(unclean_paths(root, &asked).unwrap().is_empty());
+        std::fs::write(root.join("a/f.md"), "changed\n").unwrap();
+        std::fs::write(root.join("b/new file.md"), "new\n").unwrap();
+        git(&["mv", "c/f.md", "c/g.md"]);
+        std::fs::write(root.join("e/f.md"), "not asked\n").unwrap();
+        let mut found = unclean_paths(root, &asked).unwrap();
+        found.sort();
+        assert_eq!(found, ["a/f.md", "b/new file.md", "c/f.md", "c/g.md"]);
     }
 }

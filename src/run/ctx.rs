@@ -31,29 +31,15 @@ pub struct Ctx<'a> {
     /// changes, and a driver renders each live lane's brief again at every step to check its
     /// inputs (issue 16: a `git cat-file` a live lane a step).
     at_commit: std::sync::Mutex<std::collections::HashMap<AtCommit, Option<Vec<u8>>>>,
-    /// Activities this call launched whose supervisor may not have registered yet: waited for
-    /// when the call ends, not after each launch (issue 16), so a driver steps its other lanes
-    /// meanwhile.
-    launched: std::sync::Mutex<Vec<PathBuf>>,
+    /// The one `git cat-file --batch` this call reads files at commits through, started at the
+    /// first read (issue 16: a git process a read was about four a lane).
+    blobs: std::sync::Mutex<Option<crate::git::Blobs>>,
     /// The repository's `user.email` is set, and `commit.gpgSign` is true: asked once a call.
     identity: std::sync::OnceLock<(bool, bool)>,
 }
 
 /// A file read at a commit: `(commit, path, limit)`.
 type AtCommit = (String, String, u64);
-
-impl Drop for Ctx<'_> {
-    /// A call ends only once every supervisor it launched has said it is there (at most 5 s
-    /// each), so that the call right behind it does not take a slow start for a crash: a launch
-    /// whose launching call is gone and whose supervisor has not registered is crashed (SPEC 21.4).
-    fn drop(&mut self) {
-        let launched =
-            std::mem::take(&mut *self.launched.lock().unwrap_or_else(|e| e.into_inner()));
-        for dir in launched {
-            await_registration(&dir);
-        }
-    }
-}
 
 /// Wait (at most 5 s) until the supervisor launched in `dir` has registered.
 fn await_registration(dir: &Path) {
@@ -89,16 +75,17 @@ impl<'a> Ctx<'a> {
             claims: std::sync::OnceLock::new(),
             releases: std::sync::Mutex::new(Vec::new()),
             at_commit: std::sync::Mutex::new(std::collections::HashMap::new()),
-            launched: std::sync::Mutex::new(Vec::new()),
+            blobs: std::sync::Mutex::new(None),
             identity: std::sync::OnceLock::new(),
         })
     }
 
     /// An activity this call launched: waited for until its supervisor has registered (at most
-    /// 5 s), right away. Waiting only when the call ends (see `Drop`) let a kill of the call in
-    /// between leave a launch that looked crashed while its supervisor was still starting, and the
-    /// replay started the step again (the random-kill walk saw a refuter started twice), so each
-    /// launch is awaited before the call goes on; `Drop` is left for any not awaited.
+    /// 5 s), right away, so that the call right behind it does not take a slow start for a crash
+    /// (a launch whose launching call is gone and whose supervisor has not registered is crashed,
+    /// SPEC 21.4). Waiting only when the call ended let a kill of the call in between leave a
+    /// launch that looked crashed while its supervisor was still starting, and the replay started
+    /// the step again (the random-kill walk saw a refuter started twice).
     pub(crate) fn launched(&self, dir: &Path) {
         await_registration(dir);
     }
@@ -114,8 +101,9 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// The bytes of `path` at `commit` (`git::blob_at`), read through git once a call when
-    /// `commit` is a full object id; a failed read is not kept.
+    /// The bytes of `path` at `commit` (`git::blob_at`), read through the call's one
+    /// `git cat-file --batch`, and kept for the call when `commit` is a full object id (what a
+    /// commit holds never changes); a failed read is not kept.
     pub(crate) fn blob_at(
         &self,
         commit: &str,
@@ -125,7 +113,7 @@ impl<'a> Ctx<'a> {
         let fixed =
             matches!(commit.len(), 40 | 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
         if !fixed {
-            return crate::git::blob_at(&self.repo.root, commit, path, limit);
+            return self.read_blob(commit, path, limit);
         }
         let key = (commit.to_owned(), path.to_owned(), limit);
         let kept = self.at_commit.lock().unwrap_or_else(|e| e.into_inner());
@@ -133,12 +121,35 @@ impl<'a> Ctx<'a> {
             return Ok(bytes.clone());
         }
         drop(kept);
-        let bytes = crate::git::blob_at(&self.repo.root, commit, path, limit)?;
+        let bytes = self.read_blob(commit, path, limit)?;
         self.at_commit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, bytes.clone());
         Ok(bytes)
+    }
+
+    /// One read through the call's `git cat-file --batch`. A read that fails drops that git (its
+    /// answers may no longer line up) and is tried once more through a new one, so a git that
+    /// died under a long call costs a restart, not a failed read.
+    fn read_blob(&self, commit: &str, path: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+        let mut blobs = self.blobs.lock().unwrap_or_else(|e| e.into_inner());
+        let reused = blobs.is_some();
+        for fresh in [!reused, true] {
+            if blobs.is_none() {
+                *blobs = Some(crate::git::Blobs::open(&self.repo.root)?);
+            }
+            match blobs.as_mut().expect("opened").get(commit, path, limit) {
+                Ok(bytes) => return Ok(bytes),
+                Err(e) => {
+                    *blobs = None;
+                    if fresh {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        unreachable!("the second try is always on a fresh git")
     }
 
     pub(super) fn claims(&self) -> &Claims {

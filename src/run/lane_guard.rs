@@ -94,17 +94,11 @@ pub fn judge_range_as(
     units_at: &str,
     except: &[String],
 ) -> Result<Vec<Denied>, String> {
-    // Every text this judgement reads, through one git, started when the first is read: a lane
-    // that changed only code needs none (issue 16).
-    let blobs: RefCell<Option<crate::git::Blobs>> = RefCell::new(None);
+    // Every text this judgement reads, through the call's one git (issue 16): the commits are
+    // the repository's, whichever worktree judges them.
     let text_at = |commit: &str, path: &str| -> Result<Option<String>, String> {
-        let mut blobs = blobs.borrow_mut();
-        if blobs.is_none() {
-            *blobs = Some(crate::git::Blobs::open(dir)?);
-        }
-        let blobs = blobs.as_mut().expect("opened");
-        Ok(blobs
-            .get(commit, path, TEXT_LIMIT)?
+        Ok(ctx
+            .blob_at(commit, path, TEXT_LIMIT)?
             .map(|b| String::from_utf8_lossy(&b).into_owned()))
     };
     let cache: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());

@@ -103,7 +103,10 @@ pub struct Run {
     pub picked: Option<super::queue::Picked>,
     /// Live and waiting lanes whole; in a run of several, an ended lane in its ended form, its
     /// whole self in its `lane.json` (SPEC 21.2, `run::ended`).
-    #[serde(serialize_with = "lanes_out", deserialize_with = "lanes_in")]
+    #[serde(
+        serialize_with = "forms::lanes_out",
+        deserialize_with = "forms::lanes_in"
+    )]
     pub lanes: Vec<Lane>,
 }
 
@@ -257,105 +260,9 @@ pub struct ReviewTarget {
     pub paths: Vec<String>,
 }
 
-/// What the ended form of a lane keeps beside its id, unit, stage, attempt, branch and reason.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Ended {
-    /// The commit of the lane's close (its `deliver` step), when it has one: what `status` reads
-    /// the unit's status from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub close: Option<String>,
-    /// Its `retire` step retired it (SPEC 23.3).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retired: bool,
-}
-
-/// A lane in its ended form, as the state file writes it.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EndedLane {
-    id: String,
-    unit: String,
-    stage: Stage,
-    attempt: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    branch: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
-    ended: Ended,
-}
-
-impl EndedLane {
-    fn of(lane: &Lane, ended: &Ended) -> EndedLane {
-        EndedLane {
-            id: lane.id.clone(),
-            unit: lane.unit.clone(),
-            stage: lane.stage,
-            attempt: lane.attempt,
-            branch: lane.branch.clone(),
-            reason: lane.reason.clone(),
-            ended: ended.clone(),
-        }
-    }
-
-    fn into_lane(self) -> Lane {
-        Lane {
-            id: self.id,
-            unit: self.unit,
-            stage: self.stage,
-            attempt: self.attempt,
-            crashes: 0,
-            worktree: None,
-            branch: self.branch,
-            reason: self.reason,
-            steps: Vec::new(),
-            findings: Vec::new(),
-            mutations: 0,
-            validators: Vec::new(),
-            land_round: 0,
-            depends: Vec::new(),
-            released: false,
-            attempts_before: 0,
-            arm_requested: false,
-            metrics: Vec::new(),
-            rejected: None,
-            escalation: None,
-            unit_text: None,
-            review: None,
-            ended: Some(self.ended),
-        }
-    }
-}
-
-/// A run's lanes as the state file writes them: whole, or in their ended form.
-fn lanes_out<S: serde::Serializer>(lanes: &[Lane], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    #[serde(untagged)]
-    enum Out<'a> {
-        Whole(&'a Lane),
-        Ended(EndedLane),
-    }
-    s.collect_seq(lanes.iter().map(|l| match &l.ended {
-        Some(ended) => Out::Ended(EndedLane::of(l, ended)),
-        None => Out::Whole(l),
-    }))
-}
-
-/// A run's lanes read back: a lane with an `ended` field is in its ended form, any other whole.
-fn lanes_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Lane>, D::Error> {
-    use serde::de::Error;
-    Vec::<Value>::deserialize(d)?
-        .into_iter()
-        .map(|v| {
-            if v.get("ended").is_some() {
-                EndedLane::deserialize(v).map(EndedLane::into_lane)
-            } else {
-                Lane::deserialize(v)
-            }
-            .map_err(D::Error::custom)
-        })
-        .collect()
-}
+#[path = "state_forms.rs"]
+mod forms;
+pub use forms::Ended;
 
 /// One metric event of a lane, with the time it happened (`ts`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -506,7 +413,7 @@ impl Lane {
             close: self.close_commit(),
             retired: self.retired(),
         };
-        EndedLane::of(self, &ended).into_lane()
+        forms::ended_lane(self, ended)
     }
 
     /// Whether its `retire` step retired it (its work is in the target, its worktree and branch
@@ -726,10 +633,10 @@ impl State {
         serde_json::from_value(value).map_err(|e| ParseError::Invalid(e.to_string()))
     }
 
-    /// Write the state atomically (0600).
+    /// Write the state atomically (0600), each lane in a short form on a line of its own (SPEC
+    /// 21.2, `forms::file_text`).
     pub fn save(&self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
-        let mut text = serde_json::to_vec_pretty(self).expect("the state serialises");
-        text.push(b'\n');
+        let text = forms::file_text(self);
         // A state a read would refuse is never written: the file stays as it was, and every run in
         // it stays readable (SPEC 24.5).
         if text.len() as u64 > STATE_LIMIT {
@@ -876,82 +783,6 @@ mod tests {
         have.sort();
         want.sort();
         assert_eq!(have, want, "`picked`: written vs the schema");
-    }
-
-    /// An ended lane of a run of several is written in its ended form (SPEC 21.2), with what
-    /// `decide`, `run list` and `status` need of it, reads back as that form, and names every
-    /// field the schema's `ended_lane` names.
-    #[test]
-    fn an_ended_lane_is_written_and_read_in_its_ended_form() {
-        let whole = br#"{"schema": 1, "runs": {"r": {
-            "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
-            "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
-            "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null,
-            "lanes": [{"id": "002-a", "unit": "002-a", "stage": "delivered", "attempt": 2,
-                "crashes": 1, "worktree": "/w/002-a", "branch": "iced/001-p/002-a",
-                "reason": "why", "depends": ["003-b"],
-                "steps": [{"step": "deliver", "attempt": 2, "status": "done",
-                    "started_at": "t", "ended_at": "t", "inputs": null, "nonce": null,
-                    "pid": null, "pid_start": null, "outcome": {"commit": "close"}},
-                    {"step": "retire", "attempt": 2, "status": "done",
-                    "started_at": "t", "ended_at": "t", "inputs": null, "nonce": null,
-                    "pid": null, "pid_start": null, "outcome": {"retired": true}}]},
-                {"id": "003-b", "unit": "003-b", "stage": "brief", "attempt": 1,
-                "crashes": 0, "worktree": null, "branch": null, "reason": null, "steps": []}]}}}"#;
-        let mut state = State::parse(whole).unwrap();
-        let run = state.runs.get_mut("r").unwrap();
-        let lane = &run.lanes[0];
-        assert_eq!(
-            (lane.close_commit().as_deref(), lane.retired()),
-            (Some("close"), true)
-        );
-        run.lanes[0] = run.lanes[0].ended_form();
-        let written = serde_json::to_value(&state).unwrap();
-        assert_eq!(
-            written["runs"]["r"]["lanes"][0],
-            serde_json::json!({"id": "002-a", "unit": "002-a", "stage": "delivered",
-                "attempt": 2, "branch": "iced/001-p/002-a", "reason": "why",
-                "ended": {"close": "close", "retired": true}})
-        );
-        assert!(
-            written["runs"]["r"]["lanes"][1]["steps"].is_array(),
-            "a live lane stays whole"
-        );
-        let read = State::parse(written.to_string().as_bytes()).unwrap();
-        assert_eq!(read, state);
-        let lane = &read.runs["r"].lanes[0];
-        assert_eq!(
-            (lane.stage, lane.close_commit().as_deref(), lane.retired()),
-            (Stage::Delivered, Some("close"), true)
-        );
-        assert!(lane.steps.is_empty() && lane.depends.is_empty());
-
-        let schema: Value =
-            serde_json::from_str(include_str!("../../spec/schema/state.schema.json")).unwrap();
-        let def = &schema["$defs"]["ended_lane"];
-        let mut named: Vec<&String> = def["properties"].as_object().unwrap().keys().collect();
-        let form = written["runs"]["r"]["lanes"][0].as_object().unwrap();
-        let mut have: Vec<&String> = form.keys().collect();
-        named.sort();
-        have.sort();
-        assert_eq!(have, named, "the ended form vs the schema");
-        let mut ended: Vec<&String> = form["ended"].as_object().unwrap().keys().collect();
-        let mut named: Vec<&String> = def["properties"]["ended"]["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect();
-        ended.sort();
-        named.sort();
-        assert_eq!(ended, named, "`ended` vs the schema");
-        // An ended form with a field it does not have is refused, as any unknown field.
-        let odd = written
-            .to_string()
-            .replace(r#""ended":{"#, r#""ended":{"x":1,"#);
-        assert!(matches!(
-            State::parse(odd.as_bytes()),
-            Err(ParseError::Invalid(_))
-        ));
     }
 
     #[test]

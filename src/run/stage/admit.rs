@@ -85,7 +85,7 @@ pub(crate) fn plan(
             format!("merge that branch (`git merge {branch}`); its delivery commit carries the unit's close"),
         ));
     }
-    let unit = check_unit(ctx, state, &id, numbers)?;
+    let unit = check_unit(ctx, state, &id, numbers, None)?;
     if unit.parsed.frontmatter.str("type") == Some("project") {
         plan_project(ctx, state, &id, numbers)
     } else {
@@ -355,12 +355,14 @@ fn rejection_of(repo: &crate::repo::Repo, unit: &str, step: &str) -> Option<Stri
 }
 
 /// The checks every unit a run builds must pass (SPEC 20.3), in order, each its own refusal. Only
-/// reads: nothing is written.
+/// reads: nothing is written. `committed`: whether the unit's folder is committed, when the
+/// caller asked git already (for a project's children at once); else asked here.
 pub(crate) fn check_unit(
     ctx: &Ctx<'_>,
     state: &State,
     id: &str,
     numbers: &crate::repo::Numbers,
+    committed: Option<bool>,
 ) -> Result<crate::repo::UnitFile, Refusal> {
     let step = ctx.verb;
     let repo = ctx.repo;
@@ -420,7 +422,11 @@ pub(crate) fn check_unit(
         ));
     }
     let rel = format!("intent/{id}");
-    match crate::git::is_clean(&repo.root, &[&rel]) {
+    let committed = match committed {
+        Some(committed) => Ok(committed),
+        None => crate::git::is_clean(&repo.root, &[&rel]),
+    };
+    match committed {
         Ok(true) => {}
         Ok(false) => {
             return Err(ctx.refuse(
@@ -599,8 +605,15 @@ pub(crate) fn plan_project(
             "set `land.mode` to `merge` or `pr` in `.iced/config.json`, or build the children one by one",
         ));
     }
+    // Whether each child's folder is committed: one git for them all (issue 16).
+    let folders: Vec<String> = ordered.iter().map(|u| format!("intent/{u}")).collect();
+    let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
+    let unclean =
+        crate::git::unclean_paths(&ctx.repo.root, &folders).map_err(|e| io_error(ctx.verb, e))?;
     for u in &ordered {
-        check_unit(ctx, state, u, numbers)?;
+        let inside = format!("intent/{u}/");
+        let committed = !unclean.iter().any(|p| p.starts_with(&inside));
+        check_unit(ctx, state, u, numbers, Some(committed))?;
     }
     Ok(ProjectPlan {
         lanes: ordered

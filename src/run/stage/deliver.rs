@@ -317,12 +317,9 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
             .map(|a| (k.clone(), a))
         })
         .collect();
-    // Every file the close reads, through one git.
-    let blobs = std::cell::RefCell::new(crate::git::Blobs::open(worktree)?);
+    // Every file the close reads, through the call's one git.
     let text_at = |commit: &str, path: &str| -> Result<Option<String>, String> {
-        blobs
-            .borrow_mut()
-            .get(commit, path, BLOB_LIMIT)
+        ctx.blob_at(commit, path, BLOB_LIMIT)
             .map(|b| b.map(|b| String::from_utf8_lossy(&b).into_owned()))
     };
     let unit_path = format!("{rel}/iced.md");

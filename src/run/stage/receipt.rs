@@ -31,19 +31,23 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             on_branch.unwrap_or_else(|| "a detached HEAD".into())
         ));
     }
-    // The head this receipt judges, read once: the definition of done, the validators and the
-    // delivery all refer to exactly this commit (SPEC 24.3).
-    let head = crate::git::run(
+    // The head this receipt judges, and its tree, read once (one git): the definition of done,
+    // the validators and the delivery all refer to exactly this commit (SPEC 24.3). A branch
+    // that is not there leaves both empty.
+    let (head, tree) = crate::git::run(
         &worktree,
         &[
             "rev-parse",
-            "--verify",
             &format!("refs/heads/{branch}^{{commit}}"),
+            &format!("refs/heads/{branch}^{{tree}}"),
         ],
     )
+    .ok()
+    .and_then(|out| {
+        let mut lines = out.lines().map(str::to_owned);
+        Some((lines.next()?, lines.next()?))
+    })
     .unwrap_or_default();
-    let tree =
-        crate::git::run(&worktree, &["rev-parse", &format!("{head}^{{tree}}")]).unwrap_or_default();
     let ahead = crate::git::run(
         &worktree,
         &[

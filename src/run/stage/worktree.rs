@@ -14,22 +14,6 @@ pub(crate) fn add_worktree(
     let is_ours = |existing: &Path| {
         existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
     };
-    // Adopt what a crashed call (or a person) already made. No worktree holds a branch that does
-    // not exist: one git fewer for a new lane.
-    let exists = crate::git::branch_exists(root, branch);
-    if let Some(existing) = exists
-        .then(|| crate::git::worktree_of_branch(root, branch))
-        .flatten()
-    {
-        if is_ours(&existing) {
-            return Ok(());
-        }
-        return Err(format!(
-            "branch `{branch}` is checked out at `{}`, not at `{}`",
-            existing.display(),
-            path.display()
-        ));
-    }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
@@ -48,6 +32,27 @@ pub(crate) fn add_worktree(
             )
         }
     };
+    // A new lane: its branch and worktree at once, one git (issue 16). git refuses a branch that
+    // is there already; only then is what is there looked at.
+    if add(false).is_ok() {
+        return Ok(());
+    }
+    // Adopt what a crashed call (or a person) already made. No worktree holds a branch that does
+    // not exist.
+    let exists = crate::git::branch_exists(root, branch);
+    if let Some(existing) = exists
+        .then(|| crate::git::worktree_of_branch(root, branch))
+        .flatten()
+    {
+        if is_ours(&existing) {
+            return Ok(());
+        }
+        return Err(format!(
+            "branch `{branch}` is checked out at `{}`, not at `{}`",
+            existing.display(),
+            path.display()
+        ));
+    }
     let mut added = add(exists);
     // The `git worktree add` of a call that died may still be running (it outlives that call)
     // and have taken the path first: adopt its worktree once it is there, or add again if it gave
