@@ -276,6 +276,11 @@ fn findings_still_open_after_the_last_round_wait_for_a_person() {
     );
 }
 
+/// What a handback of a refused draft says to do after its reason.
+pub(crate) fn refused_remedy(id: &str) -> String {
+    format!("; the unit is as it was: `iced build --auto-plan {id}` plans anew, or write it yourself and `iced approve {id}`")
+}
+
 #[test]
 fn a_draft_that_changes_what_the_loop_keeps_is_refused() {
     let env = planning(
@@ -292,7 +297,10 @@ fn a_draft_that_changes_what_the_loop_keeps_is_refused() {
     let show = env.iced_json(&["run", "show"]).json();
     assert_eq!(
         show["lanes"][0]["reason"],
-        "plan-draft-refused: the draft changes `status`, which the loop keeps"
+        format!(
+            "plan-draft-refused: the draft changes `status`, which the loop keeps{}",
+            refused_remedy(&id)
+        )
     );
     assert!(env.read(&unit_file(&id)).contains("status: draft"));
     assert_eq!(
@@ -312,11 +320,14 @@ fn a_planner_that_writes_anything_but_its_draft_is_refused() {
         ]),
         3,
     );
-    auto_plan(&env, "session timeout for idle users", 4);
+    let (_, id) = auto_plan(&env, "session timeout for idle users", 4);
     let show = env.iced_json(&["run", "show"]).json();
     assert_eq!(
         show["lanes"][0]["reason"],
-        "plan-draft-refused: the planner changed the checkout; its only output is the draft"
+        format!(
+            "plan-draft-refused: the planner changed the checkout; its only output is the draft{}",
+            refused_remedy(&id)
+        )
     );
 }
 

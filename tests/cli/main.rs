@@ -23,6 +23,7 @@ mod harness_codex_pi;
 mod host_pace;
 mod hostile_files;
 mod hostile_lane;
+mod hostile_plan;
 mod init;
 mod interop;
 mod landing;

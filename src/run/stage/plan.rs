@@ -285,18 +285,26 @@ pub(crate) fn check(
     let mut answer: Option<Answer> = None;
     match &key {
         StepKey::Plan(r) => {
-            let (_, current) = text_before(ctx, &snapshot.id, lane, *r)?;
-            let before = std::fs::read_to_string(dir.join("before.txt")).unwrap_or_default();
-            let checked = read().and_then(|draft| {
+            let before = before_fingerprint(&dir);
+            let untouched = read().and_then(|draft| {
                 let after = plan_text::checkout_fingerprint(&ctx.repo.root)?;
                 if after != before {
                     return Err(
                         "the planner changed the checkout; its only output is the draft".into(),
                     );
                 }
-                plan_text::check_draft(ctx.repo, &lane.unit, &current, &draft)?;
                 Ok(draft)
             });
+            // The text it revised is read only once the checkout is known untouched: a planner
+            // that swapped the unit file for a FIFO or a link has its draft refused, and the loop
+            // never reads what it left there.
+            let checked = match untouched {
+                Ok(draft) => {
+                    let (_, current) = text_before(ctx, &snapshot.id, lane, *r)?;
+                    plan_text::check_draft(ctx.repo, &lane.unit, &current, &draft).map(|()| draft)
+                }
+                Err(why) => Err(why),
+            };
             match checked {
                 Ok(draft) => {
                     let path = draft_path(ctx, &snapshot.id, lane_id, *r);
@@ -309,7 +317,7 @@ pub(crate) fn check(
         }
         StepKey::PlanReview { round, .. } => {
             let draft = draft_of(ctx, &snapshot.id, lane, *round)?;
-            let before = std::fs::read_to_string(dir.join("before.txt")).unwrap_or_default();
+            let before = before_fingerprint(&dir);
             let parsed = read().and_then(|text| {
                 // A reviewer only reads: one that changed the checkout has no answer.
                 if plan_text::checkout_fingerprint(&ctx.repo.root)? != before {
@@ -375,6 +383,15 @@ pub(crate) fn check(
             },
         ))
     })
+}
+
+/// The fingerprint of the checkout taken before the agent started: the loop's own file, read as
+/// one (never through a link, never a FIFO, bounded); unreadable, it matches nothing.
+fn before_fingerprint(dir: &std::path::Path) -> String {
+    crate::store::read_no_follow(&dir.join("before.txt"), 1024)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_else(|| "unreadable".into())
 }
 
 fn merge(into: &mut Value, from: &Value) {
