@@ -9,6 +9,7 @@
 
 use crate::refusal::{io_error, Refusal};
 use crate::run::ctx::Ctx;
+use crate::run::stage::brief::KNOWLEDGE_LIMIT;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -274,6 +275,7 @@ fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafte
             ),
         ));
     }
+    not_regular(ctx, draft, &head, &files)?;
     if files.is_empty() {
         return Err(ctx.refuse(
             "memory-empty",
@@ -295,6 +297,76 @@ fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafte
         files,
         land: "branch",
     })
+}
+
+/// Each memory file the branch holds must be a regular file the brief can carry (SPEC 20.15): a
+/// symbolic link would have every brief after the merge read whatever it points at (a secret
+/// outside the repository), a submodule is no file, and a file over the brief's 64 KiB is never
+/// copied into it. A file the branch deletes is not looked at.
+fn not_regular(ctx: &Ctx<'_>, draft: &Draft, head: &str, files: &[String]) -> Result<(), Refusal> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["ls-tree", "-l", "-z", head, "--"];
+    args.extend(files.iter().map(String::as_str));
+    let listed = git(&ctx.repo.root, &args).map_err(|e| refuse_io(ctx, e))?;
+    let remedy = format!(
+        "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
+        short(&draft.base),
+        draft.branch,
+        draft.branch
+    );
+    let (mut links, mut special, mut large) = (Vec::new(), Vec::new(), Vec::new());
+    for entry in listed.split('\0').filter(|e| !e.is_empty()) {
+        let Some((meta, path)) = entry.split_once('\t') else {
+            continue;
+        };
+        let mut fields = meta.split_whitespace();
+        let (mode, size) = (fields.next().unwrap_or(""), fields.nth(2).unwrap_or("-"));
+        let named = format!("`{path}`");
+        match mode {
+            "120000" => links.push(named),
+            "100644" | "100755" => {
+                if size.parse::<u64>().unwrap_or(u64::MAX) > KNOWLEDGE_LIMIT {
+                    large.push(named);
+                }
+            }
+            _ => special.push(named),
+        }
+    }
+    let refuse = |code: &'static str, what: &str, paths: &[String]| {
+        ctx.refuse(
+            code,
+            format!(
+                "the memory agent's branch `{}` makes {} {what}: it is not offered to merge",
+                draft.branch,
+                paths.join(", ")
+            ),
+            remedy.clone(),
+        )
+    };
+    if !links.is_empty() {
+        return Err(refuse(
+            "path-symlink",
+            "a symbolic link, which every brief would read through",
+            &links,
+        ));
+    }
+    if !special.is_empty() {
+        return Err(refuse(
+            "not-a-regular-file",
+            "something other than a regular file",
+            &special,
+        ));
+    }
+    if !large.is_empty() {
+        return Err(refuse(
+            "memory-too-large",
+            "larger than 64 KiB, more than a brief carries",
+            &large,
+        ));
+    }
+    Ok(())
 }
 
 fn short(commit: &str) -> &str {

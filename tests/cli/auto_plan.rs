@@ -96,14 +96,17 @@ pub(crate) fn planning(script: &str, autonomy: i64) -> TestEnv {
 fn auto_plan(env: &TestEnv, what: &str, exit: i32) -> (Value, String) {
     let out = env.iced_json(&["build", "--auto-plan", what]);
     assert_eq!(out.code, exit, "build --auto-plan:\n{out:#?}");
-    let last = last_line(&out);
-    let id = std::fs::read_dir(env.path("intent"))
+    (last_line(&out), planned_id(env))
+}
+
+/// The id of the unit `build --auto-plan "<line>"` made: the first.
+pub(crate) fn planned_id(env: &TestEnv) -> String {
+    std::fs::read_dir(env.path("intent"))
         .expect("intent/")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .find(|n| n.starts_with("001-"))
-        .expect("the unit was made");
-    (last, id)
+        .expect("the unit was made")
 }
 
 /// How many times the fake agent started as `role` (and `lens`, when given).

@@ -215,7 +215,10 @@ fn a_planner_leaves_no_process_behind() {
         1,
     );
     let out = plan_bounded(&env, LINE, true);
-    assert_eq!(out.code, 4, "handed back for a person at autonomy 1: {out:#?}");
+    assert_eq!(
+        out.code, 4,
+        "handed back for a person at autonomy 1: {out:#?}"
+    );
     assert_eq!(escapees.pids().len(), 3, "all three started");
     assert_eq!(escapees.survivors(), Vec::<u32>::new());
 }

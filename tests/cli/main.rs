@@ -22,6 +22,7 @@ mod harness;
 mod harness_codex_pi;
 mod host_pace;
 mod hostile_files;
+mod hostile_inputs;
 mod hostile_lane;
 mod hostile_plan;
 mod init;
