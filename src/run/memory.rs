@@ -10,6 +10,7 @@
 use crate::refusal::{io_error, Refusal};
 use crate::run::ctx::Ctx;
 use crate::run::stage::brief::KNOWLEDGE_LIMIT;
+use crate::run::stage::plan_text::checkout_fingerprint;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -122,6 +123,11 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
                 base,
             };
             crate::run::state::ensure_dir(&dir, ctx.verb)?;
+            // The loop's files never show in the person's `git status` (as admit makes sure for a
+            // run): the checkout's fingerprint must not move by the draft's own files.
+            crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600)
+                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+            crate::failpoint::hit("memory-after-gitignore");
             let bytes = serde_json::to_vec_pretty(&draft).expect("serialises");
             crate::store::write_atomic(&record, &bytes, 0o600)
                 .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
@@ -134,7 +140,17 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
     crate::failpoint::hit("memory-after-worktree");
     let activity = dir.join(&draft.stamp);
     run_agent(ctx, &runner, &draft, &activity)?;
-    check_and_leave(ctx, &draft, &record)
+    let checkout_moved = checkout_moved(ctx, &activity);
+    check_and_leave(ctx, &draft, &record, checkout_moved)
+}
+
+/// Whether the person's checkout changed while the agent ran: its fingerprint now against the one
+/// taken before the launch (a draft an earlier iced started has none, and is not judged by it).
+fn checkout_moved(ctx: &Ctx<'_>, activity: &Path) -> bool {
+    let Ok(before) = crate::store::read_no_follow(&activity.join("before.txt"), 1024) else {
+        return false;
+    };
+    checkout_fingerprint(&ctx.repo.root).map_or(true, |now| now.as_bytes() != before.as_slice())
 }
 
 /// Start the memory agent once (a launch already made is adopted) and wait for it to end.
@@ -160,6 +176,10 @@ fn run_agent(
             0o600,
         )
         .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+        // What the person's checkout is before the agent: it must be the same after.
+        let before = checkout_fingerprint(&ctx.repo.root).unwrap_or_default();
+        crate::store::write_atomic(&activity.join("before.txt"), before.as_bytes(), 0o600)
+            .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
         let output = activity.join("output.md");
         let values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt_path.display().to_string()),
@@ -218,7 +238,12 @@ fn run_agent(
 
 /// The loop's own check of the branch (only `.iced/memory/` changed, something did), then the
 /// worktree removed and the branch left for the person.
-fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafted, Refusal> {
+fn check_and_leave(
+    ctx: &Ctx<'_>,
+    draft: &Draft,
+    record: &Path,
+    checkout_moved: bool,
+) -> Result<Drafted, Refusal> {
     let root = &ctx.repo.root;
     let head = git(
         root,
@@ -254,25 +279,39 @@ fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafte
     );
     crate::failpoint::hit("memory-after-remove");
     let _ = std::fs::remove_file(record);
-    let outside: Vec<&String> = files
+    let outside: Vec<String> = files
         .iter()
         .filter(|f| !f.starts_with(MEMORY_DIR))
+        .map(|f| format!("`{f}`"))
         .collect();
+    let mut why = Vec::new();
     if !outside.is_empty() {
-        let named: Vec<String> = outside.iter().map(|f| format!("`{f}`")).collect();
+        why.push(format!(
+            "the memory agent's branch `{}` changes {} outside `{MEMORY_DIR}`",
+            draft.branch,
+            outside.join(", ")
+        ));
+    }
+    if checkout_moved {
+        // Written around its worktree, into the person's own checkout: never taken, named.
+        why.push(
+            "the checkout changed while the memory agent ran, outside its worktree".to_owned(),
+        );
+    }
+    if !why.is_empty() {
+        let mut remedy = format!(
+            "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
+            short(&draft.base),
+            draft.branch,
+            draft.branch
+        );
+        if checkout_moved {
+            remedy.push_str("; `git status` shows what changed in the checkout");
+        }
         return Err(ctx.refuse(
             "memory-outside",
-            format!(
-                "the memory agent's branch `{}` changes {} outside `{MEMORY_DIR}`: it is not offered to merge",
-                draft.branch,
-                named.join(", ")
-            ),
-            format!(
-                "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
-                short(&draft.base),
-                draft.branch,
-                draft.branch
-            ),
+            format!("{}: it is not offered to merge", why.join("; ")),
+            remedy,
         ));
     }
     not_regular(ctx, draft, &head, &files)?;

@@ -296,3 +296,16 @@ fn a_planners_escapes_are_stripped_when_printed() {
         crate::snap::text_block(&["status", &id], &status)
     );
 }
+
+/// Regression: a memory agent that wrote around its worktree, into the person's checkout, had its
+/// draft offered to merge as if nothing happened. The checkout is fingerprinted as a planner's is.
+#[test]
+fn a_memory_agent_that_writes_into_the_checkout_is_refused() {
+    // The worktree is `<tmp>/repo.iced-worktrees/memory-<stamp>`: the checkout is `<tmp>/repo`.
+    let agent = "role memory\ncommit .iced/memory/product.md the product\nwrite ../../repo/src/planted.txt the memory agent was here\n";
+    let (text_env, _) = memory_refused(agent, "memory-outside", "memory_draft_checkout");
+    assert!(
+        text_env.path("src/planted.txt").exists(),
+        "the test wrote where it meant to"
+    );
+}
