@@ -222,3 +222,66 @@ fn a_planner_leaves_no_process_behind() {
     assert_eq!(escapees.pids().len(), 3, "all three started");
     assert_eq!(escapees.survivors(), Vec::<u32>::new());
 }
+
+/// A reviewer that swaps the loop's kept copy of the draft (its `ICED_UNIT_FILE`), for a link to a
+/// secret or for text of its own, after the loop checked it: `build --auto-plan` refuses to go on
+/// from a draft it did not check, and nothing of it reaches the unit or a commit.
+fn reviewer_swaps_the_kept_draft(reviewer: &str) {
+    let env = planning(
+        &format!("role planner\ndraft-body {{planned}}\nrole plan-reviewer\nlens design\n{reviewer}\nlens *\n{PASS}\n"),
+        3,
+    );
+    let secret = secret(&env);
+    let script = std::fs::read_to_string(env.agent_script())
+        .unwrap()
+        .replace("{secret}", &secret);
+    std::fs::write(env.agent_script(), script).unwrap();
+    let head = env.git_out(&["rev-parse", "HEAD"]);
+    let out = plan_bounded(&env, LINE, true);
+    assert_eq!(out.code, 3, "{out:#?}");
+    let refusal = crate::loop_e2e::last_line(&out)["refused"].clone();
+    assert_eq!(refusal["code"], "plan-draft-changed", "{out:#?}");
+    assert!(
+        crate::loop_e2e::str_of(&refusal, "reason").contains("draft-1.md"),
+        "{refusal:#}"
+    );
+    let id = crate::auto_plan::planned_id(&env);
+    let unit = env.read(&unit_file(&id));
+    assert!(unit.contains("status: draft"), "{unit}");
+    assert!(
+        !unit.contains("No change to how passwords are checked"),
+        "the draft was not written: {unit}"
+    );
+    assert_eq!(
+        env.git_out(&["rev-parse", "HEAD"]),
+        head,
+        "nothing committed"
+    );
+    holds_no_secret(&env.path("intent"));
+    // Asked again, the run refuses the same, in words: it cannot go on from that copy.
+    let again = plan_bounded(&env, &id, false);
+    assert_read!(
+        &env,
+        format!(
+            "hostile_plan_kept_draft_{}",
+            reviewer.split(' ').next().unwrap()
+        ),
+        text_block(&["build", "--auto-plan", &id], &again)
+    );
+    // The remedy it names works.
+    let run = crate::loop_e2e::json_lines(&out)[0]["run"].clone();
+    env.iced_json(&["run", "abandon", run.as_str().unwrap()])
+        .ok();
+}
+
+/// Regression: the loop's copy of an accepted draft was read back without its recorded sha256,
+/// through a link: a reviewer could put any text, or a secret, into the unit the loop approves.
+#[test]
+fn a_reviewer_that_links_the_kept_draft_to_a_secret_is_refused() {
+    reviewer_swaps_the_kept_draft("link {unit_file} {secret}");
+}
+
+#[test]
+fn a_reviewer_that_rewrites_the_kept_draft_is_refused() {
+    reviewer_swaps_the_kept_draft("write {unit_file} status: approved");
+}

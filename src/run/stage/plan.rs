@@ -133,13 +133,36 @@ fn text_before(
     lane: &Lane,
     round: u32,
 ) -> Result<(PathBuf, String), Refusal> {
-    let path = if round <= 1 {
-        ctx.repo.unit_paths(&lane.unit).iced
-    } else {
-        draft_path(ctx, run, &lane.id, round - 1)
+    if round <= 1 {
+        let path = ctx.repo.unit_paths(&lane.unit).iced;
+        let text = crate::repo::read_text(&path).map_err(|e| e.refusal(ctx.verb))?;
+        return Ok((path, text));
+    }
+    let path = draft_path(ctx, run, &lane.id, round - 1);
+    kept_draft(ctx, run, lane, round - 1).map(|text| (path, text))
+}
+
+/// The loop's copy of round `round`'s accepted draft, only as the check recorded it (SPEC 24.5):
+/// never through a link and only if its sha256 is the one recorded, else `plan-draft-changed`. A
+/// reviewer runs beside that copy; what it put there must never reach a prompt or the unit.
+fn kept_draft(ctx: &Ctx<'_>, run: &str, lane: &Lane, round: u32) -> Result<String, Refusal> {
+    let refuse = |why: String| {
+        ctx.refuse(
+            "plan-draft-changed",
+            format!("the accepted draft of round {round}: {why}; the loop goes on only from a draft it checked"),
+            format!(
+                "abandon the run (`iced run abandon {run}`), then `iced build --auto-plan {}` plans anew",
+                lane.unit
+            ),
+        )
     };
-    let text = crate::repo::read_text(&path).map_err(|e| e.refusal(ctx.verb))?;
-    Ok((path, text))
+    let kept: Kept = lane
+        .record(&StepKey::Plan(round))
+        .and_then(|r| r.outcome.as_ref())
+        .and_then(|o| serde_json::from_value(o.get("draft")?.clone()).ok())
+        .ok_or_else(|| refuse("no copy of it is recorded".into()))?;
+    let bytes = kept::load_bytes(&kept, plan_text::DRAFT_LIMIT).map_err(refuse)?;
+    String::from_utf8(bytes).map_err(|_| refuse("it is not UTF-8".into()))
 }
 
 /// The accepted draft of `round` (the round's planner's, or the unit file's before any).
