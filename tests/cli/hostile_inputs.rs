@@ -214,7 +214,7 @@ fn a_memory_draft_of_5_mb_is_refused() {
     memory_refused(
         "role memory\ncommit-bytes .iced/memory/product.md 5242880\n",
         "memory-too-large",
-        "memory_draft_5mb",
+        "refused_memory-too-large",
     );
 }
 

@@ -262,10 +262,10 @@ fn reviewer_swaps_the_kept_draft(reviewer: &str) {
     let again = plan_bounded(&env, &id, false);
     assert_read!(
         &env,
-        format!(
-            "hostile_plan_kept_draft_{}",
-            reviewer.split(' ').next().unwrap()
-        ),
+        match reviewer.split(' ').next().unwrap() {
+            "write" => "refused_plan-draft-changed".to_owned(),
+            how => format!("hostile_plan_kept_draft_{how}"),
+        },
         text_block(&["build", "--auto-plan", &id], &again)
     );
     // The remedy it names works.
