@@ -73,6 +73,7 @@ pub const ALL: &[&str] = &[
     "escalation-after-decision",
     "escalation-after-unit",
     "drain-between-units",
+    "memory-after-gitignore",
     "memory-after-record",
     "memory-after-worktree",
     "memory-after-launch",

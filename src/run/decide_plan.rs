@@ -95,7 +95,10 @@ pub fn next(lane: &Lane, rounds: u32) -> PlanNext {
     }
     if let Some(why) = planner.outcome.as_ref().and_then(|o| o["refused"].as_str()) {
         return PlanNext::Move(LaneMove::Handback {
-            reason: format!("plan-draft-refused: {why}"),
+            reason: format!(
+                "plan-draft-refused: {why}; the unit is as it was: `iced build --auto-plan {0}` plans anew, or write it yourself and `iced approve {0}`",
+                lane.unit
+            ),
         });
     }
     let keys = reviewers(round);
@@ -236,7 +239,7 @@ mod tests {
         assert_eq!(
             next(&lane(&[("plan-1", "done", refused)], json!([])), 2),
             PlanNext::Move(LaneMove::Handback {
-                reason: "plan-draft-refused: no".into()
+                reason: "plan-draft-refused: no; the unit is as it was: `iced build --auto-plan u` plans anew, or write it yourself and `iced approve u`".into()
             })
         );
         // Both reviews in: an open finding starts round 2, unless the rounds are spent.

@@ -52,6 +52,19 @@ pub fn load<T: DeserializeOwned>(kept: &Kept) -> Option<T> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// The bytes of a kept copy that is not JSON (a planner's draft): read never through a link, at
+/// most `limit`, and `Err` saying why unless they still hash to what was recorded.
+pub fn load_bytes(kept: &Kept, limit: u64) -> Result<Vec<u8>, String> {
+    let bytes = crate::store::read_no_follow(&kept.path, limit).map_err(|e| e.to_string())?;
+    if hex(&bytes) != kept.sha256 {
+        return Err(format!(
+            "`{}` changed after the loop checked it (its sha256 is not the one recorded)",
+            kept.path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The kept value a step's outcome names under `key` (`{"path", "sha256"}`), if any and intact.
 pub fn load_from<T: DeserializeOwned>(outcome: Option<&serde_json::Value>, key: &str) -> Option<T> {
     let kept: Kept = serde_json::from_value(outcome?.get(key)?.clone()).ok()?;

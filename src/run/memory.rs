@@ -9,6 +9,8 @@
 
 use crate::refusal::{io_error, Refusal};
 use crate::run::ctx::Ctx;
+use crate::run::stage::brief::KNOWLEDGE_LIMIT;
+use crate::run::stage::plan_text::checkout_fingerprint;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -121,6 +123,11 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
                 base,
             };
             crate::run::state::ensure_dir(&dir, ctx.verb)?;
+            // The loop's files never show in the person's `git status` (as admit makes sure for a
+            // run): the checkout's fingerprint must not move by the draft's own files.
+            crate::store::write_atomic(&ctx.paths.dir.join(".gitignore"), b"*\n", 0o600)
+                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+            crate::failpoint::hit("memory-after-gitignore");
             let bytes = serde_json::to_vec_pretty(&draft).expect("serialises");
             crate::store::write_atomic(&record, &bytes, 0o600)
                 .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
@@ -133,7 +140,17 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
     crate::failpoint::hit("memory-after-worktree");
     let activity = dir.join(&draft.stamp);
     run_agent(ctx, &runner, &draft, &activity)?;
-    check_and_leave(ctx, &draft, &record)
+    let checkout_moved = checkout_moved(ctx, &activity);
+    check_and_leave(ctx, &draft, &record, checkout_moved)
+}
+
+/// Whether the person's checkout changed while the agent ran: its fingerprint now against the one
+/// taken before the launch (a draft an earlier iced started has none, and is not judged by it).
+fn checkout_moved(ctx: &Ctx<'_>, activity: &Path) -> bool {
+    let Ok(before) = crate::store::read_no_follow(&activity.join("before.txt"), 1024) else {
+        return false;
+    };
+    checkout_fingerprint(&ctx.repo.root).map_or(true, |now| now.as_bytes() != before.as_slice())
 }
 
 /// Start the memory agent once (a launch already made is adopted) and wait for it to end.
@@ -159,6 +176,10 @@ fn run_agent(
             0o600,
         )
         .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+        // What the person's checkout is before the agent: it must be the same after.
+        let before = checkout_fingerprint(&ctx.repo.root).unwrap_or_default();
+        crate::store::write_atomic(&activity.join("before.txt"), before.as_bytes(), 0o600)
+            .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
         let output = activity.join("output.md");
         let values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt_path.display().to_string()),
@@ -217,7 +238,12 @@ fn run_agent(
 
 /// The loop's own check of the branch (only `.iced/memory/` changed, something did), then the
 /// worktree removed and the branch left for the person.
-fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafted, Refusal> {
+fn check_and_leave(
+    ctx: &Ctx<'_>,
+    draft: &Draft,
+    record: &Path,
+    checkout_moved: bool,
+) -> Result<Drafted, Refusal> {
     let root = &ctx.repo.root;
     let head = git(
         root,
@@ -253,27 +279,42 @@ fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafte
     );
     crate::failpoint::hit("memory-after-remove");
     let _ = std::fs::remove_file(record);
-    let outside: Vec<&String> = files
+    let outside: Vec<String> = files
         .iter()
         .filter(|f| !f.starts_with(MEMORY_DIR))
+        .map(|f| format!("`{f}`"))
         .collect();
+    let mut why = Vec::new();
     if !outside.is_empty() {
-        let named: Vec<String> = outside.iter().map(|f| format!("`{f}`")).collect();
-        return Err(ctx.refuse(
-            "memory-outside",
-            format!(
-                "the memory agent's branch `{}` changes {} outside `{MEMORY_DIR}`: it is not offered to merge",
-                draft.branch,
-                named.join(", ")
-            ),
-            format!(
-                "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
-                short(&draft.base),
-                draft.branch,
-                draft.branch
-            ),
+        why.push(format!(
+            "the memory agent's branch `{}` changes {} outside `{MEMORY_DIR}`",
+            draft.branch,
+            outside.join(", ")
         ));
     }
+    if checkout_moved {
+        // Written around its worktree, into the person's own checkout: never taken, named.
+        why.push(
+            "the checkout changed while the memory agent ran, outside its worktree".to_owned(),
+        );
+    }
+    if !why.is_empty() {
+        let mut remedy = format!(
+            "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
+            short(&draft.base),
+            draft.branch,
+            draft.branch
+        );
+        if checkout_moved {
+            remedy.push_str("; `git status` shows what changed in the checkout");
+        }
+        return Err(ctx.refuse(
+            "memory-outside",
+            format!("{}: it is not offered to merge", why.join("; ")),
+            remedy,
+        ));
+    }
+    not_regular(ctx, draft, &head, &files)?;
     if files.is_empty() {
         return Err(ctx.refuse(
             "memory-empty",
@@ -295,6 +336,76 @@ fn check_and_leave(ctx: &Ctx<'_>, draft: &Draft, record: &Path) -> Result<Drafte
         files,
         land: "branch",
     })
+}
+
+/// Each memory file the branch holds must be a regular file the brief can carry (SPEC 20.15): a
+/// symbolic link would have every brief after the merge read whatever it points at (a secret
+/// outside the repository), a submodule is no file, and a file over the brief's 64 KiB is never
+/// copied into it. A file the branch deletes is not looked at.
+fn not_regular(ctx: &Ctx<'_>, draft: &Draft, head: &str, files: &[String]) -> Result<(), Refusal> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["ls-tree", "-l", "-z", head, "--"];
+    args.extend(files.iter().map(String::as_str));
+    let listed = git(&ctx.repo.root, &args).map_err(|e| refuse_io(ctx, e))?;
+    let remedy = format!(
+        "look at it with `git diff {}..{}`, delete it with `git branch -D {}`, and draft again",
+        short(&draft.base),
+        draft.branch,
+        draft.branch
+    );
+    let (mut links, mut special, mut large) = (Vec::new(), Vec::new(), Vec::new());
+    for entry in listed.split('\0').filter(|e| !e.is_empty()) {
+        let Some((meta, path)) = entry.split_once('\t') else {
+            continue;
+        };
+        let mut fields = meta.split_whitespace();
+        let (mode, size) = (fields.next().unwrap_or(""), fields.nth(2).unwrap_or("-"));
+        let named = format!("`{path}`");
+        match mode {
+            "120000" => links.push(named),
+            "100644" | "100755" => {
+                if size.parse::<u64>().unwrap_or(u64::MAX) > KNOWLEDGE_LIMIT {
+                    large.push(named);
+                }
+            }
+            _ => special.push(named),
+        }
+    }
+    let refuse = |code: &'static str, what: &str, paths: &[String]| {
+        ctx.refuse(
+            code,
+            format!(
+                "the memory agent's branch `{}` makes {} {what}: it is not offered to merge",
+                draft.branch,
+                paths.join(", ")
+            ),
+            remedy.clone(),
+        )
+    };
+    if !links.is_empty() {
+        return Err(refuse(
+            "path-symlink",
+            "a symbolic link, which every brief would read through",
+            &links,
+        ));
+    }
+    if !special.is_empty() {
+        return Err(refuse(
+            "not-a-regular-file",
+            "something other than a regular file",
+            &special,
+        ));
+    }
+    if !large.is_empty() {
+        return Err(refuse(
+            "memory-too-large",
+            "larger than 64 KiB, more than a brief carries",
+            &large,
+        ));
+    }
+    Ok(())
 }
 
 fn short(commit: &str) -> &str {

@@ -735,8 +735,9 @@ fn dirty_files(worktree: &Path) -> Result<BTreeMap<String, String>, String> {
 
 /// What a dirty file holds, as the fingerprint compares it: the sha256 of a regular file's bytes,
 /// a link's target (never followed: a validator must not point the loop at a FIFO elsewhere), or
-/// what it is when it is neither. Opening never blocks (SPEC 24.6).
-fn content_hash(path: &Path) -> String {
+/// what it is when it is neither. Opening never blocks, and the bytes are hashed as they stream,
+/// never held whole (SPEC 24.6). The planners' fingerprint of the checkout uses it too.
+pub(crate) fn content_hash(path: &Path) -> String {
     use sha2::{Digest, Sha256};
     let hex = |digest: &[u8]| {
         digest

@@ -96,14 +96,17 @@ pub(crate) fn planning(script: &str, autonomy: i64) -> TestEnv {
 fn auto_plan(env: &TestEnv, what: &str, exit: i32) -> (Value, String) {
     let out = env.iced_json(&["build", "--auto-plan", what]);
     assert_eq!(out.code, exit, "build --auto-plan:\n{out:#?}");
-    let last = last_line(&out);
-    let id = std::fs::read_dir(env.path("intent"))
+    (last_line(&out), planned_id(env))
+}
+
+/// The id of the unit `build --auto-plan "<line>"` made: the first.
+pub(crate) fn planned_id(env: &TestEnv) -> String {
+    std::fs::read_dir(env.path("intent"))
         .expect("intent/")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .find(|n| n.starts_with("001-"))
-        .expect("the unit was made");
-    (last, id)
+        .expect("the unit was made")
 }
 
 /// How many times the fake agent started as `role` (and `lens`, when given).
@@ -276,6 +279,11 @@ fn findings_still_open_after_the_last_round_wait_for_a_person() {
     );
 }
 
+/// What a handback of a refused draft says to do after its reason.
+pub(crate) fn refused_remedy(id: &str) -> String {
+    format!("; the unit is as it was: `iced build --auto-plan {id}` plans anew, or write it yourself and `iced approve {id}`")
+}
+
 #[test]
 fn a_draft_that_changes_what_the_loop_keeps_is_refused() {
     let env = planning(
@@ -292,7 +300,10 @@ fn a_draft_that_changes_what_the_loop_keeps_is_refused() {
     let show = env.iced_json(&["run", "show"]).json();
     assert_eq!(
         show["lanes"][0]["reason"],
-        "plan-draft-refused: the draft changes `status`, which the loop keeps"
+        format!(
+            "plan-draft-refused: the draft changes `status`, which the loop keeps{}",
+            refused_remedy(&id)
+        )
     );
     assert!(env.read(&unit_file(&id)).contains("status: draft"));
     assert_eq!(
@@ -312,11 +323,14 @@ fn a_planner_that_writes_anything_but_its_draft_is_refused() {
         ]),
         3,
     );
-    auto_plan(&env, "session timeout for idle users", 4);
+    let (_, id) = auto_plan(&env, "session timeout for idle users", 4);
     let show = env.iced_json(&["run", "show"]).json();
     assert_eq!(
         show["lanes"][0]["reason"],
-        "plan-draft-refused: the planner changed the checkout; its only output is the draft"
+        format!(
+            "plan-draft-refused: the planner changed the checkout; its only output is the draft{}",
+            refused_remedy(&id)
+        )
     );
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 const HUNG: Duration = Duration::from_secs(20);
 
 /// Run `cmd` to its end, or kill it and fail the test when it is still running after [`HUNG`].
-fn bounded(cmd: &mut Command) -> Run {
+pub(crate) fn bounded(cmd: &mut Command) -> Run {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -55,7 +55,7 @@ fn iced_bounded(env: &TestEnv, args: &[&str]) -> Run {
     bounded(env.command().args(args).arg("--json"))
 }
 
-fn mkfifo(path: &Path) {
+pub(crate) fn mkfifo(path: &Path) {
     if path.exists() || path.symlink_metadata().is_ok() {
         std::fs::remove_file(path).unwrap();
     }
@@ -63,7 +63,7 @@ fn mkfifo(path: &Path) {
         .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
 }
 
-fn is_fifo(path: &Path) -> bool {
+pub(crate) fn is_fifo(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
 }

@@ -53,6 +53,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("runner-missing", In("snap_refusals")),
     ("planner-missing", In("auto_plan")),
     ("plan-not-draft", In("auto_plan")),
+    ("plan-draft-changed", In("hostile_plan")),
     ("dod-program-missing", In("config_keys")),
     ("ceiling-full", In("snap_step")),
     // SPEC 20.x: run verbs, receipts, the state
@@ -121,6 +122,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("memory-needs-runner", In("memory")),
     ("memory-outside", In("memory")),
     ("memory-empty", In("memory")),
+    ("memory-too-large", In("hostile_inputs")),
 ];
 
 /// Every code in [`EVERY_CODE`] that a test produces has its snapshot, from the module named; a

@@ -8,24 +8,29 @@ use serde_json::json;
 use std::path::PathBuf;
 
 /// The escapees' pids, and their clean-up: a test that fails must not leave `sleep 300`s behind.
-struct Escapees {
+pub(crate) struct Escapees {
     _dir: tempfile::TempDir,
     file: PathBuf,
 }
 
 impl Escapees {
-    fn new() -> Escapees {
+    pub(crate) fn new() -> Escapees {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let file = dir.path().join("escapees.txt");
         Escapees { _dir: dir, file }
     }
 
     /// The line the agent's script needs.
-    fn directive(&self) -> String {
+    pub(crate) fn directive(&self) -> String {
         format!("escape-setsid {}\n", self.file.display())
     }
 
-    fn pids(&self) -> Vec<u32> {
+    /// The line that adds a third escapee: a `setsid nohup` sleep.
+    pub(crate) fn detach_directive(&self) -> String {
+        format!("detach {}\n", self.file.display())
+    }
+
+    pub(crate) fn pids(&self) -> Vec<u32> {
         std::fs::read_to_string(&self.file)
             .unwrap_or_default()
             .lines()
@@ -34,11 +39,11 @@ impl Escapees {
     }
 
     /// Both started (the agent wrote both pids).
-    fn started(&self) -> bool {
+    pub(crate) fn started(&self) -> bool {
         self.pids().len() == 2
     }
 
-    fn survivors(&self) -> Vec<u32> {
+    pub(crate) fn survivors(&self) -> Vec<u32> {
         self.pids().into_iter().filter(|p| alive(*p)).collect()
     }
 }

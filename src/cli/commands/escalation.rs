@@ -137,10 +137,8 @@ pub fn answer(args: AnswerArgs) -> Result<Output, Refusal> {
 /// The person's contract lines: `--file`, or their editor on a terminal with the agent's proposal
 /// to start from. Never a shell: the editor's command is split on whitespace.
 fn edited_lines(ctx: &Ctx<'_>, args: &EditArgs) -> Result<String, Refusal> {
-    let limit = crate::run::report::PROPOSAL_LIMIT as u64;
     let read = |path: &std::path::Path| -> Result<String, Refusal> {
-        let bytes = crate::store::read_limited(path, limit)
-            .map_err(|e| crate::repo::store_refusal(STEP, e))?;
+        let bytes = read_lines_file(path)?;
         String::from_utf8(bytes).map_err(|_| {
             Refusal::new(
                 STEP,
@@ -192,6 +190,33 @@ fn edited_lines(ctx: &Ctx<'_>, args: &EditArgs) -> Result<String, Refusal> {
         .exit(Exit::Usage));
     }
     read(&path)
+}
+
+/// The bytes of the person's contract lines (SPEC 20.7): what goes into the unit is read from the
+/// file named, never through a link (an agent may have left one where the person looks), never a
+/// FIFO or a directory, and at most the proposal's own limit, refused before it is read whole.
+fn read_lines_file(path: &std::path::Path) -> Result<Vec<u8>, Refusal> {
+    use crate::store::StoreError;
+    let limit = crate::run::report::PROPOSAL_LIMIT as u64;
+    crate::store::read_no_follow(path, limit).map_err(|e| match e {
+        StoreError::TooLarge { path, limit } => Refusal::new(
+            STEP,
+            "proposal-invalid",
+            format!(
+                "`{}` is larger than {limit} bytes; contract lines are at most 16 KiB",
+                path.display()
+            ),
+            "write only the contract lines that change (`- [E4] text`, `- [C2] (remove)`)",
+        ),
+        e if e.is_not_found() => Refusal::new(
+            STEP,
+            "usage",
+            format!("`{}` does not exist", path.display()),
+            "write the contract lines to a file and pass `--file <path>`",
+        )
+        .exit(Exit::Usage),
+        e => crate::repo::store_refusal(STEP, e),
+    })
 }
 
 fn change_text(c: &Change) -> String {

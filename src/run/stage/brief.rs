@@ -14,7 +14,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 /// Knowledge files larger than this are cited by path, not copied in.
-const KNOWLEDGE_LIMIT: u64 = 64 * 1024;
+pub(crate) const KNOWLEDGE_LIMIT: u64 = 64 * 1024;
 /// Of the decision log, the brief copies this much of its end.
 const DECISIONS_TAIL: usize = 32 * 1024;
 /// A decision log larger than this is cited by path, not read.

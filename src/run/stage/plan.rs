@@ -133,13 +133,36 @@ fn text_before(
     lane: &Lane,
     round: u32,
 ) -> Result<(PathBuf, String), Refusal> {
-    let path = if round <= 1 {
-        ctx.repo.unit_paths(&lane.unit).iced
-    } else {
-        draft_path(ctx, run, &lane.id, round - 1)
+    if round <= 1 {
+        let path = ctx.repo.unit_paths(&lane.unit).iced;
+        let text = crate::repo::read_text(&path).map_err(|e| e.refusal(ctx.verb))?;
+        return Ok((path, text));
+    }
+    let path = draft_path(ctx, run, &lane.id, round - 1);
+    kept_draft(ctx, run, lane, round - 1).map(|text| (path, text))
+}
+
+/// The loop's copy of round `round`'s accepted draft, only as the check recorded it (SPEC 24.5):
+/// never through a link and only if its sha256 is the one recorded, else `plan-draft-changed`. A
+/// reviewer runs beside that copy; what it put there must never reach a prompt or the unit.
+fn kept_draft(ctx: &Ctx<'_>, run: &str, lane: &Lane, round: u32) -> Result<String, Refusal> {
+    let refuse = |why: String| {
+        ctx.refuse(
+            "plan-draft-changed",
+            format!("the accepted draft of round {round}: {why}; the loop goes on only from a draft it checked"),
+            format!(
+                "abandon the run (`iced run abandon {run}`), then `iced build --auto-plan {}` plans anew",
+                lane.unit
+            ),
+        )
     };
-    let text = crate::repo::read_text(&path).map_err(|e| e.refusal(ctx.verb))?;
-    Ok((path, text))
+    let kept: Kept = lane
+        .record(&StepKey::Plan(round))
+        .and_then(|r| r.outcome.as_ref())
+        .and_then(|o| serde_json::from_value(o.get("draft")?.clone()).ok())
+        .ok_or_else(|| refuse("no copy of it is recorded".into()))?;
+    let bytes = kept::load_bytes(&kept, plan_text::DRAFT_LIMIT).map_err(refuse)?;
+    String::from_utf8(bytes).map_err(|_| refuse("it is not UTF-8".into()))
 }
 
 /// The accepted draft of `round` (the round's planner's, or the unit file's before any).
@@ -285,18 +308,26 @@ pub(crate) fn check(
     let mut answer: Option<Answer> = None;
     match &key {
         StepKey::Plan(r) => {
-            let (_, current) = text_before(ctx, &snapshot.id, lane, *r)?;
-            let before = std::fs::read_to_string(dir.join("before.txt")).unwrap_or_default();
-            let checked = read().and_then(|draft| {
+            let before = before_fingerprint(&dir);
+            let untouched = read().and_then(|draft| {
                 let after = plan_text::checkout_fingerprint(&ctx.repo.root)?;
                 if after != before {
                     return Err(
                         "the planner changed the checkout; its only output is the draft".into(),
                     );
                 }
-                plan_text::check_draft(ctx.repo, &lane.unit, &current, &draft)?;
                 Ok(draft)
             });
+            // The text it revised is read only once the checkout is known untouched: a planner
+            // that swapped the unit file for a FIFO or a link has its draft refused, and the loop
+            // never reads what it left there.
+            let checked = match untouched {
+                Ok(draft) => {
+                    let (_, current) = text_before(ctx, &snapshot.id, lane, *r)?;
+                    plan_text::check_draft(ctx.repo, &lane.unit, &current, &draft).map(|()| draft)
+                }
+                Err(why) => Err(why),
+            };
             match checked {
                 Ok(draft) => {
                     let path = draft_path(ctx, &snapshot.id, lane_id, *r);
@@ -309,7 +340,7 @@ pub(crate) fn check(
         }
         StepKey::PlanReview { round, .. } => {
             let draft = draft_of(ctx, &snapshot.id, lane, *round)?;
-            let before = std::fs::read_to_string(dir.join("before.txt")).unwrap_or_default();
+            let before = before_fingerprint(&dir);
             let parsed = read().and_then(|text| {
                 // A reviewer only reads: one that changed the checkout has no answer.
                 if plan_text::checkout_fingerprint(&ctx.repo.root)? != before {
@@ -375,6 +406,15 @@ pub(crate) fn check(
             },
         ))
     })
+}
+
+/// The fingerprint of the checkout taken before the agent started: the loop's own file, read as
+/// one (never through a link, never a FIFO, bounded); unreadable, it matches nothing.
+fn before_fingerprint(dir: &std::path::Path) -> String {
+    crate::store::read_no_follow(&dir.join("before.txt"), 1024)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_else(|| "unreadable".into())
 }
 
 fn merge(into: &mut Value, from: &Value) {

@@ -3,7 +3,7 @@
 //! record `plan-decision.md` with its grounds. Nothing here launches or records anything.
 
 use crate::repo::{Numbers, Repo, UnitFile};
-use crate::run::validate::{Answer, Finding};
+use crate::run::validate::{content_hash, Answer, Finding};
 use crate::unit::kinds::effective_autonomy;
 use crate::unit::{parse_unit, Risk, Scalar, Stage};
 use sha2::{Digest, Sha256};
@@ -71,7 +71,10 @@ pub fn reviewer_prompt(unit: &str, draft: &str, lens: &str, round: u32) -> Strin
 }
 
 /// What the checkout holds now, as one hash: `HEAD`, and every changed or untracked path with
-/// the sha256 of its bytes. The planner's only output is its draft: this must not move.
+/// what it holds as the validators' fingerprint says it (a file's sha256, a link's target, a
+/// special file's kind). The planner's only output is its draft: this must not move. A path is
+/// never read through a link nor opened if it is a FIFO: a planner that leaves one behind must
+/// not hang the loop or point it at a file outside the checkout (SPEC 24.6).
 pub fn checkout_fingerprint(root: &Path) -> Result<String, String> {
     let head = crate::git::head(root).unwrap_or_default();
     let status = crate::git::run(
@@ -82,8 +85,17 @@ pub fn checkout_fingerprint(root: &Path) -> Result<String, String> {
     hasher.update(head.as_bytes());
     for entry in status.split('\0').filter(|e| e.len() > 3) {
         hasher.update(entry.as_bytes());
-        if let Ok(bytes) = std::fs::read(root.join(&entry[3..])) {
-            hasher.update(Sha256::digest(&bytes));
+        match content_hash(&root.join(&entry[3..])).as_str() {
+            // What an earlier iced hashed, so a `before.txt` it wrote mid-planning still compares:
+            // a regular file's digest as bytes, nothing for a path that is gone.
+            "missing" | "unreadable" => {}
+            hex if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                let bytes: Vec<u8> = (0..32)
+                    .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
+                    .collect();
+                hasher.update(bytes);
+            }
+            other => hasher.update(other.as_bytes()),
         }
     }
     Ok(hasher

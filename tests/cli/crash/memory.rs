@@ -8,6 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 
 /// The variable and the failpoint each case kills at.
 const KILLS: &[(&str, &str)] = &[
+    ("ICED_FAILPOINT", "memory-after-gitignore"),
     ("ICED_FAILPOINT", "memory-after-record"),
     ("ICED_FAILPOINT", "memory-after-worktree"),
     ("ICED_FAILPOINT", "memory-after-launch"),

@@ -133,6 +133,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
     // `iced memory draft`.
+    ("memory-after-gitignore", "crash/memory.rs"),
     ("memory-after-record", "crash/memory.rs"),
     ("memory-after-worktree", "crash/memory.rs"),
     ("memory-after-launch", "crash/memory.rs"),
@@ -233,6 +234,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "escalation-after-decision",
             "escalation-after-unit",
             "drain-between-units",
+            "memory-after-gitignore",
             "memory-after-record",
             "memory-after-worktree",
             "memory-after-launch",
