@@ -121,6 +121,9 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("memory-needs-runner", In("memory")),
     ("memory-outside", In("memory")),
     ("memory-empty", In("memory")),
+    // SPEC 20.17: tool errors of `iced mcp`
+    ("tool-not-offered", In("mcp")),
+    ("mcp-lane-unknown", In("mcp")),
 ];
 
 /// Every code in [`EVERY_CODE`] that a test produces has its snapshot, from the module named; a
