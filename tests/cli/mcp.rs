@@ -371,3 +371,39 @@ fn an_implementer_without_a_lane_is_refused() {
     );
     assert!(unknown["error"].is_object(), "{unknown}");
 }
+
+/// `iced_questions` is the report that asks: the host's receipt blocks the lane on the questions,
+/// numbered by the loop, as a report written by hand would.
+#[test]
+fn an_implementers_questions_block_the_lane_for_a_person() {
+    let (env, id) = TestEnv::buildable(own_checks(json!(["true"])));
+    let (mut host, agent) = host_started(&env, &id);
+    let report = env.path(&report_of(&agent));
+    let run = str_of(&agent, "run").to_owned();
+    let mut lane = Client::start_with(&env, &[], &[("ICED_RUN", &run), ("ICED_LANE", &id)]);
+    lane.refused(
+        "iced_questions",
+        json!({"questions": [], "extra": 1}),
+        "usage",
+    );
+    lane.refused("iced_questions", json!({"questions": []}), "report-invalid");
+    assert!(!report.exists());
+    lane.ok(
+        "iced_questions",
+        json!({"questions": [{"text": "refresh on reads too?", "options": ["yes", "no"]}]}),
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(written["summary"], "Questions for a person", "{written}");
+    assert_eq!(written["evidence"], json!([]));
+
+    let end = host.ok(
+        "iced_receipt",
+        json!({"path": report.display().to_string(), "until_host": true}),
+    );
+    assert_eq!(end["action"], "blocked", "{end:#}");
+    let escalation = env.iced_json(&["escalation", "show", &id]).ok().json();
+    assert_eq!(
+        escalation["questions"][0]["text"], "refresh on reads too?",
+        "{escalation:#}"
+    );
+}
