@@ -54,9 +54,16 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         .enable_all()
         .build()
         .map_err(|e| io_error("mcp", format!("cannot start the server's runtime: {e}")))?;
+    // The protocol keeps its own copy of standard output, and descriptor 1 becomes standard
+    // error: what a verb's child process (a git) or a stray print writes there can never reach
+    // the client as a protocol message.
+    let protocol = nix::unistd::dup(std::io::stdout())
+        .and_then(|fd| nix::unistd::dup2_stdout(std::io::stderr()).map(|()| fd))
+        .map_err(|e| io_error("mcp", format!("cannot set standard output aside: {e}")))?;
     runtime.block_on(async {
+        let output = tokio::fs::File::from_std(std::fs::File::from(protocol));
         let service = server
-            .serve(rmcp::transport::stdio())
+            .serve((tokio::io::stdin(), output))
             .await
             .map_err(|e| io_error("mcp", format!("the client did not initialize: {e}")))?;
         service
