@@ -1,5 +1,5 @@
 //! Help by audience (issue 12, item 4): `iced --help` lists a person's verbs; the machinery a
-//! driving host or a building agent uses (`implement`, `guard`, `hook`, `decision`, `schema`) is
+//! driving host or a building agent uses (`implement`, `mcp`, `guard`, `hook`, `decision`, `schema`) is
 //! listed by `iced help agent` (or `iced --help --agent`), with the step and receipt contract in
 //! a few lines. Each verb's own help opens by saying whose it is.
 
@@ -10,7 +10,7 @@ pub const MACHINERY: &str =
     "Machinery: for a driving host, an agent, cron or a supervisor (`iced help agent`).";
 
 /// The line under `iced --help` that points at the rest.
-pub const AFTER_HELP: &str = "Exit codes: 0 done, 1 internal error, 2 usage, 3 refused, 4 needs a person.\nEvery verb takes --json; a refusal is then {\"refused\": {\"step\", \"code\", \"reason\", \"remedy\"}} on stdout.\nVerbs for a driving host or a building agent (implement, guard, hook, decision, schema): `iced help agent`.";
+pub const AFTER_HELP: &str = "Exit codes: 0 done, 1 internal error, 2 usage, 3 refused, 4 needs a person.\nEvery verb takes --json; a refusal is then {\"refused\": {\"step\", \"code\", \"reason\", \"remedy\"}} on stdout.\nVerbs for a driving host or a building agent (implement, mcp, guard, hook, decision, schema): `iced help agent`.";
 
 /// `iced help agent`: the machinery verbs and the contract of the loop's step interface.
 pub const AGENT: &str = "\
@@ -45,6 +45,13 @@ The loop (one keyed, recorded step per call; a killed call replays, never repeat
 The guard (what an agent may change):
   iced guard --json                   judge one proposed tool call, read as JSON on stdin
   iced hook claude                    the guard as Claude Code's PreToolUse hook
+
+The same as Model Context Protocol tools (a server on stdin/stdout):
+  iced mcp [--role host|implementer|validator] [--run R --lane L]
+                                      a host gets iced_step and iced_receipt; a lane's
+                                      implementer iced_decision, iced_questions, iced_escalate
+                                      and iced_submit; everyone iced_status, iced_run_show and
+                                      iced_handover; a refusal is a tool error
 
 A building agent's own record:
   iced decision <id> --decision T --why T [--alternatives T]

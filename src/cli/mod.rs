@@ -132,6 +132,9 @@ pub enum Command {
         #[command(subcommand)]
         command: commands::implement::ImplementCommand,
     },
+    /// Serve the loop as Model Context Protocol tools on stdin/stdout: a host's step and receipt, a lane implementer's decision, questions, escalation and report, everyone's status, run show and handover; each tool is the verb it names and a refusal comes back as a tool error.
+    #[command(verbatim_doc_comment, before_help = help::MACHINERY, hide = true)]
+    Mcp(commands::mcp::Args),
     /// Trust what this checkout's config would run (runners, roles, verify.commands, land.pr, hooks): records their sha256 for this root in your own config directory and prints each program and argv; refuses an invalid config.
     #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Trust,

@@ -38,6 +38,7 @@ pub mod stage;
 pub mod state;
 pub mod step_record;
 pub mod stepper;
+pub mod submit;
 pub mod then;
 pub mod under_lock;
 pub mod validate;

@@ -144,6 +144,18 @@ pub fn read(path: &Path) -> Result<Report, ReportProblem> {
     })
 }
 
+/// Check a report handed over as bytes rather than as a file (`iced_submit`, SPEC 20.18): the size
+/// limit `read` applies, then the same `parse`.
+pub fn check_bytes(bytes: &[u8]) -> Result<Report, ReportProblem> {
+    if bytes.len() as u64 > REPORT_LIMIT {
+        return Err(problem(
+            "report-too-large",
+            format!("the report is larger than {REPORT_LIMIT} bytes"),
+        ));
+    }
+    parse(bytes)
+}
+
 impl ReportProblem {
     /// What the host should do about a report `implement receipt` refused.
     pub fn remedy(&self) -> &'static str {

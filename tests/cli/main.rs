@@ -33,6 +33,7 @@ mod landing_show;
 mod layout;
 mod loop_e2e;
 mod loop_refusals;
+mod mcp;
 mod memory;
 mod metrics;
 mod mock_api;

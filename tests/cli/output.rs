@@ -160,7 +160,7 @@ const PERSON_VERBS: &[&str] = &[
     "init", "new", "child", "list", "status", "lint", "approve", "accept", "reject", "abandon",
     "use", "hold", "unhold", "autonomy", "build", "demo", "trust", "run", "stats",
 ];
-const MACHINERY_VERBS: &[&str] = &["implement", "guard", "hook", "decision", "schema"];
+const MACHINERY_VERBS: &[&str] = &["implement", "mcp", "guard", "hook", "decision", "schema"];
 
 fn lists(text: &str, verb: &str) -> bool {
     text.lines()

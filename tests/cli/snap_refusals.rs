@@ -123,6 +123,9 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("memory-outside", In("memory")),
     ("memory-empty", In("memory")),
     ("memory-too-large", In("hostile_inputs")),
+    // SPEC 20.18: tool errors of `iced mcp`
+    ("tool-not-offered", In("mcp")),
+    ("mcp-lane-unknown", In("mcp")),
 ];
 
 /// Every code in [`EVERY_CODE`] that a test produces has its snapshot, from the module named; a

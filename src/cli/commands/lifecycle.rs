@@ -150,8 +150,12 @@ pub fn unhold(args: IdArgs) -> Result<Output, Refusal> {
 }
 
 pub fn decision(args: DecisionArgs) -> Result<Output, Refusal> {
+    decision_in(&repo("decision")?, args)
+}
+
+/// `decision` in `repo`: the command line's repository, or a lane's worktree (`iced_decision`).
+pub fn decision_in(repo: &crate::repo::Repo, args: DecisionArgs) -> Result<Output, Refusal> {
     let step = "decision";
-    let repo = repo(step)?;
     let id = repo.resolve(&args.id, step)?;
     for (flag, value) in [("--decision", &args.decision), ("--why", &args.why)] {
         if value.trim().is_empty() {
@@ -165,7 +169,7 @@ pub fn decision(args: DecisionArgs) -> Result<Output, Refusal> {
         }
     }
     let logged = record::decision(
-        &repo,
+        repo,
         &id,
         &args.decision,
         &args.why,

@@ -12,6 +12,8 @@ pub mod init;
 pub mod lifecycle;
 pub mod lint;
 pub mod list;
+pub mod mcp;
+pub mod mcp_tools;
 pub mod memory;
 pub mod new;
 pub mod run;
@@ -54,6 +56,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Memory { command } => memory::run(command),
         Command::Demo(args) => demo::run(args),
         Command::Implement { command } => implement::run(command),
+        Command::Mcp(args) => mcp::run(args),
         Command::Run { command } => run::run(command),
         Command::Supervise { dir } => supervise::run(dir),
     }
