@@ -35,7 +35,7 @@ pub fn start(
     session: Option<&str>,
     flags: &Flags,
     repace: bool,
-    picked: Option<&super::queue::Picked>,
+    picked: Option<&super::picked::Picked>,
 ) -> Result<Admitted, Refusal> {
     // Before admit writes anything or a step starts anything (SPEC 24.10).
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;

@@ -28,6 +28,7 @@ pub mod observe;
 pub mod outcome;
 pub mod outside_lock;
 pub mod pace;
+pub mod picked;
 pub mod queue;
 pub mod record;
 pub mod records;

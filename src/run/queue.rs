@@ -9,7 +9,9 @@ use super::state::{RunStatus, State};
 use crate::refusal::Refusal;
 use crate::unit::frontmatter::Scalar;
 use crate::unit::Status;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+pub use super::picked::{Picked, Skipped};
 use serde_json::json;
 use std::cmp::Ordering;
 use std::str::FromStr;
@@ -22,14 +24,6 @@ pub struct Ranked {
     pub created: Option<String>,
     #[serde(skip)]
     pub number: Option<u64>,
-}
-
-/// A unit of the queue that a check failed, with the check's code and reason.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Skipped {
-    pub unit: String,
-    pub code: String,
-    pub reason: String,
 }
 
 /// The queue as it stands: the eligible units in their order, and those passed over.
@@ -177,26 +171,6 @@ pub fn why(eligible: &[Ranked]) -> Option<String> {
             }
         }
     })
-}
-
-/// What a run keeps of why its unit was chosen (SPEC 20.13): by whom, why, what ranked it, the
-/// whole ranking (the chosen unit first) and the units passed over (at most 32).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Picked {
-    /// `next` or `drain`.
-    pub by: String,
-    pub why: String,
-    pub priority: Option<i64>,
-    pub created: Option<String>,
-    pub eligible: Vec<String>,
-    pub skipped: Vec<Skipped>,
-}
-
-impl Picked {
-    /// The unit chosen: the first of the ranking.
-    pub fn unit(&self) -> &str {
-        self.eligible.first().map_or("", String::as_str)
-    }
 }
 
 /// Why the first of the survey's ranking is chosen; `None` when nothing is eligible.

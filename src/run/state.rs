@@ -100,7 +100,7 @@ pub struct Run {
     pub brief_layout: u32,
     /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub picked: Option<super::queue::Picked>,
+    pub picked: Option<super::picked::Picked>,
     /// Live and waiting lanes whole; in a run of several, an ended lane in its ended form, its
     /// whole self in its `lane.json` (SPEC 21.2, `run::ended`).
     #[serde(

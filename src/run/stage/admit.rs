@@ -23,7 +23,7 @@ pub fn admit(
     ctx: &Ctx<'_>,
     reference: &str,
     session: Option<&str>,
-    picked: Option<&crate::run::queue::Picked>,
+    picked: Option<&crate::run::picked::Picked>,
     planning: bool,
 ) -> Result<(String, bool), Refusal> {
     let step = ctx.verb;
@@ -112,7 +112,7 @@ fn admit_planned(
     head: String,
     plan: ProjectPlan,
     session: Option<&str>,
-    picked: Option<&crate::run::queue::Picked>,
+    picked: Option<&crate::run::picked::Picked>,
 ) -> Result<(String, bool), Refusal> {
     let (step, repo) = (ctx.verb, ctx.repo);
     let planning = plan.planning;
