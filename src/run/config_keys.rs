@@ -142,17 +142,36 @@ pub fn verify_models(
             "and `roles.validator.model` both name the validators' model; keep one",
         ));
     }
+    efforts_taken(
+        runner,
+        &models,
+        effort.as_deref(),
+        ("verify.model", "verify.effort"),
+        step,
+    )?;
+    Ok((models, effort))
+}
+
+/// Every effort level the models (a `:level` suffix) and the effort key ask for is one `runner`'s
+/// harness can take; else `config-invalid` naming the key (`keys`: the model key, the effort key).
+fn efforts_taken(
+    runner: &super::settings::Runner,
+    models: &[String],
+    effort: Option<&str>,
+    keys: (&str, &str),
+    step: &str,
+) -> Result<(), Refusal> {
     let takes = efforts_of(runner.kind);
     let mut levels: Vec<(String, &str)> = models
         .iter()
         .filter_map(|m| {
             crate::config::split_effort(m)
                 .1
-                .map(|l| (format!("verify.model (`{m}`)"), l))
+                .map(|l| (format!("{} (`{m}`)", keys.0), l))
         })
         .collect();
-    if let Some(e) = &effort {
-        levels.push(("verify.effort".to_owned(), e.as_str()));
+    if let Some(e) = effort {
+        levels.push((keys.1.to_owned(), e));
     }
     for (key, level) in levels {
         if !takes.contains(&level) {
@@ -167,7 +186,7 @@ pub fn verify_models(
             ));
         }
     }
-    Ok((models, effort))
+    Ok(())
 }
 
 /// The test writer of `build.testWriter` (SPEC 20.17): its models (rotated over attempts), its
@@ -221,31 +240,13 @@ pub fn test_writer(
         .pointer("/build/testWriterEffort")
         .and_then(serde_json::Value::as_str)
         .map(str::to_owned);
-    let takes = efforts_of(runner.kind);
-    let mut levels: Vec<(String, &str)> = models
-        .iter()
-        .filter_map(|m| {
-            crate::config::split_effort(m)
-                .1
-                .map(|l| (format!("build.testWriterModel (`{m}`)"), l))
-        })
-        .collect();
-    if let Some(e) = &effort {
-        levels.push(("build.testWriterEffort".to_owned(), e.as_str()));
-    }
-    for (key, level) in levels {
-        if !takes.contains(&level) {
-            return Err(invalid(
-                step,
-                &key,
-                &format!(
-                    "asks for effort `{level}`, which a `{}` runner cannot take (it takes {})",
-                    runner.kind.as_str(),
-                    takes.join(", ")
-                ),
-            ));
-        }
-    }
+    efforts_taken(
+        runner,
+        &models,
+        effort.as_deref(),
+        ("build.testWriterModel", "build.testWriterEffort"),
+        step,
+    )?;
     Ok(Some(TestWriter {
         models,
         effort,
