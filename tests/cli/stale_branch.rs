@@ -77,9 +77,15 @@ fn a_new_run_does_not_start_from_an_earlier_runs_branch() {
 /// The kills after moving the old worktree and after renaming the old branch: the next `iced
 /// build` takes the run up, the lane starts from the new base, it delivers once, and the old
 /// branch is kept.
+/// The variable and the failpoint each case kills at.
+const KILLS: &[(&str, &str)] = &[
+    ("ICED_FAILPOINT", "worktree-after-move-worktree"),
+    ("ICED_FAILPOINT", "worktree-after-move-aside"),
+];
+
 #[test]
 fn a_build_killed_while_moving_an_old_branch_aside_delivers_once() {
-    for point in ["worktree-after-move-worktree", "worktree-after-move-aside"] {
+    for &(var, point) in KILLS {
         let (env, id) = with_agent(REFUSED_THEN_HANDBACK, own_checks(json!([])));
         let (_, refused) = handed_back_then_main_moves(&env, &id);
         let main_tip = rev(&env, "main");
@@ -90,7 +96,7 @@ fn a_build_killed_while_moving_an_old_branch_aside_delivers_once() {
         .unwrap();
         let out = env
             .command()
-            .env("ICED_FAILPOINT", point)
+            .env(var, point)
             .args(["build", &id, "--json"])
             .output()
             .expect("iced runs");
