@@ -34,6 +34,8 @@ pub const ALL: &[&str] = &[
     "admit-after-claim",
     "admit-after-state",
     "brief-after-write",
+    "worktree-after-move-worktree",
+    "worktree-after-move-aside",
     "worktree-after-add",
     "launch-after-record",
     "launch-after-spawn",

@@ -32,6 +32,8 @@ pub enum Event {
     LaneReleased,
     LaneDiscarded,
     LaneMoved,
+    /// A lane branch an earlier run left, moved aside before the worktree step (SPEC 20.4).
+    BranchMovedAside,
     LandAccepted,
     ValidatorMutation,
     ArmRequested,
@@ -65,6 +67,7 @@ impl Event {
             Event::LaneReleased => "lane_released",
             Event::LaneDiscarded => "lane_discarded",
             Event::LaneMoved => "lane_moved",
+            Event::BranchMovedAside => "branch_moved_aside",
             Event::LandAccepted => "land_accepted",
             Event::ValidatorMutation => "validator_mutation",
             Event::ArmRequested => "arm_requested",

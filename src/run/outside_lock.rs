@@ -81,7 +81,15 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             let base = snapshot
                 .base_of(snapshot.lane(&lane).expect("lane"))
                 .to_owned();
-            let result = add_worktree(ctx, &path, &branch, &base);
+            let result = crate::run::stage::worktree::move_aside_stale(
+                ctx,
+                &snapshot.id,
+                &lane,
+                &path,
+                &branch,
+                &base,
+            )
+            .and_then(|aside| add_worktree(ctx, &path, &branch, &base).map(|()| aside));
             crate::failpoint::hit("worktree-after-add");
             record_after(ctx, &snapshot.id, &lane, &StepKey::Worktree, |l, record| {
                 let mv = super::decide::after_worktree_of(
@@ -95,12 +103,12 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                     l.validators = crate::run::stage::validators::validators_for(ctx, l);
                 }
                 let said = match &result {
-                    Ok(()) => {
-                        finish(
-                            record,
-                            StepStatus::Done,
-                            json!({"path": path, "branch": branch}),
-                        );
+                    Ok(aside) => {
+                        let mut outcome = json!({"path": path, "branch": branch});
+                        if let Some(aside) = aside {
+                            outcome["moved_aside"] = aside.as_str().into();
+                        }
+                        finish(record, StepStatus::Done, outcome);
                         l.worktree = Some(path.display().to_string());
                         (Action::Advanced, Then::WorktreeReady)
                     }

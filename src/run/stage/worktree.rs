@@ -2,6 +2,8 @@
 //! recorded; one left by a call that died is adopted.
 
 use crate::run::ctx::*;
+use crate::run::events::{emit, Event};
+use serde_json::json;
 use std::path::Path;
 
 pub(crate) fn add_worktree(
@@ -68,4 +70,63 @@ pub(crate) fn add_worktree(
         }
     }
     added.map(|_| ())
+}
+
+/// A lane branch an earlier run left (handed back, blocked, abandoned: kept for a person) is not
+/// this run's starting point: its tip is not the lane's base, which a branch this run made (a
+/// killed call's, before any commit) always has. It is moved aside to `<branch>-<12 hex of its
+/// tip>`, its worktree too when that is at `path`, so the worktree step makes the lane fresh from
+/// the base (SPEC 20.4). The name it went to, when this call moved it. Re-entrant: a call killed
+/// after the worktree's move finds the branch checked out elsewhere and renames it; one killed
+/// after the rename finds no branch.
+pub(crate) fn move_aside_stale(
+    ctx: &Ctx<'_>,
+    run: &str,
+    lane: &str,
+    path: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<Option<String>, String> {
+    let root = &ctx.repo.root;
+    if !crate::git::branch_exists(root, branch) {
+        return Ok(None);
+    }
+    let commit_of = |name: &str| {
+        crate::git::run(
+            root,
+            &["rev-parse", "--verify", &format!("{name}^{{commit}}")],
+        )
+    };
+    let tip = commit_of(&format!("refs/heads/{branch}"))?;
+    if tip == commit_of(base)? {
+        return Ok(None);
+    }
+    let short = &tip[..12.min(tip.len())];
+    let moved_to = format!("{branch}-{short}");
+    let at_path = |existing: &Path| {
+        existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
+    };
+    if let Some(existing) = crate::git::worktree_of_branch(root, branch).filter(|e| at_path(e)) {
+        let aside = format!("{}-{short}", existing.display());
+        crate::git::run(
+            root,
+            &["worktree", "move", &existing.display().to_string(), &aside],
+        )?;
+        crate::failpoint::hit("worktree-after-move-worktree");
+    }
+    crate::git::run(root, &["branch", "-m", branch, &moved_to])?;
+    emit(
+        &ctx.paths,
+        run,
+        Event::BranchMovedAside,
+        json!({
+            "lane": lane,
+            "branch": branch,
+            "moved_to": moved_to,
+            "tip": tip,
+            "worktree": crate::git::worktree_of_branch(root, &moved_to),
+        }),
+    );
+    crate::failpoint::hit("worktree-after-move-aside");
+    Ok(Some(moved_to))
 }

@@ -149,6 +149,9 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("tester-after-record", "crash/tester.rs"),
     ("tester-after-spawn", "crash/tester.rs"),
     ("tester-check-after-record", "crash/tester.rs"),
+    // Moving aside a lane branch an earlier run left (SPEC 20.4).
+    ("worktree-after-move-worktree", "stale_branch.rs"),
+    ("worktree-after-move-aside", "stale_branch.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -195,6 +198,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "admit-after-claim",
             "admit-after-state",
             "brief-after-write",
+            "worktree-after-move-worktree",
+            "worktree-after-move-aside",
             "worktree-after-add",
             "launch-after-record",
             "launch-after-spawn",
