@@ -403,7 +403,9 @@ fn a_persons_own_edit_to_the_applied_unit_still_blocks_the_landing() {
 #[test]
 fn a_childs_open_escalation_holds_only_its_own_lane() {
     use crate::project::Project;
-    let script = "lane 002-idle-sessions-end\nattempt 1\nescalate conflict - the contract contradicts itself\nexit 0\nattempt *\nlane 003-active-sessions-stay\nattempt 1\nexit 3\nattempt *\nlane *\ncommit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n";
+    // Both lanes start before either stops: a lane that blocks first holds back any sibling not yet
+    // started (SPEC 23.6).
+    let script = "lane 002-idle-sessions-end\nattempt 1\nawait-start 003-active-sessions-stay\nescalate conflict - the contract contradicts itself\nexit 0\nattempt *\nlane 003-active-sessions-stay\nattempt 1\nexit 3\nattempt *\nlane *\ncommit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n";
     let p = Project::new(
         &["idle sessions end", "active sessions stay"],
         &[],
