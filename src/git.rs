@@ -323,12 +323,9 @@ impl Drop for Blobs {
 mod tests {
     use super::*;
 
-    /// A file, a folder, a missing path and a file over the limit, as `blob_at` reads them.
-    #[test]
-    fn blob_at_reads_a_file_and_nothing_else() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let git = |args: &[&str]| {
+    /// A git in `root` with an identity, asserting it succeeds.
+    fn git_in(root: &Path) -> impl Fn(&[&str]) + '_ {
+        move |args: &[&str]| {
             let ok = command(root)
                 .args(["-c", "user.name=t", "-c", "user.email=t@t"])
                 .args(args)
@@ -337,7 +334,15 @@ mod tests {
                 .status
                 .success();
             assert!(ok, "git {args:?}");
-        };
+        }
+    }
+
+    /// A file, a folder, a missing path and a file over the limit, as `blob_at` reads them.
+    #[test]
+    fn blob_at_reads_a_file_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = git_in(root);
         git(&["init", "-q"]);
         std::fs::create_dir_all(root.join("d")).unwrap();
         std::fs::write(root.join("d/f.txt"), "hello\n").unwrap();
@@ -401,16 +406,7 @@ mod tests {
     fn unclean_paths_names_each_change_under_the_paths_asked() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let git = |args: &[&str]| {
-            let ok = command(root)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let git = git_in(root);
         git(&["init", "-q"]);
         for d in ["a", "b", "c", "d", "e"] {
             std::fs::create_dir_all(root.join(d)).unwrap();

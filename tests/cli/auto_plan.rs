@@ -121,6 +121,30 @@ fn script(parts: &[&str]) -> String {
     parts.join("\n") + "\n"
 }
 
+/// Two rounds: the record reviewer's blocking finding on the first draft, the planner's
+/// revision, both reviewers passing it; then the implementer (also the crash suite's planning run).
+pub(crate) fn revision_script() -> String {
+    script(&[
+        "role planner",
+        "start 1",
+        "draft-body {thin}",
+        "start 2",
+        "draft-body {planned}",
+        "start *",
+        "role plan-reviewer",
+        "lens record",
+        "start 1",
+        FINDING,
+        "start 2",
+        PASS,
+        "start *",
+        "lens design",
+        PASS,
+        "lens *",
+        IMPLEMENTER,
+    ])
+}
+
 #[test]
 fn from_one_line_to_a_delivered_unit_at_autonomy_3() {
     let env = planning(
@@ -206,28 +230,7 @@ fn at_autonomy_1_the_plan_waits_for_a_person() {
 
 #[test]
 fn a_blocking_finding_makes_the_planner_revise() {
-    let env = planning(
-        &script(&[
-            "role planner",
-            "start 1",
-            "draft-body {thin}",
-            "start 2",
-            "draft-body {planned}",
-            "start *",
-            "role plan-reviewer",
-            "lens record",
-            "start 1",
-            FINDING,
-            "start 2",
-            PASS,
-            "start *",
-            "lens design",
-            PASS,
-            "lens *",
-            IMPLEMENTER,
-        ]),
-        3,
-    );
+    let env = planning(&revision_script(), 3);
     let (last, id) = auto_plan(&env, "session timeout for idle users", 0);
     assert_eq!(last["status"], "delivered", "{last}");
     assert_eq!(starts(&env, "planner", ""), 2);

@@ -4,41 +4,12 @@
 //! twice: the fake agent's log holds exactly two planners, two design and two record reviewers,
 //! and one implementer; the plan is committed once and the loop's decision logged once.
 
-use crate::auto_plan::{planning, starts};
+use crate::auto_plan::{planning, revision_script, starts};
 use crate::env::{unit_file, TestEnv};
 use crate::loop_e2e::last_line;
 use iced::run::state::{State, StepStatus};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
-
-const FINDING: &str = r#"report {"verdict": "fail", "findings": [{"file_path": "intent/x/iced.md", "criterion_ref": "G2", "finding_category": "test-coverage", "severity": "S2-major", "summary": "the second goal clause has no expectation", "failure_scenario": {"inputs": "an active session", "expected": "an expectation checks it", "actual": "none does"}}]}"#;
-const PASS: &str = r#"report {"verdict": "pass"}"#;
-
-fn script() -> String {
-    [
-        "role planner",
-        "start 1",
-        "draft-body {thin}",
-        "start 2",
-        "draft-body {planned}",
-        "start *",
-        "role plan-reviewer",
-        "lens record",
-        "start 1",
-        FINDING,
-        "start 2",
-        PASS,
-        "start *",
-        "lens design",
-        PASS,
-        "lens *",
-        "role implementer",
-        "commit src/session.txt idle sessions end",
-        "report-ok E1 E2",
-    ]
-    .join("\n")
-        + "\n"
-}
 
 /// How the first call is killed: `ICED_FAILPOINT` set on it (each written out, so the failpoint
 /// walk of tests/cli/crash finds the name here).
@@ -92,7 +63,7 @@ fn unit_id(env: &TestEnv) -> String {
 #[test]
 fn auto_plan_killed_at_every_planning_failpoint_plans_and_delivers_once() {
     for (name, arm) in CASES {
-        let env = planning(&script(), 3);
+        let env = planning(&revision_script(), 3);
         let mut first = env.command();
         first.args([
             "build",
