@@ -213,7 +213,15 @@ pub fn step_live(
     ctx: &Ctx<'_>,
     run: Option<&str>,
 ) -> Result<(Option<String>, StepReport), Refusal> {
-    match control::pick_run(ctx, run)? {
+    let picked = match control::pick_run(ctx, run) {
+        // A host whose call died as its run ended names that run, which may since have landed
+        // and left the state for its record: the step answers how it ended.
+        Err(e) if e.code == "run-not-found" && run.is_some_and(|r| left_the_state(ctx, r)) => {
+            run.map(str::to_owned)
+        }
+        picked => picked?,
+    };
+    match picked {
         None => {
             let last = match super::view::latest_run(ctx)? {
                 Some(run) => status(ctx, &run)?.map(|s| (run, s)),
@@ -232,6 +240,14 @@ pub fn step_live(
             Ok((Some(run), report))
         }
     }
+}
+
+/// Whether `run` (its full id) has left the state for its record, ended.
+fn left_the_state(ctx: &Ctx<'_>, run: &str) -> bool {
+    // A run's id names its folder: nothing else is looked up.
+    let an_id =
+        run.starts_with("run-") && run.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    an_id && status(ctx, run).is_ok_and(|s| s.is_some_and(|s| s.is_ended()))
 }
 
 /// `implement receipt`: hand in the implementer's report at `path` for the live run (or the one

@@ -82,6 +82,8 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
                 .and_then(|r| serde_json::from_value::<Run>(r["run"].clone()).ok())
                 .filter(|r| r.status.is_ended())
             {
+                // Its end is saved: claims a call killed before releasing them left go now.
+                super::records::release_claims_after_save(ctx, &run);
                 return Ok((Pending::Report(Box::new(ended_report(&run))), run.clone(), run));
             }
             return Err(ctx.refuse(

@@ -98,6 +98,11 @@ fn variants(driver: Driver) -> Vec<Variant> {
                 out.push(Variant::new(name, name, setup(2)));
                 out.push(Variant::new(name, &format!("{name}:2"), setup(2)));
             }
+            // The end of a landed run too: the run has left the state for its record when the
+            // next call finds its claim.
+            "end-before-release" => {
+                out.push(Variant::new(name, name, setup(1).landing(Land::Merge)))
+            }
             _ => {}
         }
     }
