@@ -203,16 +203,14 @@ fn restore(name: &str) -> Restored {
     if let Ok(script) = std::fs::read(source.join("agent.txt")) {
         std::fs::write(env.agent_script(), script).unwrap();
         let wrapper = bin.join("iced-compat-agent");
-        std::fs::write(
+        crate::env::write_executable(
             &wrapper,
-            format!(
+            &format!(
                 "#!/bin/sh\nexec bash '{}' '{}' \"$@\"\n",
                 fake_agent().display(),
                 env.agent_script().display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
     }
     let mut path = OsString::from(&bin);
     path.push(":");

@@ -444,26 +444,39 @@ pub fn fake_runner(env: &TestEnv, script: &str) -> Value {
     })
 }
 
+/// Write a script to `path`, mode 0755, that a process this test starts may run at once. Written
+/// by a child (`install`), never opened for writing here: a file this process held open for
+/// writing is inherited by every child another test thread forks at that moment, and until that
+/// child calls exec, running the script fails with "Text file busy" (ETXTBSY), as a `git` shim's
+/// first run did under load.
+pub fn write_executable(path: &Path, text: &str) {
+    let source = path.with_extension("source");
+    std::fs::write(&source, text).unwrap();
+    let status = Command::new("install")
+        .args(["-m", "0755"])
+        .arg(&source)
+        .arg(path)
+        .status()
+        .expect("install runs");
+    assert!(status.success(), "install {}: {status}", path.display());
+}
+
 /// A `git` first on PATH: a script in `bin` that runs `body` (sh, with `$REAL_GIT` set to the
 /// real git) and then the real git with its arguments. Returns the PATH to give `iced`, so that
 /// it and what it starts find the shim first.
 pub fn git_shim(bin: &Path, body: &str) -> std::ffi::OsString {
-    use std::os::unix::fs::PermissionsExt;
     let real = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|dir| dir.join("git"))
         .find(|p| p.is_file())
         .expect("git on PATH");
     std::fs::create_dir_all(bin).unwrap();
-    let shim = bin.join("git");
-    std::fs::write(
-        &shim,
-        format!(
+    write_executable(
+        &bin.join("git"),
+        &format!(
             "#!/bin/sh\nREAL_GIT='{}'\nexport REAL_GIT\n{body}exec \"$REAL_GIT\" \"$@\"\n",
             real.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let mut path = std::ffi::OsString::from(bin);
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());

@@ -482,18 +482,15 @@ fn killed_while_its_git_runs(setup: Setup, stage: &str, verb: &str) {
     std::fs::create_dir_all(&bin).unwrap();
     let (started, ended) = (case.out.join("git-started"), case.out.join("git-ended"));
     let wrapper = bin.join("git");
-    std::fs::write(
+    crate::env::write_executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \" $* \" in *' {verb} '*)\n  echo $$ >> '{started}'\n  sleep 0.4\n  '{git}' \"$@\"\n  rc=$?\n  echo $$ >> '{ended}'\n  exit $rc;;\nesac\nexec '{git}' \"$@\"\n",
             started = started.display(),
             ended = ended.display(),
             git = real_git.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let mut path = std::ffi::OsString::from(&bin);
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());
