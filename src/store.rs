@@ -248,6 +248,48 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> Result<(), Stor
     result
 }
 
+/// Create `path` holding `bytes` (mode `mode`) only if nothing is there: a complete, synced temp
+/// file is hard-linked to the name, so a crash leaves no file or a whole one, and of several
+/// callers exactly one creates it. `Ok(false)` when something was there already.
+pub fn create_new_whole(path: &Path, bytes: &[u8], mode: u32) -> Result<bool, StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{name}.new-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&temp)
+            .map_err(|e| StoreError::io("create", &temp, e))?;
+        file.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| StoreError::io("chmod", &temp, e))?;
+        file.write_all(bytes)
+            .map_err(|e| StoreError::io("write", &temp, e))?;
+        file.sync_all()
+            .map_err(|e| StoreError::io("fsync", &temp, e))
+    })();
+    let linked = written.and_then(|()| match fs::hard_link(&temp, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(StoreError::io("link", path, e)),
+    });
+    let _ = fs::remove_file(&temp);
+    let created = linked?;
+    if created {
+        sync_dir(dir)?;
+    }
+    Ok(created)
+}
+
 /// fsync a directory so a rename or a new entry in it survives a crash.
 pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     OpenOptions::new()

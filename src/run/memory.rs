@@ -114,7 +114,7 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
         Err(_) => {
             let base =
                 git(&root, &["rev-parse", "--verify", "HEAD"]).map_err(|e| refuse_io(ctx, e))?;
-            let stamp = crate::clock::now().format("%Y%m%dT%H%M%S").to_string();
+            let stamp = free_stamp(ctx, &dir)?;
             let draft = Draft {
                 branch: format!("iced/memory/{stamp}"),
                 worktree: ctx.worktree_path(&format!("memory-{stamp}")),
@@ -129,10 +129,18 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
                 .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
             crate::failpoint::hit("memory-after-gitignore");
             let bytes = serde_json::to_vec_pretty(&draft).expect("serialises");
-            crate::store::write_atomic(&record, &bytes, 0o600)
-                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
-            crate::failpoint::hit("memory-after-record");
-            draft
+            if crate::store::create_new_whole(&record, &bytes, 0o600)
+                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?
+            {
+                crate::failpoint::hit("memory-after-record");
+                draft
+            } else {
+                // Another `memory draft` recorded its draft meanwhile: take that one up.
+                let bytes = crate::store::read_limited(&record, 64 * 1024)
+                    .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| refuse_io(ctx, format!("`{}`: {e}", record.display())))?
+            }
         }
     };
     crate::run::stage::worktree::add_worktree(ctx, &draft.worktree, &draft.branch, &draft.base)
@@ -142,6 +150,34 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
     run_agent(ctx, &runner, &draft, &activity)?;
     let checkout_moved = checkout_moved(ctx, &activity);
     check_and_leave(ctx, &draft, &record, checkout_moved)
+}
+
+/// The draft's stamp: the time (`%Y%m%dT%H%M%S`), with `-2`, `-3`, ... when an earlier draft of
+/// the same second left its branch, its worktree or its folder (SPEC 20.15).
+fn free_stamp(ctx: &Ctx<'_>, dir: &Path) -> Result<String, Refusal> {
+    let time = crate::clock::now().format("%Y%m%dT%H%M%S").to_string();
+    for n in 1..1000 {
+        let stamp = if n == 1 {
+            time.clone()
+        } else {
+            format!("{time}-{n}")
+        };
+        let branch = format!("refs/heads/iced/memory/{stamp}");
+        let taken = git(
+            &ctx.repo.root,
+            &["rev-parse", "--verify", "--quiet", &branch],
+        )
+        .is_ok()
+            || ctx.worktree_path(&format!("memory-{stamp}")).exists()
+            || dir.join(&stamp).exists();
+        if !taken {
+            return Ok(stamp);
+        }
+    }
+    Err(refuse_io(
+        ctx,
+        format!("a thousand memory drafts of `{time}` are kept: no name is left for another"),
+    ))
 }
 
 /// Whether the person's checkout changed while the agent ran: its fingerprint now against the one

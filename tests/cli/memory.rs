@@ -123,3 +123,39 @@ fn a_memory_draft_without_a_runner_is_refused() {
     assert_refused!(&env, "memory-needs-runner", 3, &["memory", "draft"]);
     assert!(memory_branches(&env).is_empty());
 }
+
+/// Two drafts in one second (the clock is pinned here, so every draft has the same time): the
+/// second gets a branch of its own, and the first's branch keeps what its agent committed.
+#[test]
+fn a_second_memory_draft_in_the_same_second_gets_a_branch_of_its_own() {
+    let env = memory_env(GOOD);
+    let first = env.iced_json(&["memory", "draft"]);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let first_branch = first.json()["branch"].as_str().unwrap().to_owned();
+    let first_tip = env.git_out(&["rev-parse", &first_branch]);
+    let second = env.iced_json(&["memory", "draft"]);
+    assert_eq!(second.code, 0, "{second:#?}");
+    let second_branch = second.json()["branch"].as_str().unwrap().to_owned();
+    assert_ne!(second_branch, first_branch);
+    assert_eq!(second_branch, format!("{first_branch}-2"));
+    assert_eq!(
+        env.git_out(&["rev-parse", &first_branch]),
+        first_tip,
+        "the first draft's branch is untouched"
+    );
+    // The second draft is its own agent's work on the base, not on top of the first's.
+    let head = env.git_out(&["rev-parse", "HEAD"]);
+    assert_eq!(
+        env.git_out(&[
+            "rev-list",
+            "--count",
+            &format!("{}..{second_branch}", head.trim())
+        ])
+        .trim(),
+        "1"
+    );
+    assert_eq!(env.agent_starts().len(), 2);
+    let mut branches = memory_branches(&env);
+    branches.sort();
+    assert_eq!(branches, vec![first_branch.clone(), second_branch]);
+}
