@@ -65,6 +65,7 @@ pub const ALL: &[&str] = &[
     "pr-after-open",
     "pr-after-arm",
     "retire-after-remove",
+    "retire-after-restore",
     "discard-before-release",
     "abandon-before-stop",
     "answer-after-write",

@@ -15,6 +15,7 @@ mod crash_chained;
 mod crash_plan;
 mod ended_lanes;
 mod escalation;
+mod escalation_pr;
 mod examples;
 mod goal_coverage;
 mod guard;

@@ -121,6 +121,7 @@ fn reached_by_this_run(name: &str) -> bool {
         "transcript-after-copy",
         "archive-after-append",
         "retire-after-remove",
+        "retire-after-restore",
     ];
     !ELSEWHERE.contains(&name)
         && ![

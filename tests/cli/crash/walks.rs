@@ -133,6 +133,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("escalation-after-unit", "crash/escalation.rs"),
     // A landing that restores the unit an escalation verb left uncommitted (SPEC 23.2).
     ("land-after-restore", "crash/escalation.rs"),
+    // A retire that puts back what an escalation verb left, once its pull request landed (SPEC 23.3).
+    ("retire-after-restore", "escalation_pr.rs"),
     // A landing's merge into the lane that a killed call left half done, stashed (SPEC 23.2).
     ("land-after-stash", "crash/land_stash.rs"),
     // `iced drain`, between two units.
@@ -234,6 +236,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "pr-after-open",
             "pr-after-arm",
             "retire-after-remove",
+            "retire-after-restore",
             "discard-before-release",
             "abandon-before-stop",
             "answer-after-write",

@@ -190,7 +190,14 @@ pub fn move_target(
     match checked_out_at(root, target) {
         Some(checkout) => ours
             .iter()
-            .try_for_each(|o| restore_ours(&checkout, new, o))
+            .try_for_each(|o| {
+                if restore_ours(&checkout, new, o)? {
+                    // Restored, the target not moved: a replay finds the file as `HEAD` has it
+                    // and merges.
+                    crate::failpoint::hit("land-after-restore");
+                }
+                Ok(())
+            })
             .and_then(|()| fast_forward(&checkout, new))
             .map_err(|e| {
                 format!(
@@ -210,30 +217,30 @@ pub fn move_target(
 /// fast-forward, which brings the same text (closed): only when the file holds exactly the bytes the
 /// loop wrote, its index entry is `HEAD`'s or those bytes, and the landing changes the file. Any
 /// other state is left for git to refuse, naming the file, so a person's edit is never discarded.
-fn restore_ours(checkout: &Path, new: &str, ours: &Ours<'_>) -> Result<(), String> {
+/// After a pull request landed, the same restore leaves the checkout for `git pull` (SPEC 23.3).
+/// Whether it restored the file.
+pub fn restore_ours(checkout: &Path, new: &str, ours: &Ours<'_>) -> Result<bool, String> {
     let file = checkout.join(ours.path);
     let regular = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
     if !regular || std::fs::read(&file).ok().as_deref() != Some(ours.text) {
-        return Ok(());
+        return Ok(false);
     }
     let blob = |spec: String| git(checkout, &["rev-parse", "--verify", "--quiet", &spec]).ok();
     let (Some(head), landed) = (
         blob(format!("HEAD:{}", ours.path)),
         blob(format!("{new}:{}", ours.path)),
     ) else {
-        return Ok(());
+        return Ok(false);
     };
     let index = blob(format!(":0:{}", ours.path));
     let work = git(checkout, &["hash-object", "--", ours.path]).ok();
     let unchanged = work.as_deref() == Some(head.as_str());
     let staged_other = index.as_deref() != Some(head.as_str()) && index != work;
     if unchanged || staged_other || landed.as_deref() == Some(head.as_str()) {
-        return Ok(());
+        return Ok(false);
     }
     git(checkout, &["checkout", "--quiet", "HEAD", "--", ours.path])?;
-    // Restored, the target not moved: a replay finds the file as `HEAD` has it and merges.
-    crate::failpoint::hit("land-after-restore");
-    Ok(())
+    Ok(true)
 }
 
 /// `git merge --ff-only <new>` in a checkout. When git refuses because the checkout's own changes

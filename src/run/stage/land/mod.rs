@@ -377,26 +377,8 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 .unwrap_or_default();
             let commit = made.landed.unwrap_or_default();
             let from = made.from.unwrap_or_default();
-            // The unit and its decision log as a person's escalation verbs left them in the
-            // checkout (SPEC 23.2).
-            let left = crate::run::escalation_verbs::left_for_lane(lane)
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            let (unit_path, log_path) = (
-                format!("intent/{}/iced.md", lane.unit),
-                format!("intent/{}/decisions.md", lane.unit),
-            );
-            let ours: Vec<land::Ours<'_>> =
-                [(&unit_path, &left.text), (&log_path, &left.decisions)]
-                    .into_iter()
-                    .filter_map(|(path, text)| {
-                        text.as_deref().map(|t| land::Ours {
-                            path,
-                            text: t.as_bytes(),
-                        })
-                    })
-                    .collect();
+            let kept = left_in_checkout(lane);
+            let ours = as_ours(&kept);
             let result = match &settings.remote {
                 Some(remote) => match land::push(root, remote, &commit, &target) {
                     // The local target (and the person's checkout of it) follows the remote's.
@@ -578,6 +560,18 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                 landed.as_ref().map(|(c, h)| (c.as_str(), h.as_str())),
             );
             crate::failpoint::hit("retire-after-remove");
+            if matches!(retired, Ok(Retired::Removed)) {
+                // Landed through a pull request: the person's checkout still holds what the
+                // escalation verbs left there, which `git pull` would refuse to overwrite
+                // (SPEC 23.3). A merge landing restored it already.
+                for ours in as_ours(&left_in_checkout(lane)) {
+                    match land::restore_ours(root, &landed_in, &ours) {
+                        Ok(true) => crate::failpoint::hit("retire-after-restore"),
+                        Ok(false) => {}
+                        Err(e) => return failed(e),
+                    }
+                }
+            }
             match retired {
                 Ok(Retired::Removed) => ok(json!({"retired": true}), Landing::Retired),
                 Ok(Retired::DirtyKept(path)) => {
@@ -647,4 +641,26 @@ fn unit_title(ctx: &Ctx<'_>, lane: &Lane) -> String {
         .ok()
         .and_then(|t| crate::unit::parse_unit(&t).title)
         .unwrap_or_default()
+}
+
+/// The unit and its decision log as a person's escalation verbs left them in the checkout, for
+/// the lane (SPEC 20.7, 23.2): each path with the bytes the verb wrote.
+fn left_in_checkout(lane: &Lane) -> Vec<(String, String)> {
+    let left = crate::run::escalation_verbs::left_for_lane(lane)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    [("iced.md", left.text), ("decisions.md", left.decisions)]
+        .into_iter()
+        .filter_map(|(file, text)| Some((format!("intent/{}/{file}", lane.unit), text?)))
+        .collect()
+}
+
+fn as_ours(kept: &[(String, String)]) -> Vec<land::Ours<'_>> {
+    kept.iter()
+        .map(|(path, text)| land::Ours {
+            path,
+            text: text.as_bytes(),
+        })
+        .collect()
 }
