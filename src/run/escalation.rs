@@ -75,6 +75,15 @@ impl Escalation {
         }
     }
 
+    /// Whose escalation, as the next attempt's briefs say it: the implementer's own is "your";
+    /// a test writer's request is read by the implementer too, so it is named (SPEC 20.17).
+    fn whose(&self) -> &'static str {
+        match self.by() {
+            "implementer" => "your",
+            _ => "the test writer's",
+        }
+    }
+
     /// The lane's reason while it waits: `escalation (conflict): <message>`, or `questions: Q4, Q5`.
     pub fn reason(&self) -> String {
         if self.kind == "questions" {
@@ -90,13 +99,15 @@ impl Escalation {
         match self.status {
             EscalationStatus::Open => self.reason(),
             EscalationStatus::Applied => format!(
-                "the person applied your {} escalation; the contract is now {} (its hash {})",
+                "the person applied {} {} escalation; the contract is now {} (its hash {})",
+                self.whose(),
                 self.kind,
                 "the unit below",
                 self.contract_hash.as_deref().unwrap_or("?")
             ),
             EscalationStatus::Rejected => format!(
-                "the person rejected your {} escalation: {}",
+                "the person rejected {} {} escalation: {}",
+                self.whose(),
                 self.kind,
                 self.guidance.as_deref().unwrap_or("")
             ),

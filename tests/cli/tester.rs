@@ -186,6 +186,18 @@ fn a_research_request_is_an_escalation_the_person_sees() {
         .ok()
         .json();
     assert_eq!(rejected["status"], "rejected");
+    // The next attempt's implementer reads the person's answer as the test writer's request,
+    // not as an escalation of its own.
+    build(&env, &id, &[], 4);
+    let run = crate::loop_e2e::str_of(&last, "run");
+    let brief =
+        std::fs::read_to_string(env.path(&format!(".iced/run/{run}/{id}/brief-2.md"))).unwrap();
+    assert!(
+        brief.contains(
+            "the person rejected the test writer's research escalation: use the injected clock"
+        ),
+        "{brief}"
+    );
 }
 
 #[test]
