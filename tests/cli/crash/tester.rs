@@ -54,3 +54,63 @@ fn a_build_killed_at_each_test_writer_failpoint_starts_it_once() {
         assert_eq!(log.matches("iced: deliver").count(), 1, "{point}: {log}");
     });
 }
+
+/// `iced build` of a lane with a test writer killed after a random delay (over how long an
+/// uninterrupted build takes here), then built again: delivered once, each agent started once,
+/// both commits and one delivery on the branch. The kills fall in the test writer's steps as
+/// much as anywhere, which the failpoints above only reach at named places.
+#[test]
+fn a_build_with_a_test_writer_killed_at_random_moments_delivers_once() {
+    let new_case = || {
+        tester_env(
+            GOOD_TESTER,
+            serde_json::json!(["bash tests/session_test.sh"]),
+        )
+    };
+    let (env, id) = new_case();
+    let started = std::time::Instant::now();
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(
+        last["status"], "delivered",
+        "an uninterrupted build: {out:#?}"
+    );
+    let full = started.elapsed().as_millis() as u64;
+    let seeds: Vec<u64> = (1..=8).map(|i| 0x7E57 + i).collect();
+    each_in_parallel("tester random kills", &seeds, 2, |&seed| {
+        let delay = super::walks::Rng::new(seed).next() % (full + 1);
+        let (env, id) = new_case();
+        let mut child = env
+            .command()
+            .args(["build", &id, "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("iced runs");
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        let _ = child.kill();
+        let _ = child.wait();
+        let context = format!("seed {seed:#x}, killed after {delay} ms of {full}");
+        let out = env.iced_json(&["build", &id]);
+        // A build that had delivered before its kill is refused as such (`unit-delivered`).
+        let delivered = match out.code {
+            0 => crate::loop_e2e::last_line(&out)["status"] == "delivered",
+            3 => out.stdout.contains("unit-delivered"),
+            _ => false,
+        };
+        assert!(delivered, "{context}: {out:#?}");
+        assert_eq!(starts(&env, "implementer").len(), 1, "{context}");
+        assert_eq!(
+            starts(&env, "test-writer").len(),
+            1,
+            "{context}: {:#?}",
+            env.agent_starts()
+        );
+        let log = env.git_out(&["log", "--format=%s", &lane_branch(&id)]);
+        assert_eq!(
+            log.matches("fake agent: tests/session_test.sh").count(),
+            1,
+            "{context}: {log}"
+        );
+        assert_eq!(log.matches("iced: deliver").count(), 1, "{context}: {log}");
+    });
+}
