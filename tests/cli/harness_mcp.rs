@@ -177,3 +177,43 @@ fn iced_tools(seen: &Seen) -> Vec<String> {
     names.dedup();
     names
 }
+
+/// SPEC 20.8, 20.18 with the real Codex CLI: the same lane, through the server Codex was given by
+/// `-c mcp_servers.iced...` overrides. Codex 0.171 defers an MCP server's tools: the request
+/// offers `tool_search` and names the namespace `mcp__iced` with the server's instructions (which
+/// say the role), and the model calls a tool as `{"type": "function_call", "namespace":
+/// "mcp__iced", "name": "iced_submit"}` (the mock's mapping of `mcp__iced__iced_submit`). Without
+/// `default_tools_approval_mode = "approve"` every call comes back "MCP tool call requires
+/// approval, but approval policy is never".
+#[test]
+fn codex_builds_a_lane_through_the_mcp_server() {
+    let Some(program) = crate::harness_codex_pi::codex() else {
+        return;
+    };
+    let api = crate::mock_api::MockApi::start(vec![implementer(), validator(PASS)]);
+    let h = crate::harness_codex_pi::codex_harness(&program, api);
+    let (out, last) = h.build();
+    assert_delivered_through_the_server(&h, &last, &out);
+    let seen = h.api.seen();
+    let namespace = |rule: &str| {
+        let first = seen
+            .iter()
+            .find(|s| s.rule.as_deref() == Some(rule))
+            .unwrap_or_else(|| panic!("no request of {rule}: {seen:#?}"));
+        let text = first.body["input"].to_string();
+        let at = text
+            .find("- mcp__iced: ")
+            .unwrap_or_else(|| panic!("no mcp__iced namespace offered to {rule}"));
+        text[at..].lines().next().unwrap_or("").to_owned()
+    };
+    assert!(
+        namespace("# Brief: implement").contains("iced, for a lane's implementer."),
+        "{}",
+        namespace("# Brief: implement")
+    );
+    assert!(
+        namespace("# Validate:").contains("iced, for a validator or refuter."),
+        "{}",
+        namespace("# Validate:")
+    );
+}

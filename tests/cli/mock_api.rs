@@ -391,6 +391,18 @@ fn responses(
                 .filter_map(|t| t["name"].as_str().map(str::to_owned))
                 .collect();
             let command = input["command"].as_str().unwrap_or("true").to_owned();
+            // An MCP tool Codex defers (its server's namespace named to the model, the tool found
+            // by `tool_search`): called in its namespace, `mcp__<server>`.
+            if let Some((server, tool)) = name
+                .strip_prefix("mcp__")
+                .and_then(|rest| rest.split_once("__"))
+                .filter(|_| !tools.contains(&name))
+            {
+                let item = json!({"id": format!("fc_{turn:02}"), "type": "function_call", "status": "completed",
+                    "call_id": format!("call_{turn:02}"), "namespace": format!("mcp__{server}"), "name": tool,
+                    "arguments": input.to_string()});
+                return stream_item(out, &model, item);
+            }
             let (name, arguments) = if name == "Bash" && tools.iter().any(|t| t == "exec_command") {
                 ("exec_command".to_owned(), json!({"cmd": command}))
             } else if name == "Bash" && tools.iter().any(|t| t == "shell") {
@@ -405,6 +417,11 @@ fn responses(
                 "call_id": format!("call_{turn:02}"), "name": name, "arguments": arguments.to_string()})
         }
     };
+    stream_item(out, &model, item);
+}
+
+/// One output item of a response, streamed as the Responses API streams it.
+fn stream_item(out: &mut TcpStream, model: &str, item: Value) {
     let _ = (|| -> std::io::Result<()> {
         write!(
             out,
