@@ -217,3 +217,60 @@ fn codex_builds_a_lane_through_the_mcp_server() {
         namespace("# Validate:")
     );
 }
+
+/// SPEC 13: the entries `init --host` writes are the ones the real hosts read. Claude Code lists
+/// `.mcp.json`'s `iced` as a project server (waiting for the person's approval, as every project
+/// server does); Codex lists `.codex/config.toml`'s once its own config trusts the project, and
+/// not before (what init's note says).
+#[test]
+fn the_hosts_read_the_entries_init_writes() {
+    let env = crate::env::TestEnv::new();
+    let home = env.outside("home");
+    std::fs::create_dir_all(&home).unwrap();
+    if let Some(claude) = claude() {
+        env.iced_json(&["init", "--host", "claude"]).ok();
+        let out = crate::env::run(
+            std::process::Command::new(&claude)
+                .args(["mcp", "get", "iced"])
+                .current_dir(env.root())
+                .env("HOME", &home),
+        );
+        assert_eq!(out.code, 0, "{out:#?}");
+        for line in ["Scope: Project config", "Command: iced", "Args: mcp"] {
+            assert!(out.stdout.contains(line), "{line}: {out:#?}");
+        }
+    }
+    if let Some(codex) = crate::harness_codex_pi::codex() {
+        env.iced_json(&["init", "--host", "codex"]).ok();
+        let codex_home = env.outside("codex-home");
+        std::fs::create_dir_all(&codex_home).unwrap();
+        let servers = || {
+            let out = crate::env::run(
+                std::process::Command::new(&codex)
+                    .args(["mcp", "list", "--json"])
+                    .current_dir(env.root())
+                    .env("HOME", &home)
+                    .env("CODEX_HOME", &codex_home),
+            );
+            assert_eq!(out.code, 0, "{out:#?}");
+            serde_json::from_str::<Value>(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:#?}"))
+        };
+        assert_eq!(
+            servers(),
+            json!([]),
+            "an untrusted project's config is not read"
+        );
+        std::fs::write(
+            codex_home.join("config.toml"),
+            format!(
+                "[projects.{}]\ntrust_level = \"trusted\"\n",
+                serde_json::to_string(&env.root().display().to_string()).unwrap()
+            ),
+        )
+        .unwrap();
+        let listed = servers();
+        assert_eq!(listed[0]["name"], "iced", "{listed:#}");
+        assert_eq!(listed[0]["transport"]["command"], "iced", "{listed:#}");
+        assert_eq!(listed[0]["transport"]["args"], json!(["mcp"]), "{listed:#}");
+    }
+}
