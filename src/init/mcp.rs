@@ -73,7 +73,7 @@ pub fn merge_codex(existing: Option<&str>) -> Result<Option<String>, String> {
         }
         if key == ["mcp_servers"] {
             return Err(
-                "its `mcp_servers` is a value at the top (an inline table), which the table `[mcp_servers.iced]` cannot extend; add `iced` to it by hand".into(),
+                "its `mcp_servers` is a value at the top (an inline table), which the table `[mcp_servers.iced]` cannot extend".into(),
             );
         }
         let value = &line[eq + 1..];

@@ -483,6 +483,26 @@ fn init_host_refuses_what_cannot_take_the_entry_and_writes_nothing() {
         assert_eq!(env.snapshot(), before, "{file}: nothing is written");
         assert!(!env.path(".iced").exists() && !env.path(".claude").exists());
     }
+    // How the refusal reads, for each host's MCP file.
+    let env = TestEnv::new();
+    env.write(".mcp.json", "{\"mcpServers\": [1]}");
+    env.write(
+        ".codex/config.toml",
+        "mcp_servers = { db = { command = \"db\" } }\n",
+    );
+    let mut shown = crate::snap::refused(
+        &env,
+        &["init", "--host", "claude"],
+        3,
+        "host-settings-invalid",
+    );
+    shown.push_str(&crate::snap::refused(
+        &env,
+        &["init", "--host", "codex"],
+        3,
+        "host-settings-invalid",
+    ));
+    crate::snap::assert_read!(&env, "init_host_mcp_refused", shown);
     for (host, file) in [("claude", ".mcp.json"), ("codex", ".codex/config.toml")] {
         let env = TestEnv::new();
         std::fs::create_dir_all(env.path(file)).unwrap();

@@ -32,7 +32,7 @@ fn host_refusal(step: &str, host: Host, e: HostError) -> Refusal {
             let shape = match path.as_str() {
                 ".claude/settings.json" => "make it a JSON object (Claude Code's settings)",
                 ".mcp.json" => "make it a JSON object whose `mcpServers` is an object",
-                _ => "make it TOML whose `mcp_servers` is a table (Codex's project config)",
+                _ => "make it UTF-8 TOML whose servers are tables (`[mcp_servers.<name>]`, Codex's project config)",
             };
             let remedy = format!(
                 "{shape}, or move it away, then run `iced init --host {}` again",
