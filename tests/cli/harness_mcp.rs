@@ -128,13 +128,7 @@ fn claude_builds_a_lane_through_the_mcp_server() {
     let (out, last) = h.build();
     assert_delivered_through_the_server(&h, &last, &out);
     let seen = h.api.seen();
-    let offered = |rule: &str| {
-        let first = seen
-            .iter()
-            .find(|s| s.rule.as_deref() == Some(rule))
-            .unwrap_or_else(|| panic!("no request of {rule}: {seen:#?}"));
-        iced_tools(first)
-    };
+    let offered = |rule: &str| iced_tools(first_request(&seen, rule));
     let mut implementer_tools = iced::runner::MCP_IMPLEMENTER_TOOLS.to_vec();
     implementer_tools.sort_unstable();
     assert_eq!(
@@ -154,6 +148,13 @@ fn claude_builds_a_lane_through_the_mcp_server() {
         ],
         "a validator's are the read tools"
     );
+}
+
+/// The first request the mock answered by `rule`.
+fn first_request<'a>(seen: &'a [Seen], rule: &str) -> &'a Seen {
+    seen.iter()
+        .find(|s| s.rule.as_deref() == Some(rule))
+        .unwrap_or_else(|| panic!("no request of {rule}: {seen:#?}"))
 }
 
 /// The names of iced's tools a request offered, sorted: Claude Code lists an MCP server's tools
@@ -196,11 +197,7 @@ fn codex_builds_a_lane_through_the_mcp_server() {
     assert_delivered_through_the_server(&h, &last, &out);
     let seen = h.api.seen();
     let namespace = |rule: &str| {
-        let first = seen
-            .iter()
-            .find(|s| s.rule.as_deref() == Some(rule))
-            .unwrap_or_else(|| panic!("no request of {rule}: {seen:#?}"));
-        let text = first.body["input"].to_string();
+        let text = first_request(&seen, rule).body["input"].to_string();
         let at = text
             .find("- mcp__iced: ")
             .unwrap_or_else(|| panic!("no mcp__iced namespace offered to {rule}"));
