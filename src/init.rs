@@ -9,6 +9,8 @@ use crate::unit::UnitType;
 use serde::Serialize;
 use std::path::Path;
 
+mod mcp;
+
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct InitReport {
     pub created: Vec<String>,
@@ -223,41 +225,92 @@ pub fn init_repo(root: &Path, force: bool) -> Result<InitReport, StoreError> {
     Ok(report)
 }
 
-/// The hosts `iced init --host` installs the guard's hook for (SPEC 13, 24.11).
+/// The hosts `iced init --host` sets up (SPEC 13): Claude Code gets the guard's hook (SPEC 24.11)
+/// and iced's MCP server; Codex the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {
     Claude,
+    Codex,
+}
+
+impl Host {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Host::Claude => "claude",
+            Host::Codex => "codex",
+        }
+    }
 }
 
 /// The command a repository's hook runs: `iced` found on PATH, since the file is shared.
 pub const CLAUDE_HOOK_COMMAND: &str = "iced hook claude";
 
-/// What installing a host's hook will write, decided before anything is written.
+/// What `init --host` writes to one of the host's files, decided before anything is written.
 #[derive(Debug)]
 pub struct HostPlan {
     path: std::path::PathBuf,
-    /// The new text; none when the hook is already there.
+    /// The new text; none when the file already has what iced puts there.
     text: Option<String>,
     existed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("`{path}` cannot take the hook: {why}")]
-    Invalid { path: String, why: String },
+    #[error("`{path}` cannot take {what}: {why}")]
+    Invalid {
+        path: String,
+        what: &'static str,
+        why: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// Read the host's settings and merge the hook in memory: refuses a file that is not a JSON
-/// object (or whose `hooks` are not the shape Claude Code reads), a symbolic link, or anything
-/// that is not a regular file, before `init` writes anything.
-pub fn plan_host(root: &Path, host: Host) -> Result<HostPlan, HostError> {
-    let Host::Claude = host;
-    let path = root.join(".claude").join("settings.json");
+/// Every file of the host's, read and merged in memory: the guard's hook into Claude Code's
+/// settings and iced's MCP server into `.mcp.json`, or the server into Codex's project config. A
+/// file that cannot take its entry, a symbolic link, or anything that is not a regular file is
+/// refused before `init` writes anything.
+pub fn plan_host(root: &Path, host: Host) -> Result<Vec<HostPlan>, HostError> {
+    match host {
+        Host::Claude => Ok(vec![
+            plan_file(root, &[".claude", "settings.json"], "the hook", |text| {
+                crate::hook::claude::merge_hook(text, CLAUDE_HOOK_COMMAND).map_err(|e| e.0)
+            })?,
+            plan_file(root, &[".mcp.json"], "the MCP entry", mcp::merge_claude)?,
+        ]),
+        Host::Codex => Ok(vec![plan_file(
+            root,
+            &[".codex", "config.toml"],
+            "the MCP entry",
+            mcp::merge_codex,
+        )?]),
+    }
+}
+
+/// What Codex needs of the person before it reads the project's config (SPEC 13).
+pub fn host_note(root: &Path, host: Host) -> Option<String> {
+    (host == Host::Codex).then(|| {
+        format!(
+            "Codex reads .codex/config.toml only in a project it trusts: start `codex` here once and trust it, or add `[projects.\"{}\"]` with `trust_level = \"trusted\"` to your ~/.codex/config.toml",
+            root.display()
+        )
+    })
+}
+
+/// One host file (`parts` under `root`) and its merged text.
+fn plan_file(
+    root: &Path,
+    parts: &[&str],
+    what: &'static str,
+    merge: impl FnOnce(Option<&str>) -> Result<Option<String>, String>,
+) -> Result<HostPlan, HostError> {
+    let path = parts
+        .iter()
+        .fold(root.to_path_buf(), |p, part| p.join(part));
     let name = rel(root, &path);
     let invalid = |why: String| HostError::Invalid {
         path: name.clone(),
+        what,
         why,
     };
     let existing = match std::fs::symlink_metadata(&path) {
@@ -270,8 +323,7 @@ pub fn plan_host(root: &Path, host: Host) -> Result<HostPlan, HostError> {
             Some(String::from_utf8(bytes).map_err(|_| invalid("it is not UTF-8 text".into()))?)
         }
     };
-    let text = crate::hook::claude::merge_hook(existing.as_deref(), CLAUDE_HOOK_COMMAND)
-        .map_err(|e| invalid(e.0))?;
+    let text = merge(existing.as_deref()).map_err(invalid)?;
     Ok(HostPlan {
         path,
         text,
@@ -280,20 +332,26 @@ pub fn plan_host(root: &Path, host: Host) -> Result<HostPlan, HostError> {
 }
 
 /// Write what [`plan_host`] decided.
-pub fn apply_host(root: &Path, plan: &HostPlan, report: &mut InitReport) -> Result<(), StoreError> {
-    let name = rel(root, &plan.path);
-    let Some(text) = &plan.text else {
-        report.skipped.push(name);
-        return Ok(());
-    };
-    if let Some(dir) = plan.path.parent() {
-        store::create_dir_all(dir)?;
-    }
-    store::write_atomic(&plan.path, text.as_bytes(), 0o644)?;
-    if plan.existed {
-        report.updated.push(name);
-    } else {
-        report.created.push(name);
+pub fn apply_host(
+    root: &Path,
+    plans: &[HostPlan],
+    report: &mut InitReport,
+) -> Result<(), StoreError> {
+    for plan in plans {
+        let name = rel(root, &plan.path);
+        let Some(text) = &plan.text else {
+            report.skipped.push(name);
+            continue;
+        };
+        if let Some(dir) = plan.path.parent() {
+            store::create_dir_all(dir)?;
+        }
+        store::write_atomic(&plan.path, text.as_bytes(), 0o644)?;
+        if plan.existed {
+            report.updated.push(name);
+        } else {
+            report.created.push(name);
+        }
     }
     Ok(())
 }

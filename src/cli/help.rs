@@ -47,11 +47,12 @@ The guard (what an agent may change):
   iced hook claude                    the guard as Claude Code's PreToolUse hook
 
 The same as Model Context Protocol tools (a server on stdin/stdout):
-  iced mcp [--role host|implementer|validator] [--run R --lane L]
+  iced mcp [--role host|implementer|validator] [--run R --lane L] [--repo DIR]
                                       a host gets iced_step and iced_receipt; a lane's
                                       implementer iced_decision, iced_questions, iced_escalate
                                       and iced_submit; everyone iced_status, iced_run_show and
-                                      iced_handover; a refusal is a tool error
+                                      iced_handover; a refusal is a tool error. `iced init
+                                      --host claude|codex` registers it for the project
 
 A building agent's own record:
   iced decision <id> --decision T --why T [--alternatives T]

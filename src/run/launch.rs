@@ -74,6 +74,7 @@ pub(crate) fn agent_spec(
             .transpose()
             .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?
             .map(|p| p.display().to_string());
+        let mcp = mcp_server(ctx, runner.kind, values);
         let argv = crate::runner::argv(
             runner.kind,
             &crate::runner::Invocation {
@@ -87,6 +88,7 @@ pub(crate) fn agent_spec(
                 extra_args: &runner.args,
                 git_dirs: &git_dirs,
                 settings: settings.as_deref(),
+                mcp: mcp.as_ref(),
             },
         );
         (argv, Some(start.prompt.to_owned()))
@@ -109,6 +111,36 @@ pub(crate) fn agent_spec(
             .map(|p| (*p).to_owned())
             .collect(),
         env_templates: runner.env.clone(),
+    })
+}
+
+/// iced's MCP server for an agent of a lane (SPEC 20.8): the implementer's tools for the
+/// implementer, the read tools for a validator or the refuter, started as the running iced on the
+/// checkout (the harness starts it in the lane's worktree or a sandbox). Only claude and codex
+/// take one, and no other role is given one.
+fn mcp_server(
+    ctx: &Ctx<'_>,
+    kind: crate::runner::Kind,
+    values: &[(&str, String)],
+) -> Option<crate::runner::McpServer> {
+    use crate::runner::Kind;
+    if !matches!(kind, Kind::Claude | Kind::Codex) {
+        return None;
+    }
+    let value = |key: &str| values.iter().find(|(k, _)| *k == key).map(|(_, v)| v);
+    let role = match value("role")?.as_str() {
+        "implementer" => "implementer",
+        "validator" | "refuter" => "validator",
+        _ => return None,
+    };
+    let mut args: Vec<String> = vec!["mcp".into(), "--repo".into()];
+    args.push(ctx.repo.root.display().to_string());
+    args.extend(["--role".into(), role.into()]);
+    args.extend(["--run".into(), value("run")?.clone()]);
+    args.extend(["--lane".into(), value("lane")?.clone()]);
+    Some(crate::runner::McpServer {
+        program: ctx.exe.display().to_string(),
+        args,
     })
 }
 

@@ -80,6 +80,61 @@ pub struct Invocation<'a> {
     pub git_dirs: &'a [String],
     /// A settings file that installs the guard's hook (claude: `--settings`, SPEC 24.11).
     pub settings: Option<&'a str>,
+    /// iced's MCP server for this agent (SPEC 20.8), given by claude and codex; the tools allowed
+    /// follow `read_only`.
+    pub mcp: Option<&'a McpServer>,
+}
+
+/// iced's MCP server as a harness starts it (SPEC 20.8, 20.18): the running iced and its
+/// arguments (`mcp --repo <root> --role <role> --run <run> --lane <lane>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+/// The name the server is registered by, in every harness.
+pub const MCP_SERVER: &str = "iced";
+/// The MCP tools of a validator or the refuter (SPEC 20.18: the read tools).
+pub const MCP_READ_TOOLS: &[&str] = &["iced_status", "iced_run_show", "iced_handover"];
+/// The MCP tools of a lane's implementer.
+pub const MCP_IMPLEMENTER_TOOLS: &[&str] = &[
+    "iced_status",
+    "iced_run_show",
+    "iced_handover",
+    "iced_decision",
+    "iced_questions",
+    "iced_escalate",
+    "iced_submit",
+];
+
+impl McpServer {
+    /// The tools of the role the server is started in.
+    fn tools(read_only: bool) -> &'static [&'static str] {
+        if read_only {
+            MCP_READ_TOOLS
+        } else {
+            MCP_IMPLEMENTER_TOOLS
+        }
+    }
+
+    /// Claude Code's `--mcp-config` value: the one server, as JSON.
+    fn claude_config(&self) -> String {
+        serde_json::json!({"mcpServers": {MCP_SERVER: {
+            "type": "stdio",
+            "command": self.program,
+            "args": self.args,
+        }}})
+        .to_string()
+    }
+}
+
+/// `text` as a TOML basic string (a codex `-c` value): JSON's escapes are TOML's, and DEL, which
+/// JSON leaves as it is, is escaped too.
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text)
+        .expect("a string serialises")
+        .replace('\u{7f}', "\\u007F")
 }
 
 /// The tools a claude implementer may use, unattended.
@@ -110,7 +165,22 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             } else {
                 CLAUDE_WRITE_TOOLS
             };
-            push(&["--allowedTools", tools]);
+            match inv.mcp {
+                None => push(&["--allowedTools", tools]),
+                Some(server) => {
+                    let mut allowed = tools.to_owned();
+                    for tool in McpServer::tools(inv.read_only) {
+                        allowed.push_str(&format!(",mcp__{MCP_SERVER}__{tool}"));
+                    }
+                    push(&["--allowedTools", &allowed]);
+                    // `--mcp-config` takes several values: the next flag ends them.
+                    push(&[
+                        "--mcp-config",
+                        &server.claude_config(),
+                        "--strict-mcp-config",
+                    ]);
+                }
+            }
             if let Some(settings) = inv.settings {
                 push(&["--settings", settings]);
             }
@@ -147,6 +217,19 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
             if let Some(effort) = inv.effort {
                 argv.push("-c".into());
                 argv.push(format!("model_reasoning_effort={effort}"));
+            }
+            if let Some(server) = inv.mcp {
+                let args: Vec<String> = server.args.iter().map(|a| toml_string(a)).collect();
+                let key = format!("mcp_servers.{MCP_SERVER}");
+                for setting in [
+                    format!("{key}.command={}", toml_string(&server.program)),
+                    format!("{key}.args=[{}]", args.join(", ")),
+                    // `codex exec` has nobody to approve a tool call.
+                    format!("{key}.default_tools_approval_mode=\"approve\""),
+                ] {
+                    argv.push("-c".into());
+                    argv.push(setting);
+                }
             }
         }
         Kind::Pi => {
@@ -446,6 +529,7 @@ mod tests {
             extra_args: &[],
             git_dirs: &[],
             settings: None,
+            mcp: None,
         }
     }
 
@@ -497,6 +581,71 @@ mod tests {
         assert!(argv(Kind::Claude, &guarded)
             .join(" ")
             .contains("--allowedTools Read,Glob,Grep --settings /run/a/claude-settings.json"));
+    }
+
+    /// SPEC 20.8: the server reaches claude as one JSON argument naming only it, with the role's
+    /// tools allowed by Claude Code's names, and codex as `-c` overrides in TOML.
+    #[test]
+    fn each_harness_is_given_the_mcp_server_by_argv() {
+        let server = McpServer {
+            program: "/opt/ice d/iced".into(),
+            args: vec!["mcp".into(), "--repo".into(), "/r/\"q\"".into()],
+        };
+        let implementer = Invocation {
+            mcp: Some(&server),
+            ..inv(false)
+        };
+        let a = argv(Kind::Claude, &implementer);
+        let at = a
+            .iter()
+            .position(|x| x == "--mcp-config")
+            .expect("--mcp-config");
+        let config: Value = serde_json::from_str(&a[at + 1]).unwrap();
+        assert_eq!(
+            config,
+            serde_json::json!({"mcpServers": {"iced": {"type": "stdio", "command": "/opt/ice d/iced", "args": ["mcp", "--repo", "/r/\"q\""]}}})
+        );
+        assert_eq!(a[at + 2], "--strict-mcp-config", "ends the variadic flag");
+        let joined = a.join(" ");
+        assert!(
+            joined.contains("--allowedTools Bash,Edit,Write,Read,Glob,Grep,mcp__iced__iced_status,mcp__iced__iced_run_show,mcp__iced__iced_handover,mcp__iced__iced_decision,mcp__iced__iced_questions,mcp__iced__iced_escalate,mcp__iced__iced_submit "),
+            "{joined}"
+        );
+        let reader = argv(
+            Kind::Claude,
+            &Invocation {
+                mcp: Some(&server),
+                ..inv(true)
+            },
+        )
+        .join(" ");
+        assert!(
+            reader.contains("--allowedTools Read,Glob,Grep,mcp__iced__iced_status,mcp__iced__iced_run_show,mcp__iced__iced_handover "),
+            "{reader}"
+        );
+        assert!(!argv(Kind::Claude, &inv(false)).join(" ").contains("mcp"));
+
+        let codex = argv(Kind::Codex, &implementer);
+        let overrides: Vec<&str> = codex
+            .windows(2)
+            .filter(|w| w[0] == "-c")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            overrides,
+            [
+                r#"mcp_servers.iced.command="/opt/ice d/iced""#,
+                r#"mcp_servers.iced.args=["mcp", "--repo", "/r/\"q\""]"#,
+                r#"mcp_servers.iced.default_tools_approval_mode="approve""#,
+            ]
+        );
+        assert_eq!(codex.last().map(String::as_str), Some("-"));
+        let pi = Invocation {
+            program: "pi",
+            ..implementer
+        };
+        assert!(!argv(Kind::Pi, &pi).join(" ").contains("mcp"));
+        assert_eq!(toml_string("a\u{7f}\"\\\n"), r#""a\u007F\"\\\n""#);
     }
 
     #[test]

@@ -590,7 +590,7 @@ fn init_host_claude_refuses_settings_that_are_not_an_object_and_writes_nothing()
     .unwrap();
     env.iced_json(&["init", "--host", "claude"])
         .refused(3, "path-symlink");
-    let out = env.iced_json(&["init", "--host", "codex"]);
+    let out = env.iced_json(&["init", "--host", "pi"]);
     out.refused(2, "usage");
 }
 

@@ -555,6 +555,7 @@ pub(crate) fn record_claude_outputs() {
                 extra_args: &[],
                 git_dirs: &[],
                 settings: None,
+                mcp: None,
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {

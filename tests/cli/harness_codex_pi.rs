@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 /// The Codex CLI, or why it is not here (`ICED_CODEX`, else `codex` on PATH; required by
 /// `ICED_REQUIRE_CODEX=1`).
-fn codex() -> Option<PathBuf> {
+pub(crate) fn codex() -> Option<PathBuf> {
     let found = std::env::var_os("ICED_CODEX")
         .map(PathBuf::from)
         .filter(|p| p.is_file())
@@ -29,14 +29,9 @@ fn codex() -> Option<PathBuf> {
     found
 }
 
-/// SPEC 20.8, with Codex: the real `codex exec` implements (its own shell tool commits, its
-/// sandbox allowed to write the repository's git directory) and validates (read-only), against the
-/// mock's Responses API; the run is delivered and the record names the thread and the tokens, with
-/// the cost unknown (Codex reports none).
-#[test]
-fn codex_implements_and_validates_a_unit_through_the_mock_api() {
-    let Some(program) = codex() else { return };
-    let api = MockApi::start(vec![implementer(), validator(PASS)]);
+/// A buildable unit whose implementer and validator are the real `codex`, on `api`'s Responses
+/// API (its provider given by `-c` in the runner's `args`).
+pub(crate) fn codex_harness(program: &std::path::Path, api: MockApi) -> Harness {
     let provider = |k: &str, v: &str| format!("model_providers.mock.{k}={v}");
     let args = vec![
         "-c".to_owned(),
@@ -70,7 +65,20 @@ fn codex_implements_and_validates_a_unit_through_the_mock_api() {
             "run": {"maxCrashRetries": 0}
         })
     });
-    let h = Harness { env, id, api };
+    Harness { env, id, api }
+}
+
+/// SPEC 20.8, with Codex: the real `codex exec` implements (its own shell tool commits, its
+/// sandbox allowed to write the repository's git directory) and validates (read-only), against the
+/// mock's Responses API; the run is delivered and the record names the thread and the tokens, with
+/// the cost unknown (Codex reports none).
+#[test]
+fn codex_implements_and_validates_a_unit_through_the_mock_api() {
+    let Some(program) = codex() else { return };
+    let h = codex_harness(
+        &program,
+        MockApi::start(vec![implementer(), validator(PASS)]),
+    );
     let (out, last) = h.build();
     let tail = std::fs::read_to_string(h.env.path(&format!(
         ".iced/run/{}/{}/activities/implement-1/stdout.txt",

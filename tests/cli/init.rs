@@ -334,3 +334,191 @@ fn init_outside_git_sets_up_in_the_current_directory() {
         [".iced/active", ".iced/tmp/"]
     );
 }
+
+// ---- iced init --host: iced's MCP server registered (SPEC 13) -------------------------------
+
+const CODEX_TABLE: &str = "[mcp_servers.iced]\ncommand = \"iced\"\nargs = [\"mcp\"]\n";
+
+fn listed(report: &Value, key: &str, path: &str) -> bool {
+    report[key].as_array().unwrap().contains(&json!(path))
+}
+
+/// `--host claude` writes `.mcp.json` beside the hook, what it prints is snapshot, and a second
+/// run skips both files; `--host codex` writes Codex's project config and says what Codex needs
+/// of the person before it reads it.
+#[test]
+fn init_host_registers_the_mcp_server_and_says_so() {
+    let env = TestEnv::new();
+    crate::snap::assert_read!(
+        &env,
+        "init_host_claude",
+        crate::snap::both(&env, &["init", "--host", "claude"])
+    );
+    let mcp: Value = serde_json::from_str(&env.read(".mcp.json")).unwrap();
+    assert_eq!(
+        mcp,
+        json!({"mcpServers": {"iced": {"command": "iced", "args": ["mcp"]}}})
+    );
+    let before = env.snapshot();
+    let again = env.iced_json(&["init", "--host", "claude"]).ok().json();
+    assert!(listed(&again, "skipped", ".mcp.json"), "{again:#}");
+    assert_eq!(env.snapshot(), before, "a second run changes nothing");
+
+    crate::snap::assert_read!(
+        &env,
+        "init_host_codex",
+        crate::snap::both(&env, &["init", "--host", "codex"])
+    );
+    assert_eq!(env.read(".codex/config.toml"), CODEX_TABLE);
+}
+
+/// An existing `.mcp.json` keeps every server and key; an `iced` entry a person edited is kept
+/// as they wrote it.
+#[test]
+fn init_host_claude_merges_into_the_mcp_json_there() {
+    let env = TestEnv::new();
+    let mine = "{\n  \"mcpServers\": {\n    \"db\": {\"command\": \"db-mcp\", \"args\": [\"--ro\"]}\n  },\n  \"x\": 1\n}\n";
+    env.write(".mcp.json", mine);
+    let report = env.iced_json(&["init", "--host", "claude"]).ok().json();
+    assert!(listed(&report, "updated", ".mcp.json"), "{report:#}");
+    let mcp: Value = serde_json::from_str(&env.read(".mcp.json")).unwrap();
+    assert_eq!(
+        mcp,
+        json!({"mcpServers": {"db": {"command": "db-mcp", "args": ["--ro"]}, "iced": {"command": "iced", "args": ["mcp"]}}, "x": 1})
+    );
+
+    let edited = TestEnv::new();
+    let theirs = "{\"mcpServers\": {\"iced\": {\"command\": \"/opt/iced\", \"args\": [\"mcp\", \"--role\", \"host\"]}}}";
+    edited.write(".mcp.json", theirs);
+    let report = edited.iced_json(&["init", "--host", "claude"]).ok().json();
+    assert!(listed(&report, "skipped", ".mcp.json"), "{report:#}");
+    assert_eq!(edited.read(".mcp.json"), theirs);
+}
+
+/// An existing `.codex/config.toml` keeps every byte; the table is appended once, and an entry
+/// already there (in any of TOML's spellings) is left alone.
+#[test]
+fn init_host_codex_appends_to_the_config_there() {
+    let env = TestEnv::new();
+    let mine = "model = \"o3\"  # mine\n\n[mcp_servers.db]\ncommand = \"db-mcp\"";
+    env.write(".codex/config.toml", mine);
+    let report = env.iced_json(&["init", "--host", "codex"]).ok().json();
+    assert!(
+        listed(&report, "updated", ".codex/config.toml"),
+        "{report:#}"
+    );
+    assert!(
+        str_at(&report, "note").contains("trust_level = \"trusted\""),
+        "{report:#}"
+    );
+    assert_eq!(
+        env.read(".codex/config.toml"),
+        format!("{mine}\n\n{CODEX_TABLE}")
+    );
+    let before = env.snapshot();
+    let again = env.iced_json(&["init", "--host", "codex"]).ok().json();
+    assert!(listed(&again, "skipped", ".codex/config.toml"), "{again:#}");
+    assert_eq!(env.snapshot(), before);
+
+    let dotted = TestEnv::new();
+    let theirs = "[mcp_servers]\niced = { command = \"/opt/iced\", args = [\"mcp\"] }\n";
+    dotted.write(".codex/config.toml", theirs);
+    dotted.iced_json(&["init", "--host", "codex"]).ok();
+    assert_eq!(dotted.read(".codex/config.toml"), theirs);
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {key} in {v:#}"))
+}
+
+/// A host file that cannot take the entry is refused before anything is written (iced's own
+/// files and the hook included): not JSON or not the shape, not UTF-8, an inline `mcp_servers`,
+/// a folder where the file goes, a symbolic link.
+#[test]
+fn init_host_refuses_what_cannot_take_the_entry_and_writes_nothing() {
+    for (host, file, bad, why) in [
+        (
+            "claude",
+            ".mcp.json",
+            &b"{\"mcpServers\": "[..],
+            "not valid JSON",
+        ),
+        (
+            "claude",
+            ".mcp.json",
+            b"{\"mcpServers\": [1]}",
+            "`mcpServers` is not an object",
+        ),
+        ("claude", ".mcp.json", b"\xff\xfe", "not UTF-8"),
+        (
+            "codex",
+            ".codex/config.toml",
+            b"mcp_servers = { db = { command = \"db\" } }\n",
+            "inline table",
+        ),
+        (
+            "codex",
+            ".codex/config.toml",
+            b"a = \"\xff\"\n",
+            "not UTF-8",
+        ),
+    ] {
+        let env = TestEnv::new();
+        env.write(file, bad);
+        let before = env.snapshot();
+        let out = env.iced_json(&["init", "--host", host]);
+        let refused = out.refused(3, "host-settings-invalid");
+        let reason = str_at(&refused, "reason");
+        assert!(
+            reason.starts_with(&format!("`{file}` cannot take the MCP entry: "))
+                && reason.contains(why),
+            "{reason}"
+        );
+        assert!(
+            str_at(&refused, "remedy").contains(&format!("iced init --host {host}")),
+            "{refused:#}"
+        );
+        assert_eq!(env.snapshot(), before, "{file}: nothing is written");
+        assert!(!env.path(".iced").exists() && !env.path(".claude").exists());
+    }
+    // How the refusal reads, for each host's MCP file.
+    let env = TestEnv::new();
+    env.write(".mcp.json", "{\"mcpServers\": [1]}");
+    env.write(
+        ".codex/config.toml",
+        "mcp_servers = { db = { command = \"db\" } }\n",
+    );
+    let mut shown = crate::snap::refused(
+        &env,
+        &["init", "--host", "claude"],
+        3,
+        "host-settings-invalid",
+    );
+    shown.push_str(&crate::snap::refused(
+        &env,
+        &["init", "--host", "codex"],
+        3,
+        "host-settings-invalid",
+    ));
+    crate::snap::assert_read!(&env, "init_host_mcp_refused", shown);
+    for (host, file) in [("claude", ".mcp.json"), ("codex", ".codex/config.toml")] {
+        let env = TestEnv::new();
+        std::fs::create_dir_all(env.path(file)).unwrap();
+        env.iced_json(&["init", "--host", host])
+            .refused(3, "host-settings-invalid");
+        let linked = TestEnv::new();
+        std::fs::create_dir_all(linked.path(file).parent().unwrap()).unwrap();
+        std::fs::write(linked.outside("elsewhere"), "{}").unwrap();
+        std::os::unix::fs::symlink(linked.outside("elsewhere"), linked.path(file)).unwrap();
+        linked
+            .iced_json(&["init", "--host", host])
+            .refused(3, "path-symlink");
+        assert_eq!(
+            std::fs::read_to_string(linked.outside("elsewhere")).unwrap(),
+            "{}"
+        );
+        assert!(!linked.path(".iced").exists());
+    }
+}

@@ -23,12 +23,21 @@ struct Client {
 impl Client {
     /// `iced mcp <args>` in the repository, initialized as a client initializes it.
     fn start(env: &TestEnv, args: &[&str]) -> Client {
-        Client::start_with(env, args, &[])
+        Client::start_with(env, args, &[], None)
     }
 
-    fn start_with(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Client {
+    /// With `vars` in its environment, and in `cwd` instead of the repository when given.
+    fn start_with(
+        env: &TestEnv,
+        args: &[&str],
+        vars: &[(&str, &str)],
+        cwd: Option<&std::path::Path>,
+    ) -> Client {
         let mut cmd = env.command();
         cmd.arg("mcp").args(args);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
         for (k, v) in vars {
             cmd.env(k, v);
         }
@@ -206,7 +215,7 @@ fn each_role_lists_its_own_tools() {
         refuter.tool_names(),
         ["iced_status", "iced_run_show", "iced_handover"]
     );
-    let mut lane = Client::start_with(&env, &[], &[("ICED_RUN", "r"), ("ICED_LANE", "l")]);
+    let mut lane = Client::start_with(&env, &[], &[("ICED_RUN", "r"), ("ICED_LANE", "l")], None);
     assert!(lane.tool_names().contains(&"iced_submit".to_owned()));
     let mut host = Client::start(&env, &[]);
     assert!(host.tool_names().contains(&"iced_step".to_owned()));
@@ -380,7 +389,7 @@ fn an_implementers_questions_block_the_lane_for_a_person() {
     let (mut host, agent) = host_started(&env, &id);
     let report = env.path(&report_of(&agent));
     let run = str_of(&agent, "run").to_owned();
-    let mut lane = Client::start_with(&env, &[], &[("ICED_RUN", &run), ("ICED_LANE", &id)]);
+    let mut lane = Client::start_with(&env, &[], &[("ICED_RUN", &run), ("ICED_LANE", &id)], None);
     lane.refused(
         "iced_questions",
         json!({"questions": [], "extra": 1}),
@@ -406,4 +415,33 @@ fn an_implementers_questions_block_the_lane_for_a_person() {
         escalation["questions"][0]["text"], "refresh on reads too?",
         "{escalation:#}"
     );
+}
+
+/// SPEC 20.18: `--repo` names the repository a server serves wherever it was started (a harness
+/// starts a lane's server in the lane's worktree); one that is not a folder is refused `usage`
+/// before the server starts.
+#[test]
+fn a_server_serves_the_repository_repo_names() {
+    let (env, id) = TestEnv::buildable(own_checks(json!(["true"])));
+    let elsewhere = env.outside("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let root = env.root().display().to_string();
+    let mut reader = Client::start_with(
+        &env,
+        &["--role", "validator", "--repo", &root],
+        &[],
+        Some(&elsewhere),
+    );
+    let status = reader.ok("iced_status", json!({"id": id}));
+    assert_eq!(status["id"], id.as_str(), "{status:#}");
+    let mut lost = Client::start_with(&env, &["--role", "validator"], &[], Some(&elsewhere));
+    lost.refused("iced_status", json!({"id": id}), "not-initialized");
+    let missing = env.outside("missing").display().to_string();
+    let out = crate::env::run(
+        env.command()
+            .args(["mcp", "--repo", &missing, "--json"])
+            .stdin(Stdio::null()),
+    );
+    let refused = out.refused(2, "usage");
+    assert!(str_of(&refused, "reason").contains("--repo"), "{refused:#}");
 }

@@ -84,6 +84,10 @@ pub struct Seen {
     /// What the conversation's tool calls returned, in order (what the agent's harness told the
     /// model: an output, or why a call was refused).
     pub tool_results: Vec<String>,
+    /// The names of the tools the request offered the model.
+    pub tools: Vec<String>,
+    /// The request's body, whole.
+    pub body: Value,
 }
 
 pub struct MockApi {
@@ -220,7 +224,7 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
                 other => other.to_string(),
             })
             .collect();
-        let reply = scripted(&req, &model, &first, turn, results, seen, rules);
+        let reply = scripted(&req, &body, &model, &first, turn, results, seen, rules);
         let stream = body["stream"].as_bool().unwrap_or(false);
         match reply {
             Reply::Status(code) => {
@@ -278,8 +282,10 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, rules: &Mutex<Vec<Rule>>) {
 
 /// The reply the script gives the `turn`-th turn of a conversation asking `asked`, the request
 /// logged as seen.
+#[allow(clippy::too_many_arguments)]
 fn scripted(
     req: &Request,
+    body: &Value,
     model: &str,
     asked: &str,
     turn: usize,
@@ -303,9 +309,28 @@ fn scripted(
             .iter()
             .any(|(k, _)| k == "x-api-key" || k == "authorization"),
         tool_results,
+        tools: tool_names(body),
+        body: body.clone(),
     });
     rule.and_then(|r| r.turns.get(turn).cloned())
         .unwrap_or_else(|| Reply::Text("Nothing is scripted for this.".into()))
+}
+
+/// The names of the tools a request offers: Anthropic's `tools[].name`; OpenAI's function tools'
+/// `name`, and a namespace's tools as `<namespace>.<name>`.
+fn tool_names(body: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        if let Some(name) = tool["name"].as_str() {
+            names.push(name.to_owned());
+        }
+        for inner in tool["tools"].as_array().into_iter().flatten() {
+            if let Some(name) = inner["name"].as_str() {
+                names.push(format!("{}.{name}", tool["name"].as_str().unwrap_or("")));
+            }
+        }
+    }
+    names
 }
 
 /// OpenAI's Responses API, streamed, as Codex speaks it: the conversation is `input`; a turn is a
@@ -336,7 +361,7 @@ fn responses(
             other => other.to_string(),
         })
         .collect();
-    let item = match scripted(req, &model, &asked, turn, results, seen, rules) {
+    let item = match scripted(req, body, &model, &asked, turn, results, seen, rules) {
         Reply::Status(code) => {
             let body =
                 json!({"error": {"message": format!("mock status {code}"), "type": "mock_error"}});
@@ -366,6 +391,18 @@ fn responses(
                 .filter_map(|t| t["name"].as_str().map(str::to_owned))
                 .collect();
             let command = input["command"].as_str().unwrap_or("true").to_owned();
+            // An MCP tool Codex defers (its server's namespace named to the model, the tool found
+            // by `tool_search`): called in its namespace, `mcp__<server>`.
+            if let Some((server, tool)) = name
+                .strip_prefix("mcp__")
+                .and_then(|rest| rest.split_once("__"))
+                .filter(|_| !tools.contains(&name))
+            {
+                let item = json!({"id": format!("fc_{turn:02}"), "type": "function_call", "status": "completed",
+                    "call_id": format!("call_{turn:02}"), "namespace": format!("mcp__{server}"), "name": tool,
+                    "arguments": input.to_string()});
+                return stream_item(out, &model, item);
+            }
             let (name, arguments) = if name == "Bash" && tools.iter().any(|t| t == "exec_command") {
                 ("exec_command".to_owned(), json!({"cmd": command}))
             } else if name == "Bash" && tools.iter().any(|t| t == "shell") {
@@ -380,6 +417,11 @@ fn responses(
                 "call_id": format!("call_{turn:02}"), "name": name, "arguments": arguments.to_string()})
         }
     };
+    stream_item(out, &model, item);
+}
+
+/// One output item of a response, streamed as the Responses API streams it.
+fn stream_item(out: &mut TcpStream, model: &str, item: Value) {
     let _ = (|| -> std::io::Result<()> {
         write!(
             out,

@@ -10,7 +10,7 @@ pub struct Args {
     /// Rewrite .iced/config.json with the defaults, even when it exists.
     #[arg(long)]
     pub force: bool,
-    /// Also install the guard's hook for this coding agent host (claude: .claude/settings.json).
+    /// Also set up this coding agent host: claude gets the guard's hook (.claude/settings.json) and iced's MCP server (.mcp.json); codex the server (.codex/config.toml).
     #[arg(long, value_parser = parse_host)]
     pub host: Option<Host>,
 }
@@ -18,21 +18,28 @@ pub struct Args {
 fn parse_host(s: &str) -> Result<Host, String> {
     match s {
         "claude" => Ok(Host::Claude),
+        "codex" => Ok(Host::Codex),
         _ => Err(format!(
-            "unknown host `{s}`; the one host iced installs a hook for is `claude`"
+            "unknown host `{s}`; iced sets up `claude` and `codex`"
         )),
     }
 }
 
-fn host_refusal(step: &str, e: HostError) -> Refusal {
+fn host_refusal(step: &str, host: Host, e: HostError) -> Refusal {
     match e {
         HostError::Store(e) => store_refusal(step, e),
-        e @ HostError::Invalid { .. } => Refusal::new(
-            step,
-            "host-settings-invalid",
-            e.to_string(),
-            "make it a JSON object (Claude Code's settings), or move it away, then run `iced init --host claude` again",
-        ),
+        HostError::Invalid { ref path, .. } => {
+            let shape = match path.as_str() {
+                ".claude/settings.json" => "make it a JSON object (Claude Code's settings)",
+                ".mcp.json" => "make it a JSON object whose `mcpServers` is an object",
+                _ => "make it UTF-8 TOML whose servers are tables (`[mcp_servers.<name>]`, Codex's project config)",
+            };
+            let remedy = format!(
+                "{shape}, or move it away, then run `iced init --host {}` again",
+                host.as_str()
+            );
+            Refusal::new(step, "host-settings-invalid", e.to_string(), remedy)
+        }
     }
 }
 
@@ -56,15 +63,18 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     // nothing.
     let host = args
         .host
-        .map(|h| crate::init::plan_host(&root, h))
-        .transpose()
-        .map_err(|e| host_refusal(step, e))?;
+        .map(|h| crate::init::plan_host(&root, h).map_err(|e| host_refusal(step, h, e)))
+        .transpose()?;
     let mut report =
         crate::init::init_repo(&root, args.force).map_err(|e| store_refusal(step, e))?;
-    if let Some(plan) = &host {
-        crate::init::apply_host(&root, plan, &mut report).map_err(|e| store_refusal(step, e))?;
+    if let Some(plans) = &host {
+        crate::init::apply_host(&root, plans, &mut report).map_err(|e| store_refusal(step, e))?;
     }
+    let note = args.host.and_then(|h| crate::init::host_note(&root, h));
     let mut json = serde_json::to_value(&report).expect("serialises");
+    if let Some(note) = &note {
+        json["note"] = note.clone().into();
+    }
     // The config init wrote is the person's own: what it runs (the detected test command) is
     // trusted here. One that was already there came from someone else and is not (SPEC 24.10).
     let config = ".iced/config.json".to_owned();
@@ -100,6 +110,9 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
             "\niced is set up in `{}`. Next: `iced new \"<what you want>\"`.\n",
             root.display()
         ));
+    }
+    if let Some(note) = &note {
+        text.push_str(&format!("\nnote: {note}.\n"));
     }
     Ok(Output::new(json, text))
 }

@@ -26,6 +26,9 @@ pub struct Args {
     /// The lane the implementer builds (default: ICED_LANE).
     #[arg(long)]
     pub lane: Option<String>,
+    /// The repository to serve (its root or a folder inside it; default: the current directory's). A runner names the checkout, since a lane's harness starts the server in the lane's worktree.
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<std::path::PathBuf>,
 }
 
 /// Whom to serve: from the arguments, else the environment a runner gives its child (SPEC 20.1).
@@ -49,6 +52,18 @@ fn serving(args: Args) -> Server {
 /// Serve one client until its input closes. The verbs block (a step may wait up to its `wait`),
 /// so each call runs on a thread of its own and the protocol goes on meanwhile.
 pub fn run(args: Args) -> Result<Output, Refusal> {
+    if let Some(dir) = &args.repo {
+        // Every tool finds the repository from the current directory, as its verb does.
+        std::env::set_current_dir(dir).map_err(|e| {
+            Refusal::new(
+                "mcp",
+                "usage",
+                format!("`--repo {}`: {e}", dir.display()),
+                "name the repository's root (or a folder inside it)",
+            )
+            .exit(crate::refusal::Exit::Usage)
+        })?;
+    }
     let server = serving(args);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -427,3 +427,24 @@ fn submit(server: &Server, name: &'static str, report: &Value) -> Result<Value, 
         "next": "the report is in place for the loop to check; end your turn",
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tools a harness allows an agent (SPEC 20.8) are the ones its role's server lists.
+    #[test]
+    fn a_harness_allows_exactly_the_tools_of_the_role() {
+        let names = |role| {
+            Server { role, lane: None }
+                .tools()
+                .map(|t| t.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(Role::Implementer),
+            crate::runner::MCP_IMPLEMENTER_TOOLS
+        );
+        assert_eq!(names(Role::Reader), crate::runner::MCP_READ_TOOLS);
+    }
+}
