@@ -32,6 +32,8 @@ pub fn hit(_name: &str) {}
 pub const ALL: &[&str] = &[
     "admit-after-gitignore",
     "admit-after-claim",
+    "remote-claim-after-push",
+    "remote-claim-after-takeover",
     "admit-after-state",
     "brief-after-write",
     "worktree-after-move-worktree",
@@ -54,6 +56,7 @@ pub const ALL: &[&str] = &[
     "deliver-after-record",
     "end-after-metrics",
     "end-before-release",
+    "remote-claim-before-release",
     "land-after-fetch",
     "land-after-attributes",
     "land-after-stash",
