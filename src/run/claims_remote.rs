@@ -125,7 +125,12 @@ impl RemoteClaims {
     }
 
     /// The commit `reference` names on the remote, if it exists.
-    fn ls_remote(&self, reference: &str, unit: &str, step: &str) -> Result<Option<String>, Refusal> {
+    fn ls_remote(
+        &self,
+        reference: &str,
+        unit: &str,
+        step: &str,
+    ) -> Result<Option<String>, Refusal> {
         let out = self
             .git(&["ls-remote", &self.remote, reference])
             .map_err(|e| self.unreachable(unit, &e, step))?;
@@ -239,13 +244,15 @@ impl RemoteClaims {
             return Ok(true);
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let lost = stdout.lines().any(|l| {
-            l.starts_with('!') && l.contains(&reference) && l.contains("[rejected]")
-        });
-        if lost {
-            Ok(false)
-        } else {
-            Err(self.unreachable(unit, &last_line(&out.stderr), step))
+        let refused = stdout
+            .lines()
+            .find(|l| l.starts_with('!') && l.contains(&reference));
+        match refused {
+            // The value was not the one named (seen before sending, or by the remote as it
+            // updated the ref under its lock): another push won.
+            Some(line) if lost_race(line) => Ok(false),
+            Some(line) => Err(self.unreachable(unit, line.trim_start_matches('!').trim(), step)),
+            None => Err(self.unreachable(unit, &last_line(&out.stderr), step)),
         }
     }
 
@@ -339,9 +346,10 @@ impl RemoteClaims {
         DateTime::parse_from_rfc3339(&claim.at)
             .ok()
             .and_then(|at| {
-                chrono::Duration::from_std(self.lease)
-                    .ok()
-                    .map(|lease| (at.with_timezone(&Utc) + lease).to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                chrono::Duration::from_std(self.lease).ok().map(|lease| {
+                    (at.with_timezone(&Utc) + lease)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                })
             })
             .unwrap_or_else(|| "never (its time does not read)".to_owned())
     }
@@ -368,7 +376,12 @@ impl RemoteClaims {
     /// A unit of `units` that is `done` or `accepted` at `<remote>/<target>`: another machine
     /// built and landed it (SPEC 24.9.1). Read after the claims are taken: a claim is released
     /// only after its run's landing was pushed.
-    pub fn done_on_target(&self, target: &str, units: &[String], step: &str) -> Result<(), Refusal> {
+    pub fn done_on_target(
+        &self,
+        target: &str,
+        units: &[String],
+        step: &str,
+    ) -> Result<(), Refusal> {
         let reference = format!("refs/heads/{target}");
         let Some(sha) = self.ls_remote(&reference, &units[0], step)? else {
             return Ok(());
@@ -391,7 +404,11 @@ impl RemoteClaims {
         }
         for unit in units {
             let out = self
-                .git(&["cat-file", "blob", &format!("{sha}:./intent/{unit}/iced.md")])
+                .git(&[
+                    "cat-file",
+                    "blob",
+                    &format!("{sha}:./intent/{unit}/iced.md"),
+                ])
                 .map_err(|e| self.unreachable(unit, &e, step))?;
             if !out.status.success() {
                 continue; // Not there: the unit is new to this checkout.
@@ -502,11 +519,26 @@ pub fn admit_lock(paths: &RunPaths, step: &str, wait: Duration) -> Result<File, 
     Ok(file)
 }
 
+/// Whether a `git push --porcelain` line refusing a ref says another push changed it first: the
+/// lease did not hold (`stale info`), or the remote found another old value, or the ref locked,
+/// as it updated it. A hook's refusal is not a lost race.
+fn lost_race(line: &str) -> bool {
+    line.contains("[rejected] (stale info)")
+        || (line.contains("[remote rejected]")
+            && ["lock", "old value", "failed to update", "stale"]
+                .iter()
+                .any(|why| line.contains(why)))
+}
+
+/// What git said went wrong: its first `fatal:` or `error:` line, else its last line.
 fn last_line(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .trim()
-        .lines()
-        .last()
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.trim().lines().map(str::trim).collect();
+    lines
+        .iter()
+        .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+        .or(lines.last())
+        .copied()
         .unwrap_or("git failed without saying why")
         .to_owned()
 }

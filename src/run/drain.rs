@@ -156,9 +156,9 @@ pub fn drain(
             Some(unit) => (unit, None),
             None => {
                 let mut survey = queue::survey(ctx)?;
-                survey
-                    .eligible
-                    .retain(|r| !built.contains(&r.unit) && !passed.iter().any(|p| p.unit == r.unit));
+                survey.eligible.retain(|r| {
+                    !built.contains(&r.unit) && !passed.iter().any(|p| p.unit == r.unit)
+                });
                 summary.skipped = survey.skipped.clone();
                 match queue::picked("drain", &survey) {
                     Some(p) => (p.unit().to_owned(), Some(p)),
