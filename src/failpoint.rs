@@ -31,9 +31,9 @@ pub fn hit(_name: &str) {}
 /// Every failpoint, for the crash suite to walk.
 pub const ALL: &[&str] = &[
     "admit-after-gitignore",
-    "admit-after-claim",
     "remote-claim-after-push",
     "remote-claim-after-takeover",
+    "admit-after-claim",
     "admit-after-state",
     "brief-after-write",
     "worktree-after-move-worktree",

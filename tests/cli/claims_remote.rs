@@ -15,15 +15,15 @@ use std::process::{Command, Stdio};
 /// separate clone of that remote (`B`), each trusting the committed config. `units` approved units
 /// (E1, E2), the fake agent following `script` as the implementer, the loop's own checks only, and
 /// landing by merge through `origin`.
-struct Machines {
-    env: TestEnv,
-    b: PathBuf,
+pub(crate) struct Machines {
+    pub(crate) env: TestEnv,
+    pub(crate) b: PathBuf,
     remote: PathBuf,
-    units: Vec<String>,
+    pub(crate) units: Vec<String>,
 }
 
 impl Machines {
-    fn new(units: usize, script: &str, extra: Value) -> Machines {
+    pub(crate) fn new(units: usize, script: &str, extra: Value) -> Machines {
         let env = TestEnv::initialized();
         let titles = [
             "session timeout",
@@ -74,17 +74,17 @@ impl Machines {
         }
     }
 
-    fn a(&self) -> &Path {
+    pub(crate) fn a(&self) -> &Path {
         self.env.root()
     }
 
     /// `git args` in the bare remote; its stdout.
-    fn remote_git(&self, args: &[&str]) -> String {
+    pub(crate) fn remote_git(&self, args: &[&str]) -> String {
         git_at(&self.remote, args)
     }
 
     /// The claim `refs/iced/claims/<unit>` on the remote, as its commit's message holds it.
-    fn remote_claim(&self, unit: &str) -> Option<Value> {
+    pub(crate) fn remote_claim(&self, unit: &str) -> Option<Value> {
         let out = Command::new("git")
             .args(["cat-file", "commit", &format!("refs/iced/claims/{unit}")])
             .current_dir(&self.remote)
@@ -104,7 +104,7 @@ impl Machines {
     }
 
     /// The runs `dir`'s state holds.
-    fn runs(&self, dir: &Path) -> Vec<String> {
+    pub(crate) fn runs(&self, dir: &Path) -> Vec<String> {
         let Ok(bytes) = std::fs::read(dir.join(".iced/run/state.json")) else {
             return Vec::new();
         };
@@ -116,7 +116,13 @@ impl Machines {
     }
 
     /// `iced <args> --json` in `dir` at `now`, optionally killed at `failpoint`.
-    fn iced(&self, dir: &Path, now: &str, failpoint: Option<&str>, args: &[&str]) -> Command {
+    pub(crate) fn iced(
+        &self,
+        dir: &Path,
+        now: &str,
+        failpoint: Option<&str>,
+        args: &[&str],
+    ) -> Command {
         let mut cmd = self.env.command_in(dir);
         cmd.env("ICED_NOW", now).args(args).arg("--json");
         if let Some(point) = failpoint {
@@ -127,7 +133,7 @@ impl Machines {
 
     /// `iced build <unit>` in `dir` at `now`, killed at `failpoint`: what a build that died there
     /// left.
-    fn build_killed_at(&self, dir: &Path, now: &str, unit: &str, failpoint: &str) {
+    pub(crate) fn build_killed_at(&self, dir: &Path, now: &str, unit: &str, failpoint: &str) {
         let out = self
             .iced(dir, now, Some(failpoint), &["build", unit, "--no-wait"])
             .output()
@@ -179,9 +185,9 @@ fn outcomes(outs: &[Run]) -> (Vec<String>, Vec<Value>) {
     (runs, refusals)
 }
 
-const NOW: &str = crate::env::NOW;
+pub(crate) const NOW: &str = crate::env::NOW;
 /// Eight hours before [`NOW`]: older than the default lease of six hours.
-const LONG_AGO: &str = "2026-09-30T03:00:00Z";
+pub(crate) const LONG_AGO: &str = "2026-09-30T03:00:00Z";
 /// Two hours after [`LONG_AGO`]: its claim is still within the lease.
 const SOON_AFTER: &str = "2026-09-30T05:00:00Z";
 
