@@ -453,9 +453,7 @@ impl RemoteClaims {
         } else {
             (
                 format!("; its lease of {} s runs out at {}", self.lease.as_secs_f64(), self.lease_end(c)),
-                format!(
-                    "another machine is building it: wait for that run to end (its end deletes the claim), or, if that machine is gone, build again once the lease has run out (`land.claimLeaseSec`); `iced drain` passes it over"
-                ),
+                "another machine is building it: wait for that run to end (its end deletes the claim), or, if that machine is gone, build again once the lease has run out (`land.claimLeaseSec`); `iced drain` passes it over".to_owned(),
             )
         };
         Refusal::new(
