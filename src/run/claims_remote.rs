@@ -240,13 +240,20 @@ impl RemoteClaims {
                 &refspec,
             ])
             .map_err(|e| self.unreachable(unit, &e, step))?;
-        if out.status.success() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The porcelain line of the ref says what happened to it (`*` created, `+` forced, `-`
+        // deleted, `!` refused), whatever else the push then said or its exit code.
+        let line = stdout.lines().find(|l| {
+            l.split('\t')
+                .nth(1)
+                .is_some_and(|spec| spec.ends_with(&reference))
+        });
+        if line.is_some_and(|l| matches!(l.chars().next(), Some('*' | '+' | '-' | ' ' | '=')))
+            || (line.is_none() && out.status.success())
+        {
             return Ok(true);
         }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let refused = stdout
-            .lines()
-            .find(|l| l.starts_with('!') && l.contains(&reference));
+        let refused = line.filter(|l| l.starts_with('!'));
         match refused {
             // The value was not the one named (seen before sending, or by the remote as it
             // updated the ref under its lock): another push won.
