@@ -459,3 +459,44 @@ fn an_unreachable_remote_refuses_and_claims_nothing() {
     assert!(!m.env.claim_path(&unit).exists(), "a local claim alone");
     assert!(m.env.agent_starts().is_empty());
 }
+
+/// A drain on a machine that has not pulled what another machine landed passes that unit over
+/// (`unit-done-on-remote`, read at `origin/main` after taking its claim) and builds the rest.
+#[test]
+fn a_drain_passes_over_a_unit_another_machine_landed() {
+    let m = Machines::new(
+        2,
+        "commit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n",
+        json!({}),
+    );
+    let (first, second) = (m.units[0].clone(), m.units[1].clone());
+    let out = m
+        .iced(m.a(), NOW, None, &["build", &first])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = run(&mut m.iced(&m.b, NOW, None, &["drain"]));
+    assert_eq!(out.code, 0, "{out:#?}");
+    let summary = last_line(&out);
+    assert_eq!(summary["stopped"], "empty", "{summary:#}");
+    let delivered: Vec<&str> = summary["delivered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| str_of(d, "unit"))
+        .collect();
+    assert_eq!(delivered, [second.as_str()], "{summary:#}");
+    let skipped = summary["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{summary:#}");
+    assert_eq!(skipped[0]["unit"], first.as_str());
+    assert_eq!(skipped[0]["code"], "unit-done-on-remote");
+    let starts = m.env.agent_starts();
+    assert_eq!(
+        starts
+            .iter()
+            .filter(|s| s.contains(&format!("lane={first} ")))
+            .count(),
+        1,
+        "{starts:#?}"
+    );
+}
