@@ -500,3 +500,33 @@ fn a_drain_passes_over_a_unit_another_machine_landed() {
         "{starts:#?}"
     );
 }
+
+/// A claim ref whose commit does not hold a claim is refused, naming the ref and how to delete
+/// it; iced never replaces what it cannot read.
+#[test]
+fn a_claim_ref_iced_cannot_read_is_refused_and_left_alone() {
+    let m = Machines::new(1, "hang\n", json!({}));
+    let unit = m.units[0].clone();
+    let reference = format!("refs/iced/claims/{unit}");
+    let head = m.env.git_out(&["rev-parse", "HEAD"]);
+    m.env.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("{}:{reference}", head.trim()),
+    ]);
+    let refused = m
+        .env
+        .iced_json(&["build", &unit])
+        .refused(3, "unit-claimed");
+    assert!(
+        str_of(&refused, "reason").contains("is not a claim iced can read"),
+        "{refused}"
+    );
+    assert!(
+        str_of(&refused, "remedy").contains(&format!("git push origin :{reference}")),
+        "{refused}"
+    );
+    assert_eq!(m.remote_git(&["rev-parse", &reference]).trim(), head.trim());
+    assert!(m.runs(m.a()).is_empty());
+}
