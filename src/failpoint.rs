@@ -31,6 +31,8 @@ pub fn hit(_name: &str) {}
 /// Every failpoint, for the crash suite to walk.
 pub const ALL: &[&str] = &[
     "admit-after-gitignore",
+    "remote-claim-after-push",
+    "remote-claim-after-takeover",
     "admit-after-claim",
     "admit-after-state",
     "brief-after-write",
@@ -54,6 +56,7 @@ pub const ALL: &[&str] = &[
     "deliver-after-record",
     "end-after-metrics",
     "end-before-release",
+    "remote-claim-before-release",
     "land-after-fetch",
     "land-after-attributes",
     "land-after-stash",

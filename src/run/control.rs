@@ -574,7 +574,7 @@ pub fn discard(ctx: &Ctx<'_>, run_id: &str, lane: &str) -> Result<Run, Refusal> 
     // The lane left the run first; only then may its unit be claimed by another run.
     crate::failpoint::hit("discard-before-release");
     if let Some(lane) = run.lane(&lane_id).filter(|l| l.unit != run.unit) {
-        ctx.claims().release(&lane.unit, &run.id, ctx.verb)?;
+        ctx.release_claim(&lane.unit, &run.id)?;
     }
     // Stop what still runs (outside the lock); the gate refuses what has not started.
     if let Some(lane) = run.lane(&lane_id) {

@@ -3,6 +3,7 @@
 //! run's files lives. Nothing here reads the state or decides.
 
 use super::claims::Claims;
+use super::claims_remote::RemoteClaims;
 use super::keys::StepKey;
 use super::lock::transact;
 use super::settings::Settings;
@@ -195,9 +196,32 @@ impl<'a> Ctx<'a> {
             crate::failpoint::hit("end-before-release");
         }
         for (run, unit) in releases {
-            self.claims().release(&unit, &run, self.verb)?;
+            self.release_claim(&unit, &run)?;
         }
         Ok(done)
+    }
+
+    /// The claims on `land.remote` (SPEC 24.9.1), when one is set.
+    pub(super) fn remote_claims(&self) -> Option<RemoteClaims> {
+        let remote = self.settings.land.remote.as_deref()?;
+        Some(RemoteClaims::new(
+            &self.repo.root,
+            remote,
+            self.settings.land.claim_lease,
+        ))
+    }
+
+    /// Release `run`'s claim on `unit`: this repository's, then the remote's. A remote that
+    /// cannot be reached now keeps its claim: this checkout replaces it at its next admit (its run
+    /// has ended), and another machine once its lease has run out (SPEC 24.9.1); the run's end
+    /// is saved already and is not turned into a failure.
+    pub(crate) fn release_claim(&self, unit: &str, run: &str) -> Result<(), Refusal> {
+        self.claims().release(unit, run, self.verb)?;
+        if let Some(remote) = self.remote_claims() {
+            crate::failpoint::hit("remote-claim-before-release");
+            let _ = remote.release(unit, run, self.verb);
+        }
+        Ok(())
     }
 
     /// Release `unit`'s claim for `run` once the current transaction's state is saved.

@@ -124,6 +124,9 @@ pub fn drain(
     };
     // A unit is built once per drain, whatever its run left it as.
     let mut built: Vec<String> = Vec::new();
+    // Units someone else has (SPEC 24.9.1): claimed on the remote or by another checkout after
+    // the survey, or landed on the remote's target; passed over for the rest of the drain.
+    let mut passed: Vec<Skipped> = Vec::new();
     loop {
         if limits.until.is_some_and(|t| crate::clock::real_now() >= t) {
             summary.stopped = Stopped::Time;
@@ -153,7 +156,9 @@ pub fn drain(
             Some(unit) => (unit, None),
             None => {
                 let mut survey = queue::survey(ctx)?;
-                survey.eligible.retain(|r| !built.contains(&r.unit));
+                survey.eligible.retain(|r| {
+                    !built.contains(&r.unit) && !passed.iter().any(|p| p.unit == r.unit)
+                });
                 summary.skipped = survey.skipped.clone();
                 match queue::picked("drain", &survey) {
                     Some(p) => (p.unit().to_owned(), Some(p)),
@@ -175,6 +180,15 @@ pub fn drain(
         // A run a killed drain left goes on at the pace in force now, with what is left.
         let run = match drive::start(ctx, &unit, session, &flags, resumed, picked.as_ref()) {
             Ok(Admitted { run, .. }) => run,
+            // Another machine (or checkout) has it: the next unit, not a stop.
+            Err(refusal) if !resumed && someone_else_has_it(&refusal) => {
+                passed.push(Skipped {
+                    unit,
+                    code: refusal.code.to_owned(),
+                    reason: refusal.reason,
+                });
+                continue;
+            }
             // Before the first run, the refusal is the drain's own (the repository's checks).
             Err(refusal) if summary.units == 0 => return Err(refusal),
             Err(refusal) => return Ok(refused(summary, &built, unit, refusal)),
@@ -217,13 +231,24 @@ pub fn drain(
     if summary.stopped != Stopped::Empty {
         // Stopped with work left: what the queue holds now, passed over or not reached.
         let mut survey = queue::survey(ctx)?;
-        survey.eligible.retain(|r| !built.contains(&r.unit));
+        survey
+            .eligible
+            .retain(|r| !built.contains(&r.unit) && !passed.iter().any(|p| p.unit == r.unit));
         summary.queued = survey.eligible.into_iter().map(|r| r.unit).collect();
         summary.skipped = survey.skipped;
     }
     // Only the units still in the queue are worth naming as skipped.
     summary.skipped.retain(|s| !built.contains(&s.unit));
+    for p in passed {
+        summary.skipped.retain(|s| s.unit != p.unit);
+        summary.skipped.push(p);
+    }
     Ok(summary)
+}
+
+/// A refusal of a unit's admit that says someone else has the unit (SPEC 20.13, 24.9.1).
+fn someone_else_has_it(refusal: &Refusal) -> bool {
+    matches!(refusal.code, "unit-claimed" | "unit-done-on-remote")
 }
 
 /// The summary of a drain a refusal stopped: what it did so far, and the refusal.

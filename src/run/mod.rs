@@ -5,6 +5,7 @@
 pub mod alive;
 pub mod answer;
 pub mod claims;
+pub mod claims_remote;
 pub mod config_keys;
 pub mod control;
 pub mod ctx;

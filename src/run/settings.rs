@@ -49,6 +49,9 @@ pub struct Landing {
     pub target: Option<String>,
     pub strategy: Strategy,
     pub remote: Option<String>,
+    /// `land.claimLeaseSec`: how old another machine's claim on the remote must be before it may
+    /// be taken over (SPEC 24.9.1).
+    pub claim_lease: Duration,
     pub pr_open: Vec<String>,
     pub pr_arm: Vec<String>,
     pub pr_find: Option<Vec<String>>,
@@ -197,6 +200,9 @@ fn strings(value: &Value) -> Option<Vec<String>> {
         .map(|v| v.as_str().map(str::to_owned))
         .collect()
 }
+
+/// `land.claimLeaseSec`'s default: six hours (SPEC 24.9.1).
+pub const CLAIM_LEASE_SEC: u64 = 6 * 60 * 60;
 
 fn seconds(value: Option<&Value>, default: u64) -> Option<Duration> {
     match value {
@@ -566,6 +572,8 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
             _ => Strategy::Merge,
         },
         remote: text("remote", None, &[])?,
+        claim_lease: seconds(value.get("claimLeaseSec"), CLAIM_LEASE_SEC)
+            .ok_or_else(|| invalid(step, "land.claimLeaseSec", "must be a positive number"))?,
         pr_open: argv("open")?.unwrap_or_default(),
         pr_arm: argv("arm")?.unwrap_or_default(),
         pr_find: argv("find")?,

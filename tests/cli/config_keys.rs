@@ -30,6 +30,7 @@ fn every_verb_refuses_a_bad_value_the_loop_reads() {
             "roles.implementer.modle",
         ),
         (json!({"roles": {"validater": {}}}), "roles.validater"),
+        (json!({"land": {"claimLeaseSec": 0}}), "land.claimLeaseSec"),
     ] {
         let (env, id) = TestEnv::buildable(json!({}));
         let mut config: serde_json::Value =

@@ -8,6 +8,7 @@ mod authoring;
 mod auto_plan;
 mod bad_input;
 mod claims;
+mod claims_remote;
 mod compat;
 mod config_keys;
 mod crash;

@@ -50,6 +50,8 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("contract-changed", In("snap_refusals")),
     ("unit-uncommitted", In("snap_refusals")),
     ("unit-claimed", In("snap_refusals")),
+    ("claim-remote-unreachable", In("claims_remote")),
+    ("unit-done-on-remote", In("claims_remote")),
     ("runner-missing", In("snap_refusals")),
     ("planner-missing", In("auto_plan")),
     ("plan-not-draft", In("auto_plan")),

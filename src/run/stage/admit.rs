@@ -5,6 +5,7 @@
 use crate::refusal::{io_error, Refusal};
 use crate::run::alive::agents_alive;
 use crate::run::claims::{self, Claim, Taken};
+use crate::run::claims_remote::RemoteTaken;
 use crate::run::ctx::*;
 use crate::run::events::{emit, Event};
 use crate::run::records::*;
@@ -273,19 +274,30 @@ fn admit_planned(
     // Stale claims another checkout left go first, under that checkout's lock, never under ours.
     let wait = ctx.settings.lock_wait;
     ctx.claims().clear_elsewhere(&units, step, wait)?;
+    let claim = Claim {
+        run: run_id.clone(),
+        session: session.map(str::to_owned),
+        host: claims::host_name(),
+        pid,
+        at: now.clone(),
+        root: Some(ctx.claims().root().to_owned()),
+    };
+    // With a remote, the claim is taken there too, before the run is recorded (SPEC 24.9.1);
+    // the admit lock keeps this checkout's admits in a row until the run is in the state.
+    let (_admit_lock, remote_made) = match claim_on_remote(ctx, &id, &units, &claim)? {
+        OnRemote::Resume(existing) => return Ok((existing, true)),
+        OnRemote::Taken(lock, made) => (lock, made),
+    };
+    let undo_remote = |made: &[(String, String)]| {
+        if let Some(remote) = ctx.remote_claims() {
+            remote.undo(made, step);
+        }
+    };
     let created = ctx.transact(|state| {
         // Re-check under the lock: another `build` may have won the race.
         if let Some(existing) = state.live_run_of(&id) {
             return Ok(Err(existing.id.clone()));
         }
-        let claim = Claim {
-            run: run_id.clone(),
-            session: session.map(str::to_owned),
-            host: claims::host_name(),
-            pid,
-            at: now.clone(),
-            root: Some(ctx.claims().root().to_owned()),
-        };
         if let Taken::LiveHere(holder) = ctx.claims().take(&units, &claim, state, step, wait)? {
             return Ok(Err(holder));
         }
@@ -306,14 +318,68 @@ fn admit_planned(
             },
         );
         Ok(Ok(()))
-    })?;
+    });
     match created {
-        Ok(()) => {
+        Ok(Ok(())) => {
             crate::failpoint::hit("admit-after-state");
             Ok((run_id, false))
         }
-        Err(existing) => Ok((existing, true)),
+        Ok(Err(existing)) => {
+            undo_remote(&remote_made);
+            Ok((existing, true))
+        }
+        Err(refusal) => {
+            undo_remote(&remote_made);
+            Err(refusal)
+        }
     }
+}
+
+/// What claiming on the remote came to.
+enum OnRemote {
+    /// Claimed (or no remote): the admit lock to hold until the run is recorded, and the claims
+    /// made, to undo on a refusal.
+    Taken(Option<std::fs::File>, Vec<(String, String)>),
+    /// A live run of this checkout has the unit: resume it.
+    Resume(String),
+}
+
+/// Claim `units` on `land.remote` for `claim`'s run (SPEC 24.9.1), under this checkout's admit
+/// lock, and refuse a unit another machine has landed on the remote's target already. Without a
+/// remote, nothing.
+fn claim_on_remote(
+    ctx: &Ctx<'_>,
+    id: &str,
+    units: &[String],
+    claim: &Claim,
+) -> Result<OnRemote, Refusal> {
+    let Some(remote) = ctx.remote_claims() else {
+        return Ok(OnRemote::Taken(None, Vec::new()));
+    };
+    let step = ctx.verb;
+    let lock = crate::run::claims_remote::admit_lock(&ctx.paths, step, ctx.settings.lock_wait)?;
+    // An admit that held the lock before this one may have recorded a run of the unit.
+    let state = State::load(&ctx.paths, step)?;
+    if let Some(existing) = state.live_run_of(id) {
+        return Ok(OnRemote::Resume(existing.id.clone()));
+    }
+    let made = match remote.take(units, claim, &state, step)? {
+        RemoteTaken::LiveHere(run) => return Ok(OnRemote::Resume(run)),
+        RemoteTaken::All(made) => made,
+    };
+    let target = ctx
+        .settings
+        .land
+        .target
+        .clone()
+        .or_else(|| crate::git::current_branch(&ctx.repo.root));
+    if let Some(target) = target {
+        if let Err(refusal) = remote.done_on_target(&target, units, step) {
+            remote.undo(&made, step);
+            return Err(refusal);
+        }
+    }
+    Ok(OnRemote::Taken(Some(lock), made))
 }
 
 /// The unit `--auto-plan <id>` plans: a draft, not held (SPEC 20.16).

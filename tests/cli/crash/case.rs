@@ -88,11 +88,12 @@ impl Case {
         if setup.land == Land::Pr {
             std::fs::create_dir_all(&forge).unwrap();
             // A `git` first on PATH that logs every push to the forge's log, so the order of the
-            // pushes and the forge's calls is on one page.
+            // pushes and the forge's calls is on one page; a claim's ref on the remote (SPEC
+            // 24.9.1) is not the pull request's, and is left out.
             path = Some(crate::env::git_shim(
                 &out.join("bin"),
                 &format!(
-                    "case \" $* \" in *' push '*) printf 'git push\\t%s\\n' \"$*\" >> '{}';; esac\n",
+                    "case \" $* \" in *refs/iced/claims/*) ;; *' push '*) printf 'git push\\t%s\\n' \"$*\" >> '{}';; esac\n",
                     forge.join("calls.log").display()
                 ),
             ));

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 mod case;
 mod checks;
+mod claims_remote;
 mod drain;
 mod ended;
 mod escalation;

@@ -137,6 +137,11 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("retire-after-restore", "escalation_pr.rs"),
     // A landing's merge into the lane that a killed call left half done, stashed (SPEC 23.2).
     ("land-after-stash", "crash/land_stash.rs"),
+    // Claims on the remote (SPEC 24.9.1): a claim pushed or taken over and its run not recorded,
+    // a run's end saved and its claim on the remote not deleted.
+    ("remote-claim-after-push", "crash/claims_remote.rs"),
+    ("remote-claim-after-takeover", "crash/claims_remote.rs"),
+    ("remote-claim-before-release", "crash/claims_remote.rs"),
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
     // `iced memory draft`.
@@ -202,6 +207,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
         iced::failpoint::ALL,
         [
             "admit-after-gitignore",
+            "remote-claim-after-push",
+            "remote-claim-after-takeover",
             "admit-after-claim",
             "admit-after-state",
             "brief-after-write",
@@ -225,6 +232,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "deliver-after-record",
             "end-after-metrics",
             "end-before-release",
+            "remote-claim-before-release",
             "land-after-fetch",
             "land-after-attributes",
             "land-after-stash",
