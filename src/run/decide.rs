@@ -371,7 +371,7 @@ pub fn lanes_next(
                 stuck.get_or_insert((lane.id.clone(), "waits for a free lane".into()));
                 continue;
             }
-            if !lane.depends.is_empty() {
+            if !lane.depends.is_empty() && lane.taken_base().is_none() {
                 // It starts from the target as its dependencies left it.
                 if let Some(next) = sync_step(lane, StepKey::Base) {
                     return next;
@@ -388,9 +388,9 @@ pub fn lanes_next(
                 continue;
             }
         }
-        if lane.stage == Stage::Brief && !lane.depends.is_empty() && !lane.is_done(&StepKey::Base) {
-            // A lane resumed after its base step was archived, or whose base step is in hand,
-            // was left by a call that died, or failed: the base first, never past it.
+        if lane.stage == Stage::Brief && !lane.depends.is_empty() && lane.taken_base().is_none() {
+            // A lane whose base step is in hand, was left by a call that died, or failed: the
+            // base first, never past it. Once taken, a later attempt keeps it.
             if let Some(next) = sync_step(lane, StepKey::Base) {
                 return next;
             }

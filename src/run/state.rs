@@ -456,6 +456,19 @@ impl Lane {
             .find(|r| r.step == *step && r.attempt == attempt)
     }
 
+    /// The commit a lane with dependencies started from: its `base` step's, of whichever attempt
+    /// took it. Taken once: a later attempt (a crash, a refused receipt, a person's resume) goes
+    /// on in the same worktree, on the branch that started there, while the target may have moved
+    /// (SPEC 23.6).
+    pub fn taken_base(&self) -> Option<&str> {
+        self.steps
+            .iter()
+            .rev()
+            .find(|r| r.step == StepKey::Base && r.status == StepStatus::Done)
+            .and_then(|r| r.outcome.as_ref())
+            .and_then(|o| o["commit"].as_str())
+    }
+
     pub fn is_done(&self, step: &StepKey) -> bool {
         self.record(step)
             .is_some_and(|r| r.status == StepStatus::Done)
@@ -479,9 +492,7 @@ impl Run {
     /// The commit a lane starts from: the target as its dependencies left it (step `base`, SPEC
     /// 23.6), else the run's base.
     pub fn base_of<'a>(&'a self, lane: &'a Lane) -> &'a str {
-        lane.outcome(&StepKey::Base)
-            .and_then(|o| o["commit"].as_str())
-            .unwrap_or(&self.base.commit)
+        lane.taken_base().unwrap_or(&self.base.commit)
     }
 
     pub fn lane(&self, id: &str) -> Option<&Lane> {
