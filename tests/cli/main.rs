@@ -41,6 +41,7 @@ mod output;
 mod project;
 mod queue;
 mod refusals;
+mod remote_lanes;
 mod review;
 mod snap_land;
 mod snap_project;
