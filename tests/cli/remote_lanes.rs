@@ -51,7 +51,7 @@ exit "$rc"
 "#;
 
 /// An implementer that clones, commits, reports and pushes.
-const AGENT: &str = "role implementer\nclone\ncommit src/session.txt refreshed on activity\nreport-ok E1 E2\ncommit-report\npush\n";
+pub(crate) const AGENT: &str = "role implementer\nclone\ncommit src/session.txt refreshed on activity\nreport-ok E1 E2\ncommit-report\npush\n";
 
 /// `git daemon` serving a folder on 127.0.0.1, stopped when dropped.
 pub(crate) struct Daemon {
@@ -194,7 +194,7 @@ pub(crate) fn remote_env(script: &str, validators: bool) -> Remote {
 }
 
 /// What the runner log's `start` lines say, as key=value maps.
-fn starts(r: &Remote) -> Vec<std::collections::BTreeMap<String, String>> {
+pub(crate) fn starts(r: &Remote) -> Vec<std::collections::BTreeMap<String, String>> {
     r.log()
         .iter()
         .filter_map(|l| l.strip_prefix("start "))
