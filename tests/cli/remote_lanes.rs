@@ -11,6 +11,7 @@
 use crate::env::{fake_agent, git_at, TestEnv};
 use crate::landing::{parents, remote_rev, rev, PASS};
 use crate::loop_e2e::{build, lane_branch, run_show, str_of};
+use crate::snap::{assert_read, refused};
 use crate::validation::{build_to_end, events, section};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -33,9 +34,9 @@ if [ "$(id -u)" = 0 ]; then
 fi
 reachable=no
 "${as[@]}" test -r "$repo/.iced/config.json" && reachable=yes
-printf 'start role=%s attempt=%s cwd=%s prompt_file=%s worktree=%s reachable=%s brief_names_unit=%s branch=%s\n' \
+printf 'start role=%s attempt=%s cwd=%s prompt_file=%s worktree=%s reachable=%s brief_names_unit=%s branch=%s head=%s\n' \
   "$ICED_ROLE" "$ICED_ATTEMPT" "$PWD" "${ICED_PROMPT_FILE-unset}" "${ICED_WORKTREE-unset}" "$reachable" \
-  "$(grep -c -- "$ICED_LANE" "$work/brief.md")" "$ICED_BRANCH" >>"$log"
+  "$(grep -c -- "$ICED_LANE" "$work/brief.md")" "$ICED_BRANCH" "$ICED_HEAD" >>"$log"
 cd "$work" || exit 70
 "${as[@]}" env -i PATH="$PATH" HOME="$work" GIT_CONFIG_NOSYSTEM=1 ICED_REMOTE_URL="$ICED_REMOTE_URL" \
   ICED_BRANCH="$ICED_BRANCH" ICED_BASE="$ICED_BASE" ICED_HEAD="$ICED_HEAD" ICED_ROLE="$ICED_ROLE" \
@@ -330,6 +331,39 @@ fn a_remote_validator_that_pushes_to_the_lane_branch_is_caught() {
     }
 }
 
+#[test]
+fn a_remote_validator_judges_the_pushed_head_and_the_lane_lands() {
+    // The validator clones the lane branch: the judged head, with the agent's file and no report.
+    let script = format!(
+        "{AGENT}{}",
+        section(
+            "*",
+            "validator",
+            "full",
+            &format!("clone\ngit cat-file -e HEAD:src/session.txt\nreport {PASS}")
+        )
+    );
+    let root = as_root();
+    let r = remote_env(&script, true);
+    let env = &r.env;
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let validators: Vec<_> = starts(&r)
+        .into_iter()
+        .filter(|s| s["role"] == "validator")
+        .collect();
+    assert_eq!(validators.len(), 1, "{:#?}", r.log());
+    assert!(r.log().contains(&"end role=validator rc=0".to_owned()));
+    // It was given the judged head: the agent's commit, which landed under the delivery.
+    assert_eq!(validators[0]["head"], rev(env, "main^2^"));
+    if root {
+        assert_eq!(validators[0]["reachable"], "no");
+    }
+    assert!(events(env)
+        .iter()
+        .all(|e| e["event"] != "validator_mutation"));
+}
+
 /// A lying agent: what it pushed and what its report says are checked as a local lane's.
 #[test]
 fn a_pushed_branch_not_built_on_the_base_is_refused() {
@@ -417,4 +451,74 @@ fn a_remote_lane_branch_someone_else_left_is_never_overwritten() {
         Some(theirs.as_str())
     );
     assert!(starts(&r).is_empty(), "no agent started: {:#?}", r.log());
+}
+
+/// Where a remote runner cannot work, the config is refused naming the key (SPEC 20.19); the
+/// refusal a person meets first, without `land.remote`, as a person and a host read it.
+#[test]
+fn a_remote_runner_is_refused_where_it_cannot_work() {
+    let env = TestEnv::initialized();
+    let config = env.read(".iced/config.json");
+    let with = |patch: Value| {
+        let mut c: Value = serde_json::from_str(&config).unwrap();
+        crate::env::merge_json(&mut c, &patch);
+        env.write(".iced/config.json", c.to_string());
+    };
+    let remote = |argv: Value| json!({"kind": "command", "workspace": "remote", "argv": argv});
+    let runner = remote(json!(["run-remote", "{remote_url}", "{branch}"]));
+    with(json!({"runners": {"far": runner}, "roles": {"implementer": {"runner": "far"}}}));
+    assert_read!(
+        &env,
+        "config_invalid_remote_without_land_remote",
+        refused(&env, &["list"], 3, "config-invalid")
+    );
+    let land = json!({"mode": "merge", "remote": "origin"});
+    for (patch, key, says) in [
+        (
+            json!({"runners": {"far": remote(json!(["run-remote", "{prompt_file}"]))}}),
+            "runners.far.argv",
+            "names `{prompt_file}`, a path of this machine",
+        ),
+        (
+            json!({"runners": {"far": remote(json!(["run-remote", "--in={worktree}"]))}}),
+            "runners.far.argv",
+            "names `{worktree}`",
+        ),
+        (
+            json!({"runners": {"far": {"kind": "command", "workspace": "elsewhere", "argv": ["x"]}}}),
+            "runners.far.workspace",
+            "must be `local` or `remote`",
+        ),
+        (
+            json!({"runners": {"far": {"kind": "claude", "workspace": "remote"}}}),
+            "runners.far.workspace",
+            "a field of a `claude` runner",
+        ),
+        (
+            json!({"runners": {"far": runner}, "roles": {"planner": {"runner": "far"}}}),
+            "roles.planner.runner",
+            "names a remote runner",
+        ),
+        (
+            json!({"runners": {"far": runner}, "roles": {"implementer": {"runner": "far"}}, "build": {"testWriter": true}}),
+            "build.testWriter",
+            "the implementer's runner is remote",
+        ),
+    ] {
+        let mut patch = patch;
+        patch["land"] = land.clone();
+        with(patch.clone());
+        let refusal = env.iced_json(&["list"]).refused(3, "config-invalid");
+        let reason = refusal["reason"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            reason.contains(&format!("`{key}`")) && reason.contains(says),
+            "{patch}: {reason}"
+        );
+    }
+    // With `land.remote`, a remote implementer and validators are a valid config; the memory
+    // agent and the plan reviewers do not fall back to a remote runner.
+    with(
+        json!({"runners": {"far": runner}, "roles": {"implementer": {"runner": "far"}, "validator": {"runner": "far"}}, "land": land}),
+    );
+    env.iced_json(&["list"]).ok();
 }
