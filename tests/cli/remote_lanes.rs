@@ -34,9 +34,10 @@ if [ "$(id -u)" = 0 ]; then
 fi
 reachable=no
 "${as[@]}" test -r "$repo/.iced/config.json" && reachable=yes
-printf 'start role=%s attempt=%s cwd=%s prompt_file=%s worktree=%s reachable=%s brief_names_unit=%s branch=%s head=%s\n' \
+printf 'start role=%s attempt=%s cwd=%s prompt_file=%s worktree=%s reachable=%s brief_names_unit=%s brief_names_repo=%s branch=%s head=%s\n' \
   "$ICED_ROLE" "$ICED_ATTEMPT" "$PWD" "${ICED_PROMPT_FILE-unset}" "${ICED_WORKTREE-unset}" "$reachable" \
-  "$(grep -c -- "$ICED_LANE" "$work/brief.md")" "$ICED_BRANCH" "$ICED_HEAD" >>"$log"
+  "$(grep -c -- "$ICED_LANE" "$work/brief.md")" "$(grep -c -F -- "$(dirname "$repo")" "$work/brief.md")" \
+  "$ICED_BRANCH" "$ICED_HEAD" >>"$log"
 cd "$work" || exit 70
 "${as[@]}" env -i PATH="$PATH" HOME="$work" GIT_CONFIG_NOSYSTEM=1 ICED_REMOTE_URL="$ICED_REMOTE_URL" \
   ICED_BRANCH="$ICED_BRANCH" ICED_BASE="$ICED_BASE" ICED_HEAD="$ICED_HEAD" ICED_ROLE="$ICED_ROLE" \
@@ -226,6 +227,10 @@ fn a_remote_lane_whose_agent_cannot_reach_the_loop_delivers_and_lands() {
     assert_eq!(s["prompt_file"], "unset");
     assert_eq!(s["worktree"], "unset");
     assert_ne!(s["brief_names_unit"], "0", "the brief came on stdin");
+    assert_eq!(
+        s["brief_names_repo"], "0",
+        "the brief names no path of the loop's machine"
+    );
     assert_eq!(s["branch"], lane_branch(&r.id));
     assert!(
         s["cwd"].contains("/.iced/run/") && s["cwd"].contains("/activities/"),
