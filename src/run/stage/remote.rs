@@ -76,7 +76,7 @@ pub(crate) fn publish(
     if now.as_deref() != Some(commit) {
         if let (true, Some(other)) = (first, &now) {
             return Err(format!(
-                "the remote's `{branch}` is at {}, which this run did not put there; it is not overwritten",
+                "the remote's `{branch}` is at {}, which this run did not put there; it is not overwritten: delete or rename it on the remote, then resume the run",
                 short(other)
             ));
         }
