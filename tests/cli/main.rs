@@ -42,6 +42,7 @@ mod project;
 mod queue;
 mod refusals;
 mod remote_lanes;
+mod remote_recipes;
 mod review;
 mod snap_land;
 mod snap_project;

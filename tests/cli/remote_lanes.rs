@@ -143,6 +143,25 @@ fn as_root() -> bool {
 /// `validators`), the definition of done a check that the pushed file is in the loop's worktree,
 /// landing by merge through `origin`, the served bare repository.
 pub(crate) fn remote_env(script: &str, validators: bool) -> Remote {
+    remote_env_with(script, validators, |env| {
+        let runner = env.outside("remote-runner.sh");
+        std::fs::write(&runner, RUNNER).unwrap();
+        json!({
+            "kind": "command",
+            "workspace": "remote",
+            "argv": ["bash", runner, fake_agent(), env.agent_script(), "{output_file}",
+                     env.outside("remote.log"), env.root()],
+            "timeoutSec": 60
+        })
+    })
+}
+
+/// [`remote_env`] with the remote runner `runner` makes.
+pub(crate) fn remote_env_with(
+    script: &str,
+    validators: bool,
+    runner: impl FnOnce(&TestEnv) -> Value,
+) -> Remote {
     let env = TestEnv::initialized();
     let id = env.approved_unit("session timeout");
     let top = env.root().parent().unwrap().to_owned();
@@ -162,17 +181,9 @@ pub(crate) fn remote_env(script: &str, validators: bool) -> Remote {
         "origin",
         &format!("{}/origin.git", daemon.url),
     ]);
-    let runner = env.outside("remote-runner.sh");
-    std::fs::write(&runner, RUNNER).unwrap();
     std::fs::write(env.agent_script(), script).unwrap();
     let mut config = json!({
-        "runners": {"remote": {
-            "kind": "command",
-            "workspace": "remote",
-            "argv": ["bash", runner, fake_agent(), env.agent_script(), "{output_file}",
-                     env.outside("remote.log"), env.root()],
-            "timeoutSec": 60
-        }},
+        "runners": {"remote": runner(&env)},
         "roles": {"implementer": {"runner": "remote"}},
         "verify": {
             "independent": validators,
