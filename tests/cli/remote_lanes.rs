@@ -380,6 +380,37 @@ fn a_remote_validator_judges_the_pushed_head_and_the_lane_lands() {
         .all(|e| e["event"] != "validator_mutation"));
 }
 
+/// A local implementer with remote validators (and the refuter): a finding confirmed in attempt
+/// 1 is fixed in attempt 2 on the loop's own worktree, judged again by a remote validator, and
+/// lands.
+#[test]
+fn remote_validators_of_a_local_lane_judge_a_fix_round() {
+    let finding = r#"{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass"}, {"id": "E2", "result": "pass"}], "findings": [{"file_path": "src/session.txt", "criterion_ref": "E2", "finding_category": "correctness", "severity": "S2-major", "summary": "idle sessions never end", "failure_scenario": {"inputs": "an idle session", "expected": "it ends after 30 minutes", "actual": "it never ends"}}]}"#;
+    let confirmed = r#"{"findings": [{"finding_id": "{lane}-F1", "decision": "confirmed", "reason": "reproduced", "failure_scenario": {"inputs": "an idle session", "expected": "it ends after 30 minutes", "actual": "it never ends"}}]}"#;
+    let script = format!(
+        "role implementer\nattempt 1\ncommit src/session.txt refreshed on activity\nattempt 2\ncommit src/idle.txt idle sessions end\nattempt *\nreport-fix * E1 E2\n\
+         role validator\nattempt 1\nclone\nreport {finding}\nattempt 2\nclone\ngit cat-file -e HEAD:src/idle.txt\nreport {PASS}\n\
+         attempt *\nrole refuter\nclone\nreport {confirmed}\n"
+    );
+    let r = remote_env(&script, true);
+    let env = &r.env;
+    env.patch_config(&crate::env::fake_runner(env, &script));
+    env.patch_config(&json!({"verify": {"refute": true}}));
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let roles: Vec<(String, String)> = starts(&r)
+        .into_iter()
+        .map(|s| (s["role"].clone(), s["attempt"].clone()))
+        .collect();
+    let want = [("validator", "1"), ("refuter", "1"), ("validator", "2")]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()));
+    assert_eq!(roles, want, "{:#?}", r.log());
+    assert_eq!(
+        env.git_out(&["show", "main:src/idle.txt"]),
+        "idle sessions end\n"
+    );
+}
+
 /// A lying agent: what it pushed and what its report says are checked as a local lane's.
 #[test]
 fn a_pushed_branch_not_built_on_the_base_is_refused() {

@@ -25,8 +25,9 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let branch = lane.branch.clone().unwrap_or_default();
     // A remote lane's work comes into the loop's worktree first, then is checked as a local
     // lane's (SPEC 20.19).
+    let remote = ctx.settings.implementer.as_ref().is_some_and(|r| r.remote);
     let mut missing: Vec<String> =
-        if crate::run::stage::remote::is_remote_lane(ctx, &run.id, &lane.id) {
+        if remote && crate::run::stage::remote::is_remote_lane(ctx, &run.id, &lane.id) {
             crate::run::stage::remote::take_pushed(ctx, run, lane)
         } else {
             Vec::new()
