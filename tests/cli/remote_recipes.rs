@@ -328,3 +328,43 @@ fn gone(env: &TestEnv, rel: &str) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// A stop (`iced run abandon`) reaches the Kubernetes Job the way the timeout does.
+#[test]
+fn abandoning_the_run_deletes_its_kubernetes_job() {
+    let r = kubernetes_env("role implementer\nclone\nhang\n", false, 60);
+    let env = &r.env;
+    let (_, last) = build(env, &r.id, &["--no-wait"], 0);
+    let run = last["run"].as_str().expect("a run").to_owned();
+    // The Job's container has started: the stand-in wrote its pid.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let pid_file = loop {
+        let found = std::fs::read_dir(env.outside("jobs"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "pid"));
+        if let Some(p) = found.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
+            break p;
+        }
+        assert!(std::time::Instant::now() < until, "the Job never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    env.iced_json(&["run", "abandon", &run]).ok();
+    let name = pid_file.file_stem().unwrap().to_string_lossy().into_owned();
+    let deleted = env.outside(&format!("jobs/{name}.deleted"));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !deleted.exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the Job was not deleted: {:#?}",
+            kubectl_calls(env)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&deleted).unwrap(),
+        "deleted while running\n"
+    );
+    gone(env, &format!("jobs/{name}.pid"));
+}
