@@ -498,6 +498,41 @@ fn a_remote_lane_branch_someone_else_left_is_never_overwritten() {
         Some(theirs.as_str())
     );
     assert!(starts(&r).is_empty(), "no agent started: {:#?}", r.log());
+    // As a person reads it: the lane blocked, why, and what to do.
+    // (The step lines, which name the brief's hash, left out.)
+    let args = ["run", "show", run.as_str()];
+    let mut shown = env.iced(&args);
+    shown.stdout = shown
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("  ("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_read!(
+        env,
+        "remote_branch_not_ours",
+        crate::snap::text_block(&args, &shown)
+    );
+    // The remedy: the person renames their branch on the remote, and the run goes on.
+    env.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("{theirs}:refs/heads/theirs"),
+    ]);
+    env.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!(":refs/heads/{}", lane_branch(&r.id)),
+    ]);
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(last["run"], run.as_str());
+    assert_eq!(
+        remote_rev(&r.origin, "refs/heads/theirs").as_deref(),
+        Some(theirs.as_str())
+    );
 }
 
 /// Where a remote runner cannot work, the config is refused naming the key (SPEC 20.19); the

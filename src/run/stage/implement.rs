@@ -58,8 +58,10 @@ pub(crate) fn launch(
             Err(e) => {
                 return record_after(ctx, &snapshot.id, &lane, &StepKey::Implement, |_, r| {
                     finish(r, StepStatus::Failed, json!({ "remote": e }));
+                    // Nothing was launched: no agent to count or to cost.
+                    r.nonce = None;
                     Ok((Action::Advanced, Then::Reason(format!("remote: {e}"))))
-                })
+                });
             }
         }
     }
