@@ -280,6 +280,8 @@ pub fn on_resume(lane: &Lane) -> OnResume {
 /// Why an implementer step could not publish its remote lane branch (SPEC 20.19), as the lane's
 /// reason.
 pub fn remote_failed(record: &StepRecord) -> Option<String> {
-    let why = record.outcome.as_ref()?.get("remote")?.as_str()?;
+    let why = record
+        .outcome_as::<crate::run::outcome::ActivityOutcome>()?
+        .remote?;
     Some(format!("remote: {why}"))
 }
