@@ -57,7 +57,12 @@ pub(crate) fn remote_tip(ctx: &Ctx<'_>, branch: &str) -> Result<Option<String>, 
             &format!("refs/heads/{branch}"),
         ],
     )?;
-    Ok(out.split_whitespace().next().map(str::to_owned))
+    // ls-remote matches a pattern at the end of a name: take the branch's own line only.
+    let name = format!("refs/heads/{branch}");
+    Ok(out.lines().find_map(|l| {
+        let (sha, reference) = l.split_once('\t')?;
+        (reference == name).then(|| sha.to_owned())
+    }))
 }
 
 /// Put the remote lane branch at `commit` (SPEC 20.19). The run's first publish never overwrites a
