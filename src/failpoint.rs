@@ -43,6 +43,8 @@ pub const ALL: &[&str] = &[
     "launch-after-spawn",
     "observe-before-record",
     "receipt-after-record",
+    "remote-after-push",
+    "receipt-after-fetch",
     "dod-after-launch",
     "validator-after-prepare",
     "validator-after-record",

@@ -265,6 +265,77 @@ pub fn rotation_index(name: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// A `command` runner's `workspace` (SPEC 20.19): `local` (the default) or `remote`; a remote one
+/// is given no path of this machine but `{output_file}`.
+pub fn workspace(def: &Value, key: &str, argv: &[String], step: &str) -> Result<bool, Refusal> {
+    let invalid = super::settings::invalid;
+    let remote = match def.get("workspace") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(w)) if w == "local" => false,
+        Some(Value::String(w)) if w == "remote" => true,
+        Some(_) => {
+            return Err(invalid(
+                step,
+                &format!("{key}.workspace"),
+                "must be `local` or `remote`",
+            ))
+        }
+    };
+    if let Some(p) = ["{prompt_file}", "{worktree}"]
+        .into_iter()
+        .find(|p| remote && argv.iter().any(|a| a.contains(p)))
+    {
+        return Err(invalid(
+            step,
+            &format!("{key}.argv"),
+            &format!("names `{p}`, a path of this machine, which a remote runner is not given: it gets the brief on its standard input and the lane through `{{remote_url}}` and `{{branch}}`"),
+        ));
+    }
+    Ok(remote)
+}
+
+/// Where a remote runner may serve (SPEC 20.19): only with `land.remote`, and only as the
+/// implementer (without the test writer) or the validators.
+pub fn remote_roles(
+    runners: &Value,
+    others: &[(&str, &Option<super::settings::Runner>)],
+    (implementer, test_writer): (Option<&super::settings::Runner>, bool),
+    has_remote: bool,
+    step: &str,
+) -> Result<(), Refusal> {
+    let invalid = super::settings::invalid;
+    let remote_named = runners
+        .as_object()
+        .into_iter()
+        .flatten()
+        .find(|(_, def)| def.get("workspace").and_then(Value::as_str) == Some("remote"));
+    if let (Some((name, _)), false) = (remote_named, has_remote) {
+        return Err(invalid(
+            step,
+            &format!("runners.{name}.workspace"),
+            "is `remote`, which needs `land.remote`: the git remote a remote lane's branch goes through (section 20.19)",
+        ));
+    }
+    if let Some((role, _)) = others
+        .iter()
+        .find(|(_, r)| r.as_ref().is_some_and(|r| r.remote))
+    {
+        return Err(invalid(
+            step,
+            &format!("roles.{role}.runner"),
+            "names a remote runner; only the implementer and the validators may work remotely: this role works in the checkout or the lane's worktree",
+        ));
+    }
+    if test_writer && implementer.is_some_and(|r| r.remote) {
+        return Err(invalid(
+            step,
+            "build.testWriter",
+            "is true, but the implementer's runner is remote: the test writer runs with it in the lane's worktree",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -401,8 +401,17 @@ pub(crate) fn stop_activities(ctx: &Ctx<'_>, run_id: &str, lane: &Lane) {
         .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
     {
         let dir = ctx.activity_dir(run_id, &lane.id, &record.step, record.attempt);
-        let _ = activity::stop(&dir);
-        activity::kill_orphans(&dir);
+        // A running supervisor stops its child itself, with the grace of its stop sequence (a
+        // remote runner cancels its job in it, SPEC 20.19) and no survivor after (SPEC 24.7);
+        // only what a supervisor that is gone left is killed here.
+        if matches!(
+            activity::observe(&dir),
+            activity::Observation::Running { .. }
+        ) {
+            let _ = activity::stop(&dir);
+        } else {
+            activity::kill_orphans(&dir);
+        }
     }
 }
 

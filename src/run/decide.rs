@@ -483,7 +483,10 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
                 why: Waiting::ImplementerRunning,
             },
             (_, Some(r)) if r.status == StepStatus::Failed => {
-                if crash_budget_left {
+                // A remote lane branch not published (SPEC 20.19) is a person's, not a crash.
+                if let Some(reason) = remote_failed(r) {
+                    Next::Block { lane: id, reason }
+                } else if crash_budget_left {
                     Next::Retry {
                         lane: id,
                         reason: format!("attempt {} crashed", lane.attempt),

@@ -8,7 +8,7 @@
 use crate::run::decide::DecideView;
 use crate::run::keys::StepKey;
 use crate::run::settings::LandMode;
-use crate::run::state::{EscalationKind, Lane, RunStatus, Stage};
+use crate::run::state::{EscalationKind, Lane, RunStatus, Stage, StepRecord};
 
 /// Where a lane goes once a step's result is in: `decide` chooses, the stages and the stepper
 /// apply it.
@@ -275,4 +275,13 @@ pub fn on_resume(lane: &Lane) -> OnResume {
     } else {
         OnResume::LandAgain
     }
+}
+
+/// Why an implementer step could not publish its remote lane branch (SPEC 20.19), as the lane's
+/// reason.
+pub fn remote_failed(record: &StepRecord) -> Option<String> {
+    let why = record
+        .outcome_as::<crate::run::outcome::ActivityOutcome>()?
+        .remote?;
+    Some(format!("remote: {why}"))
 }

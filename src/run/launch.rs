@@ -53,7 +53,13 @@ pub(crate) fn agent_spec(
     start: AgentStart<'_>,
 ) -> Result<ActivitySpec, Refusal> {
     let mut env = base_env();
-    for (k, v) in values {
+    // A remote agent is given no path of this machine but its answer's (SPEC 20.19).
+    let values: Vec<(&str, String)> = values
+        .iter()
+        .filter(|(k, _)| !runner.remote || !matches!(*k, "prompt_file" | "worktree"))
+        .cloned()
+        .collect();
+    for (k, v) in &values {
         env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
     }
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
@@ -92,12 +98,19 @@ pub(crate) fn agent_spec(
             },
         );
         (argv, Some(start.prompt.to_owned()))
+    } else if runner.remote {
+        // The brief on standard input; the child in the activity's own folder.
+        (expand(&runner.argv, &values), Some(start.prompt.to_owned()))
     } else {
-        (expand(&runner.argv, values), None)
+        (expand(&runner.argv, &values), None)
     };
     Ok(ActivitySpec {
         argv,
-        cwd: start.cwd,
+        cwd: if runner.remote {
+            start.dir.to_owned()
+        } else {
+            start.cwd
+        },
         env,
         timeout_ms: runner.timeout.as_millis() as u64,
         grace_ms: ctx.settings.kill_grace.as_millis() as u64,

@@ -53,6 +53,10 @@ pub struct ActivityOutcome {
     pub handed: bool,
     /// Why a host agent's attempt, lane or run ended before it answered.
     pub ended: Option<String>,
+    /// Why a remote lane's branch could not be published before its implementer (SPEC 20.19):
+    /// nothing was launched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
 }
 
 /// What a harness reported of its run (SPEC 20.8), as far as the run record uses it.

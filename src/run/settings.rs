@@ -39,6 +39,8 @@ pub struct Runner {
     pub max_turns: Option<u32>,
     /// Whether the harness keeps (and the loop copies) the session's transcript.
     pub transcripts: bool,
+    /// `workspace: remote`: its agent works elsewhere, through the remote (SPEC 20.19).
+    pub remote: bool,
 }
 
 /// `land`: how a delivered lane reaches its target (SPEC 23.2).
@@ -363,7 +365,9 @@ impl Settings {
         // The reviewers default to the validators' runner, then to the planner's (SPEC 20.16).
         let (plan_reviewer, plan_reviewer_model) = match plan_reviewer {
             Some(r) => (Some(r), plan_reviewer_model),
-            None if validator.is_some() => (validator.clone(), validator_model.clone()),
+            None if validator.as_ref().is_some_and(|v| !v.remote) => {
+                (validator.clone(), validator_model.clone())
+            }
             None => (planner.clone(), planner_model.clone()),
         };
         let plan_rounds = match at("/plan/rounds") {
@@ -419,6 +423,17 @@ impl Settings {
             Some(_) => return Err(invalid(step, "verify.refute", "must be true or false")),
         };
         let land = landing(at("/land").unwrap_or(&Value::Null), step)?;
+        super::config_keys::remote_roles(
+            &runners,
+            &[
+                ("memory", &memory),
+                ("planner", &planner),
+                ("planReviewer", &plan_reviewer),
+            ],
+            (implementer.as_ref(), test_writer.is_some()),
+            land.remote.is_some(),
+            step,
+        )?;
         let worktree_dir = match at("/build/worktreeDir") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(PathBuf::from(s)),
@@ -451,7 +466,7 @@ impl Settings {
             independent: at("/verify/independent")
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
-            memory: memory.or_else(|| implementer.clone()),
+            memory: memory.or_else(|| implementer.clone().filter(|r| !r.remote)),
             memory_model,
             implementer,
             implementer_model,
@@ -716,7 +731,7 @@ fn runner(name: &str, def: &Value, timeout: Duration, step: &str) -> Result<Runn
             "transcripts",
         ]
     } else {
-        &["kind", "argv", "env", "timeoutSec"]
+        &["kind", "argv", "env", "timeoutSec", "workspace"]
     };
     if let Some(k) = def
         .as_object()
@@ -815,6 +830,7 @@ fn runner(name: &str, def: &Value, timeout: Duration, step: &str) -> Result<Runn
                 ))
             }
         },
+        remote: super::config_keys::workspace(def, &key, &argv, step)?,
         name: runner,
         kind,
         argv,

@@ -45,6 +45,8 @@ mod project;
 mod project_retry;
 mod queue;
 mod refusals;
+mod remote_lanes;
+mod remote_recipes;
 mod review;
 mod snap_land;
 mod snap_project;

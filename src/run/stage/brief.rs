@@ -170,6 +170,18 @@ fn knowledge(repo: &Repo, settings: &Settings) -> String {
 
 pub fn render(input: &BriefInput<'_>) -> String {
     let mut b = String::new();
+    // A remote agent (SPEC 20.19) is told the remote's way: no path of this machine.
+    let remote = input
+        .settings
+        .implementer
+        .as_ref()
+        .is_some_and(|r| r.remote);
+    let report_path = input.receipt_path.display().to_string();
+    let report_at = if remote {
+        crate::run::stage::remote::REPORT_PATH
+    } else {
+        report_path.as_str()
+    };
     let _ = writeln!(
         b,
         "# Brief: implement {} (attempt {})\n",
@@ -177,26 +189,35 @@ pub fn render(input: &BriefInput<'_>) -> String {
     );
     let _ = writeln!(
         b,
-        "You are the implementer of one ICED unit, in a fresh session. Work only in the worktree \
+        "You are the implementer of one ICED unit, in a fresh session. Work only in the {} \
 below, on its branch; commit your work there. Nobody will answer questions: when the contract \
-cannot be met as written, hand the lane back (see the report) instead of guessing.\n"
+cannot be met as written, hand the lane back (see the report) instead of guessing.\n",
+        if remote {
+            "clone of the branch"
+        } else {
+            "worktree"
+        }
     );
     let _ = writeln!(
         b,
         "- Run: `{}`, lane `{}`, attempt {}",
         input.run, input.lane, input.attempt
     );
-    let _ = writeln!(b, "- Worktree: `{}`", input.worktree.display());
+    if remote {
+        let _ = writeln!(b, "- Repository: clone it from the remote whoever started you names (`ICED_REMOTE_URL`), at the branch below; push that branch when you are done");
+    } else {
+        let _ = writeln!(b, "- Worktree: `{}`", input.worktree.display());
+    }
     let _ = writeln!(
         b,
         "- Branch: `{}` (based on `{}`)",
         input.branch, input.base_commit
     );
-    let _ = writeln!(
-        b,
-        "- Report: write it to `{}`\n",
-        input.receipt_path.display()
-    );
+    if remote {
+        let _ = writeln!(b, "- Report: write it to `{report_at}` and commit it alone, as the branch's last commit (see Finishing)\n");
+    } else {
+        let _ = writeln!(b, "- Report: write it to `{report_at}`\n");
+    }
 
     if let (2.., Some(reason)) = (input.layout, input.rejected) {
         let _ = writeln!(b, "## Why this unit is built again\n\nA person rejected its last delivery at acceptance, saying:\n\n> {}\n\nThat work is in the base you start from: change it so that this no longer holds.\n", reason.split_whitespace().collect::<Vec<_>>().join(" "));
@@ -264,6 +285,17 @@ cannot be met as written, hand the lane back (see the report) instead of guessin
         }
         b.push('\n');
     }
+    if remote {
+        let _ = writeln!(
+            b,
+            "## Finishing (a remote lane)\n\n\
+Commit your work on `{branch}`. Then write the report below to `{report_at}` and commit that file \
+alone (`git add -f {report_at}`), as the last commit, and push: `git push origin \
+HEAD:refs/heads/{branch}`. The loop fetches the branch, takes the report from that commit (it \
+never lands) and judges the commit under it.\n",
+            branch = input.branch
+        );
+    }
     let _ = writeln!(
         b,
         "## Finishing\n\n\
@@ -280,7 +312,7 @@ allowed; a report with a verdict, finding ids, token counts or any other key is 
 To hand the lane back instead (the contract cannot be met as written), write \
 `{{\"summary\": \"...\", \"evidence\": [], \"handback\": {{\"reason\": \"why\"}}}}`.\n",
         branch = input.branch,
-        report = input.receipt_path.display(),
+        report = report_at,
         allowed = if input.layout >= 4 {
             "`summary`, `evidence`, `handback`, `dispositions`, `escalate` and `questions`"
         } else {
@@ -296,7 +328,7 @@ or ask with `\"questions\": [{{\"text\": \"...\", \"options\": [\"...\"]}}]` (at
             max = input.settings.questions_max
         );
     }
-    if input.layout >= 3 {
+    if input.layout >= 3 && !remote {
         b.push_str(&hand_in_line(input.receipt_path, input.run, "report"));
     }
     b

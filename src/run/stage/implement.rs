@@ -8,9 +8,12 @@ use crate::run::ctx::Ctx;
 use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
+use crate::run::records::{finish, record_after};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::state::Run;
+use crate::run::state::StepStatus;
+use crate::run::then::Then;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -31,7 +34,7 @@ pub(crate) fn launch(
     let receipt = ctx.receipt_path(&snapshot.id, &lane, l.attempt);
     let brief = ctx.brief_path(&snapshot.id, &lane, l.attempt);
     let model = ctx.settings.implementer_model.clone().unwrap_or_default();
-    let values: Vec<(&str, String)> = vec![
+    let mut values: Vec<(&str, String)> = vec![
         ("prompt_file", brief.display().to_string()),
         ("output_file", receipt.display().to_string()),
         ("worktree", worktree.display().to_string()),
@@ -41,6 +44,27 @@ pub(crate) fn launch(
         ("lane", lane.clone()),
         ("attempt", l.attempt.to_string()),
     ];
+    if runner.remote {
+        // The lane's head on the remote first (SPEC 20.19); a branch the run may not overwrite
+        // blocks the lane.
+        let branch = l.branch.clone().unwrap_or_default();
+        let published = crate::git::run(&worktree, &["rev-parse", "--verify", "HEAD^{commit}"])
+            .and_then(|head| {
+                crate::run::stage::remote::publish(ctx, &snapshot.id, &lane, &branch, &head)
+                    .map(|()| head)
+            });
+        match published {
+            Ok(head) => values.extend(crate::run::stage::remote::values(ctx, snapshot, l, &head)),
+            Err(e) => {
+                return record_after(ctx, &snapshot.id, &lane, &StepKey::Implement, |_, r| {
+                    finish(r, StepStatus::Failed, json!({ "remote": e }));
+                    // Nothing was launched: no agent to count or to cost.
+                    r.nonce = None;
+                    Ok((Action::Advanced, Then::Reason(format!("remote: {e}"))))
+                });
+            }
+        }
+    }
     let dir = ctx.activity_dir(&snapshot.id, &lane, &StepKey::Implement, l.attempt);
     let spec = agent_spec(
         ctx,
@@ -72,6 +96,6 @@ pub(crate) fn launch(
         snapshot,
         l,
         Action::Waiting,
-        crate::run::then::Then::ImplementerRunning,
+        Then::ImplementerRunning,
     ))
 }

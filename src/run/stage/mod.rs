@@ -11,6 +11,7 @@ pub mod plan;
 pub mod plan_text;
 pub mod receipt;
 pub mod refute;
+pub mod remote;
 pub mod review;
 pub mod tester;
 pub mod validators;

@@ -23,7 +23,15 @@ use std::path::{Path, PathBuf};
 pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let branch = lane.branch.clone().unwrap_or_default();
-    let mut missing: Vec<String> = Vec::new();
+    // A remote lane's work comes into the loop's worktree first, then is checked as a local
+    // lane's (SPEC 20.19).
+    let remote = ctx.settings.implementer.as_ref().is_some_and(|r| r.remote);
+    let mut missing: Vec<String> =
+        if remote && crate::run::stage::remote::is_remote_lane(ctx, &run.id, &lane.id) {
+            crate::run::stage::remote::take_pushed(ctx, run, lane)
+        } else {
+            Vec::new()
+        };
     let on_branch = crate::git::current_branch(&worktree);
     if on_branch.as_deref() != Some(branch.as_str()) {
         missing.push(format!(

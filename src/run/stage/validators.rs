@@ -108,6 +108,18 @@ pub fn pinned_validators(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
     }
 }
 
+/// The validators' runner works remotely (SPEC 20.19).
+fn remote_validators(ctx: &Ctx<'_>) -> bool {
+    ctx.settings.validator.as_ref().is_some_and(|r| r.remote)
+}
+
+/// The head the receipt judged, which the validators judge.
+fn judged_head(lane: &Lane) -> String {
+    lane.outcome_as::<ReceiptOutcome>(&StepKey::Receipt)
+        .and_then(|r| r.head)
+        .unwrap_or_default()
+}
+
 pub fn validator_driver(ctx: &Ctx<'_>) -> Driver {
     if ctx.settings.validator.is_some() {
         Driver::Process
@@ -263,6 +275,13 @@ pub fn prepare(
         .unwrap_or_default();
         let moved = json!({"judged": head, "head": current, "commits": commits});
         return record_moved(ctx, snapshot, lane_id, keys, moved);
+    }
+    // Remote validators clone the remote lane branch: it is put at the judged head (SPEC 20.19).
+    if remote_validators(ctx) {
+        if let Err(e) = super::remote::publish(ctx, &snapshot.id, lane_id, &branch, &head) {
+            let moved = json!({"judged": head, "head": "", "commits": [], "remote": e});
+            return record_moved(ctx, snapshot, lane_id, keys, moved);
+        }
     }
     let mut base = snapshot.base_of(lane).to_owned();
     let changed: Vec<String> = crate::git::run(
@@ -457,7 +476,7 @@ pub fn launch_all(
         let prompt = prompt_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
         let output = output_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
         let (model, effort) = ctx.settings.validator_model_for(name_of(key));
-        let values: Vec<(&str, String)> = vec![
+        let mut values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt.display().to_string()),
             ("output_file", output.display().to_string()),
             ("worktree", sandbox.display().to_string()),
@@ -468,6 +487,14 @@ pub fn launch_all(
             ("lane", lane_id.to_owned()),
             ("attempt", lane.attempt.to_string()),
         ];
+        if runner.remote {
+            values.extend(super::remote::values(
+                ctx,
+                snapshot,
+                lane,
+                &judged_head(lane),
+            ));
+        }
         let mut spec = crate::run::launch::agent_spec(
             ctx,
             runner,
@@ -525,11 +552,25 @@ pub fn check(
             .and_then(|b| serde_json::from_slice(&b).ok());
     let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
     let after = validate::fingerprint(&path, &ctx.repo.root, &branch, lane_worktree.as_deref());
-    let moved = match (&before, &after) {
+    let mut moved = match (&before, &after) {
         (Some(b), Ok(a)) => validate::moved(b, a),
         (_, Err(e)) => vec![format!("the sandbox could not be read: {e}")],
         (None, _) => vec!["the fingerprint taken before it started is missing".into()],
     };
+    // A remote validator's pushes: the remote lane branch must still be the judged head.
+    if remote_validators(ctx) {
+        let judged = judged_head(lane);
+        match super::remote::remote_tip(ctx, &branch) {
+            Ok(now) if now.as_deref() == Some(judged.as_str()) => {}
+            Ok(now) => moved.push(format!(
+                "the lane branch moved on the remote: {judged} -> {}",
+                now.unwrap_or_else(|| "deleted".into())
+            )),
+            Err(e) => moved.push(format!(
+                "the lane branch moved on the remote: it could not be read: {e}"
+            )),
+        }
+    }
     // The lane itself was changed, not only the validator's own checkout.
     let lane_branch_moved = moved.iter().any(|m| {
         m.starts_with("the lane branch moved") || m.starts_with("the lane's worktree changed")

@@ -43,6 +43,7 @@ mod escalation;
 mod land_stash;
 mod memory;
 mod relaunch;
+mod remote;
 mod review;
 mod tester;
 mod walks;

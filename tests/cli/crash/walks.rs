@@ -164,6 +164,9 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // Moving aside a lane branch an earlier run left (SPEC 20.4).
     ("worktree-after-move-worktree", "stale_branch.rs"),
     ("worktree-after-move-aside", "stale_branch.rs"),
+    // A remote lane's branch published, and what its agent pushed fetched (SPEC 20.19).
+    ("remote-after-push", "crash/remote.rs"),
+    ("receipt-after-fetch", "crash/remote.rs"),
 ];
 
 /// Every failpoint is reached by a test (issue 15): walked here, or killed at by the test file
@@ -219,6 +222,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "launch-after-spawn",
             "observe-before-record",
             "receipt-after-record",
+            "remote-after-push",
+            "receipt-after-fetch",
             "dod-after-launch",
             "validator-after-prepare",
             "validator-after-record",
