@@ -80,7 +80,7 @@ pub(crate) fn agent_spec(
             .transpose()
             .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?
             .map(|p| p.display().to_string());
-        let mcp = mcp_server(ctx, runner.kind, values);
+        let mcp = mcp_server(ctx, runner.kind, &values);
         let argv = crate::runner::argv(
             runner.kind,
             &crate::runner::Invocation {
