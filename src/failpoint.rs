@@ -71,6 +71,7 @@ pub const ALL: &[&str] = &[
     "pr-after-arm",
     "retire-after-remove",
     "retire-after-restore",
+    "retire-after-unpublish",
     "discard-before-release",
     "abandon-before-stop",
     "answer-after-write",

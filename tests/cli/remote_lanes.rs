@@ -269,7 +269,8 @@ fn a_remote_lane_whose_agent_cannot_reach_the_loop_delivers_and_lands() {
         "the report commit never lands"
     );
     // The judged head is the agent's commit (the report commit's parent), on the base; the
-    // delivery is on top of it, and the remote lane branch was put back at it.
+    // delivery is on top of it. Retired, the lane's branch is gone from the remote too, with the
+    // loop's record of it (SPEC 20.19): a later run of the unit finds none in its way.
     // The run has landed and left the state: `run show` reads its record.
     let show = run_show(env, &run);
     let lane = &show["run"]["lanes"][0];
@@ -287,10 +288,40 @@ fn a_remote_lane_whose_agent_cannot_reach_the_loop_delivers_and_lands() {
         "fake agent: src/session.txt"
     );
     assert_eq!(
-        remote_rev(&r.origin, &format!("refs/heads/{}", lane_branch(&r.id))).as_deref(),
-        Some(judged.as_str())
+        remote_rev(&r.origin, &format!("refs/heads/{}", lane_branch(&r.id))),
+        None
+    );
+    assert_eq!(
+        env.git_out(&["for-each-ref", "refs/iced/remote/"]),
+        "",
+        "the loop's record of the remote branch goes with it"
     );
     assert_eq!(receipt["outcome"]["verified"], true, "{receipt:#}");
+}
+
+/// Killed right after deleting the remote lane branch at retire (`retire-after-unpublish`): the
+/// next call finds it gone, drops the loop's record of it and ends the run delivered.
+#[test]
+fn a_retire_killed_after_deleting_the_remote_branch_finishes_on_the_next_call() {
+    use std::os::unix::process::ExitStatusExt;
+    let r = remote_env(AGENT, false);
+    let env = &r.env;
+    let killed = env
+        .command()
+        .env("ICED_FAILPOINT", "retire-after-unpublish")
+        .args(["build", &r.id, "--json"])
+        .output()
+        .expect("iced runs");
+    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    assert_eq!(
+        remote_rev(&r.origin, &format!("refs/heads/{}", lane_branch(&r.id))),
+        None
+    );
+    assert_ne!(env.git_out(&["for-each-ref", "refs/iced/remote/"]), "");
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(env.git_out(&["for-each-ref", "refs/iced/remote/"]), "");
+    assert_eq!(starts(&r).len(), 1, "the agent ran once: {:#?}", r.log());
 }
 
 #[test]

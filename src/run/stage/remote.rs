@@ -111,6 +111,47 @@ pub(crate) fn publish(
     crate::git::run(root, &["update-ref", &seen_ref(run, lane), commit]).map(|_| ())
 }
 
+/// Once the lane is retired (SPEC 20.19): the remote lane branch is deleted, with a lease on where
+/// the loop last put it, so a later run of the unit finds no branch it would refuse to overwrite;
+/// then the loop's record of it. A branch someone moved since (a forge's pull request head that a
+/// person pushed to) is left and said. `Ok(None)` when deleted or not a remote lane.
+pub(crate) fn unpublish(
+    ctx: &Ctx<'_>,
+    run: &str,
+    lane: &str,
+    branch: &str,
+) -> Result<Option<String>, String> {
+    let root = ctx.repo.root.as_path();
+    let Some(seen) = seen(root, run, lane) else {
+        return Ok(None);
+    };
+    let left = match remote_tip(ctx, branch)? {
+        None => None,
+        Some(tip) if tip == seen => {
+            crate::git::run(
+                root,
+                &[
+                    "push",
+                    "--quiet",
+                    &format!("--force-with-lease=refs/heads/{branch}:{seen}"),
+                    remote(ctx)?,
+                    &format!(":refs/heads/{branch}"),
+                ],
+            )
+            .map_err(|e| format!("the remote's `{branch}` could not be deleted: {e}"))?;
+            // Deleted, the loop's record still there: a replay finds no branch and drops it.
+            crate::failpoint::hit("retire-after-unpublish");
+            None
+        }
+        Some(tip) => Some(format!(
+            "the remote's `{branch}` is at {}, where the loop did not put it: it is left there",
+            short(&tip)
+        )),
+    };
+    crate::git::run(root, &["update-ref", "-d", &seen_ref(run, lane)])?;
+    Ok(left)
+}
+
 /// The receipt's first part for a remote lane (SPEC 20.19): fetch what the agent pushed, take its
 /// report commit's report into the attempt's report path, fast-forward the loop's worktree of the
 /// lane to the judged head, and publish that head back. The gaps it found; none when the worktree

@@ -122,6 +122,7 @@ fn reached_by_this_run(name: &str) -> bool {
         "archive-after-append",
         "retire-after-remove",
         "retire-after-restore",
+        "retire-after-unpublish",
     ];
     !ELSEWHERE.contains(&name)
         && ![

@@ -57,12 +57,15 @@ fn a_remote_lane_killed_after_a_publish_or_a_fetch_lands_once() {
             "{point}: {agents}"
         );
         assert!(!agents.contains("the report"), "{point}: {agents}");
-        // The remote lane branch ends at the judged head: the landed merge's lane parent's parent
-        // (the delivery is on top of it).
-        let judged = rev(env, "main^2^");
+        // The remote lane branch went with the lane at retire, and the loop's record of it.
         assert_eq!(
-            remote_rev(&r.origin, &format!("refs/heads/{}", lane_branch(&r.id))).as_deref(),
-            Some(judged.as_str()),
+            remote_rev(&r.origin, &format!("refs/heads/{}", lane_branch(&r.id))),
+            None,
+            "{point}"
+        );
+        assert_eq!(
+            env.git_out(&["for-each-ref", "refs/iced/remote/"]),
+            "",
             "{point}"
         );
     }

@@ -135,6 +135,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("land-after-restore", "crash/escalation.rs"),
     // A retire that puts back what an escalation verb left, once its pull request landed (SPEC 23.3).
     ("retire-after-restore", "escalation_pr.rs"),
+    // A remote lane's branch deleted on the remote at retire (SPEC 20.19).
+    ("retire-after-unpublish", "remote_lanes.rs"),
     // A landing's merge into the lane that a killed call left half done, stashed (SPEC 23.2).
     ("land-after-stash", "crash/land_stash.rs"),
     // Claims on the remote (SPEC 24.9.1): a claim pushed or taken over and its run not recorded,
@@ -250,6 +252,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "pr-after-arm",
             "retire-after-remove",
             "retire-after-restore",
+            "retire-after-unpublish",
             "discard-before-release",
             "abandon-before-stop",
             "answer-after-write",

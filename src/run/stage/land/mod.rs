@@ -572,8 +572,24 @@ pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
                     }
                 }
             }
+            // A remote lane's branch on the remote goes with the local one (SPEC 20.19).
+            let remote_left = match &retired {
+                Ok(Retired::Removed) => {
+                    match crate::run::stage::remote::unpublish(ctx, &run.id, &lane.id, &branch) {
+                        Ok(left) => left,
+                        Err(e) => return again(e, false),
+                    }
+                }
+                _ => None,
+            };
             match retired {
-                Ok(Retired::Removed) => ok(json!({"retired": true}), Landing::Retired),
+                Ok(Retired::Removed) => match remote_left {
+                    None => ok(json!({"retired": true}), Landing::Retired),
+                    Some(left) => ok(
+                        json!({"retired": true, "remote_branch": left}),
+                        Landing::Retired,
+                    ),
+                },
                 Ok(Retired::DirtyKept(path)) => {
                     let mut d = ok(
                         json!({"retired": false, "kept": path}),
