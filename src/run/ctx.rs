@@ -36,6 +36,15 @@ pub struct Ctx<'a> {
     blobs: std::sync::Mutex<Option<crate::git::Blobs>>,
     /// The repository's `user.email` is set, and `commit.gpgSign` is true: asked once a call.
     identity: std::sync::OnceLock<(bool, bool)>,
+    /// git's answers about the range between two commits this call, by the git arguments: what
+    /// lies between two commits never changes, and the receipt and the delivery of a lane ask the
+    /// same (issue 16: the guard's `diff` and the commit list, a git each, twice a lane).
+    between: std::sync::Mutex<std::collections::HashMap<Vec<String>, String>>,
+}
+
+/// `rev` names one commit for good: a full object id.
+fn is_object_id(rev: &str) -> bool {
+    matches!(rev.len(), 40 | 64) && rev.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A file read at a commit: `(commit, path, limit)`.
@@ -77,6 +86,7 @@ impl<'a> Ctx<'a> {
             at_commit: std::sync::Mutex::new(std::collections::HashMap::new()),
             blobs: std::sync::Mutex::new(None),
             identity: std::sync::OnceLock::new(),
+            between: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -110,9 +120,7 @@ impl<'a> Ctx<'a> {
         path: &str,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, String> {
-        let fixed =
-            matches!(commit.len(), 40 | 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
-        if !fixed {
+        if !is_object_id(commit) {
             return self.read_blob(commit, path, limit);
         }
         let key = (commit.to_owned(), path.to_owned(), limit);
@@ -127,6 +135,53 @@ impl<'a> Ctx<'a> {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, bytes.clone());
         Ok(bytes)
+    }
+
+    /// `git <args>` in `dir` (`git::run`), a question about the range `from..to` only (a diff, a
+    /// log): kept for the call when both are full object ids, so it is asked once; a failed
+    /// answer is not kept. `dir` is any worktree of the repository: they share its commits.
+    pub(crate) fn git_between(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        (from, to): (&str, &str),
+    ) -> Result<String, String> {
+        if !(is_object_id(from) && is_object_id(to)) {
+            return crate::git::run(dir, args);
+        }
+        let key: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let kept = self.between.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(out) = kept.get(&key) {
+            return Ok(out.clone());
+        }
+        drop(kept);
+        let out = crate::git::run(dir, args)?;
+        self.between
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, out.clone());
+        Ok(out)
+    }
+
+    /// The commits of `from..to`, oldest first, as `<sha> <subject>` lines (`git_between`).
+    pub(crate) fn commits_between(
+        &self,
+        dir: &Path,
+        from: &str,
+        to: &str,
+    ) -> Result<String, String> {
+        let range = format!("{from}..{to}");
+        self.git_between(
+            dir,
+            &[
+                "log",
+                "--reverse",
+                "--no-show-signature",
+                "--format=%H %s",
+                &range,
+            ],
+            (from, to),
+        )
     }
 
     /// One read through the call's `git cat-file --batch`. A read that fails drops that git (its

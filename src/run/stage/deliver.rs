@@ -337,15 +337,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         .map(|t| crate::unit::parse_unit(&t))
         .unwrap_or_else(|| parsed.clone());
     let now = crate::clock::now_iso();
-    let log = git(
-        worktree,
-        &[
-            "log",
-            "--reverse",
-            "--format=%H %s",
-            &format!("{}..{head}", run.base_of(lane)),
-        ],
-    )?;
+    let log = ctx.commits_between(worktree, run.base_of(lane), &head)?;
     // `<sha> <subject>` per line: verify.json keeps the shas, evidence.md the subjects too.
     let commits: Vec<(&str, &str)> = log
         .lines()

@@ -48,17 +48,10 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         Some((lines.next()?, lines.next()?))
     })
     .unwrap_or_default();
-    let ahead = crate::git::run(
-        &worktree,
-        &[
-            "rev-list",
-            "--count",
-            &format!("{}..{head}", run.base_of(lane)),
-        ],
-    )
-    .ok()
-    .and_then(|n| n.trim().parse::<u64>().ok())
-    .unwrap_or(0);
+    // The commits ahead, as the delivery lists them (one git for both in a call).
+    let ahead = ctx
+        .commits_between(&worktree, run.base_of(lane), &head)
+        .map_or(0, |log| log.lines().count());
     if ahead == 0 {
         missing.push(format!(
             "no commit on `{branch}` ahead of the base {}",
