@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub mod tree;
+
 /// Variables that redirect git away from the repository we were asked about.
 const SCRUBBED: &[&str] = &[
     "GIT_DIR",
@@ -136,26 +138,6 @@ pub fn unclean_paths(dir: &Path, paths: &[&str]) -> Result<Vec<String>, String> 
     Ok(found)
 }
 
-/// Run git with its index at `index` (a temporary index of the caller's), so that what the
-/// command builds never depends on the worktree's own index.
-pub fn run_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<String, String> {
-    let mut cmd = command(dir);
-    cmd.env("GIT_INDEX_FILE", index);
-    finish(cmd, args)
-}
-
-/// Run git with its index at `index` (as [`run_with_index`]), `input` on its standard input.
-pub fn run_with_index_input(
-    dir: &Path,
-    index: &Path,
-    args: &[&str],
-    input: &[u8],
-) -> Result<String, String> {
-    let mut cmd = command(dir);
-    cmd.env("GIT_INDEX_FILE", index);
-    with_input(cmd, args, input)
-}
-
 /// Write each of `bodies` into the object store as a blob through one git; their ids, in order.
 /// Each goes through a scratch file in `scratch` (a folder of the caller's), removed after.
 pub fn write_blobs(dir: &Path, scratch: &Path, bodies: &[&[u8]]) -> Result<Vec<String>, String> {
@@ -265,10 +247,24 @@ impl Blobs {
 
     /// As [`blob_at`]. A blob over `limit` is read past, unkept, so the next answer lines up.
     pub fn get(&mut self, commit: &str, path: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
-        use std::io::{BufRead, Read, Write};
-        let spec = format!("{commit}:{path}");
-        if spec.contains('\n') {
+        if path.contains('\n') {
             return Err(format!("`{path}` names no file git can look up"));
+        }
+        self.object(&format!("{commit}:{path}"), "blob", limit)
+    }
+
+    /// The bytes of the object `spec` names (`<commit>:<path>`, an object id), if it is of `kind`
+    /// (`blob`, `tree`) and no larger than `limit`: `Ok(None)` when it is missing or of another
+    /// kind, an error when git fails or it is larger.
+    pub fn object(
+        &mut self,
+        spec: &str,
+        kind_asked: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, String> {
+        use std::io::{BufRead, Read, Write};
+        if spec.contains('\n') {
+            return Err(format!("`{spec}` names no object git can look up"));
         }
         let failed = |e: std::io::Error| format!("`git cat-file --batch` for {spec}: {e}");
         self.input
@@ -287,7 +283,7 @@ impl Blobs {
             .map_err(|e| format!("git cat-file --batch: {e}"))?;
         // The object's bytes and the newline after them.
         let mut bytes = Vec::with_capacity(if size <= limit { size as usize } else { 0 });
-        let keep = *kind == "blob" && size <= limit;
+        let keep = *kind == kind_asked && size <= limit;
         let read = if keep {
             (&mut self.output).take(size).read_to_end(&mut bytes)
         } else {
@@ -300,13 +296,11 @@ impl Blobs {
         if read as u64 != size {
             return Err(format!("`git cat-file --batch` for {spec} ended early"));
         }
-        if *kind != "blob" {
+        if *kind != kind_asked {
             return Ok(None);
         }
         if size > limit {
-            return Err(format!(
-                "`{path}` at {commit} is {size} bytes, over {limit}"
-            ));
+            return Err(format!("`{spec}` is {size} bytes, over {limit}"));
         }
         Ok(Some(bytes))
     }

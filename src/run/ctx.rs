@@ -188,13 +188,27 @@ impl<'a> Ctx<'a> {
     /// answers may no longer line up) and is tried once more through a new one, so a git that
     /// died under a long call costs a restart, not a failed read.
     fn read_blob(&self, commit: &str, path: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+        self.with_blobs(|blobs| blobs.get(commit, path, limit))
+    }
+
+    /// The raw bytes of the tree `spec` names (an id, `<commit>^{tree}`), through the call's
+    /// `git cat-file --batch`; None when it names no tree.
+    pub(crate) fn tree_object(&self, spec: &str) -> Result<Option<Vec<u8>>, String> {
+        // A tree of a million entries is some 40 MB; no folder the loop changes comes near.
+        self.with_blobs(|blobs| blobs.object(spec, "tree", 64 * 1024 * 1024))
+    }
+
+    fn with_blobs(
+        &self,
+        read: impl Fn(&mut crate::git::Blobs) -> Result<Option<Vec<u8>>, String>,
+    ) -> Result<Option<Vec<u8>>, String> {
         let mut blobs = self.blobs.lock().unwrap_or_else(|e| e.into_inner());
         let reused = blobs.is_some();
         for fresh in [!reused, true] {
             if blobs.is_none() {
                 *blobs = Some(crate::git::Blobs::open(&self.repo.root)?);
             }
-            match blobs.as_mut().expect("opened").get(commit, path, limit) {
+            match read(blobs.as_mut().expect("opened")) {
                 Ok(bytes) => return Ok(bytes),
                 Err(e) => {
                     *blobs = None;

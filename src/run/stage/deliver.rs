@@ -3,8 +3,8 @@
 //! never left as an edit in the person's checkout.
 //!
 //! Only the judged head is delivered (SPEC 24.3): the close is a commit on top of the head the
-//! validators judged, built from that commit's tree in an index of the loop's own (never from the
-//! worktree's index, where an agent could have staged anything), and the branch moves to it only
+//! validators judged, made from that commit's trees by the loop itself (never from the worktree's
+//! index, where an agent could have staged anything), and the branch moves to it only
 //! from the judged head (`update-ref` with the old value). A lane that moved after it was judged is
 //! not delivered. The commit is recorded as prepared before the branch moves, so a call killed in
 //! between is finished by the next, which adopts exactly that commit and no other.
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A unit file, the metrics log and the close documents are read from git up to this size.
 const BLOB_LIMIT: u64 = 16 * 1024 * 1024;
@@ -452,8 +452,8 @@ struct Landing<'a> {
     close_paths: &'a [String],
 }
 
-/// The close's commit on the judged head: its tree the head's with `files`, built in an index of
-/// the loop's own, recorded as prepared before the branch moves to it.
+/// The close's commit on the judged head: its tree the head's with `files`, made by the loop from
+/// the head's trees, recorded as prepared before the branch moves to it.
 fn commit_close(
     ctx: &Ctx<'_>,
     run: &Run,
@@ -463,39 +463,20 @@ fn commit_close(
     message: &str,
 ) -> Result<String, Undelivered> {
     let (worktree, head) = (at.worktree, at.head.to_owned());
-    // The close's tree: the judged head's, with these files, built in an index of our own.
-    let index: PathBuf = ctx
-        .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)
-        .join("index");
-    if let Some(dir) = index.parent() {
-        crate::store::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    let _ = std::fs::remove_file(&index);
-    crate::git::run_with_index(worktree, &index, &["read-tree", &head])?;
-    // Every file into the index at once (`--index-info` reads `<mode> <sha>\t<path>` lines;
-    // no close path holds a newline or a tab: they are the unit's folder and fixed names).
-    if let Some((path, _)) = files.iter().find(|(p, _)| p.contains(['\n', '\t'])) {
-        return Err(format!(
-            "`{}` cannot be written to an index line",
-            path.escape_debug()
-        )
-        .into());
-    }
+    // The blobs go through scratch files in the step's activity folder.
+    let scratch = ctx.activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt);
+    crate::store::create_dir_all(&scratch).map_err(|e| e.to_string())?;
     let bodies: Vec<&[u8]> = files.iter().map(|(_, b)| b.as_bytes()).collect();
-    let scratch = index.parent().unwrap_or(worktree);
-    let blobs = crate::git::write_blobs(worktree, scratch, &bodies)?;
-    let mut entries = String::new();
-    for ((path, _), blob) in files.iter().zip(&blobs) {
-        entries.push_str(&format!("100644 {blob}\t{path}\n"));
-    }
-    crate::git::run_with_index_input(
-        worktree,
-        &index,
-        &["update-index", "--index-info"],
-        entries.as_bytes(),
-    )?;
-    let tree = crate::git::run_with_index(worktree, &index, &["write-tree"])?;
-    let _ = std::fs::remove_file(&index);
+    let blobs = crate::git::write_blobs(worktree, &scratch, &bodies)?;
+    // The close's tree: the judged head's with these files, made by the loop itself from the
+    // head's trees (never from the worktree's index): one git for all its folders.
+    let put: Vec<(String, String)> = files
+        .iter()
+        .map(|(path, _)| path.clone())
+        .zip(blobs)
+        .collect();
+    let tree =
+        crate::git::tree::with_files(worktree, &head, &put, &mut |spec| ctx.tree_object(spec))?;
     let mut args: Vec<String> = Vec::new();
     let (identified, signs) = ctx.git_identity(worktree);
     if !identified {
