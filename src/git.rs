@@ -86,6 +86,35 @@ pub fn current_branch(dir: &Path) -> Option<String> {
     output(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
 }
 
+/// What a lane's worktree `dir` stands on, through one git: the commit and tree of
+/// `refs/heads/<branch>` (None when there is no such branch), and the branch HEAD is on (None
+/// when detached; a ref outside `refs/heads/` by its full name).
+pub fn branch_at(dir: &Path, branch: &str) -> (Option<(String, String)>, Option<String>) {
+    let on = |name: &str| match name.strip_prefix("refs/heads/") {
+        _ if name == "HEAD" || name.is_empty() => None,
+        Some(short) => Some(short.to_owned()),
+        None => Some(name.to_owned()),
+    };
+    // `--` after them: a file named HEAD in the worktree is no revision.
+    let asked = output(
+        dir,
+        &[
+            "rev-parse",
+            &format!("refs/heads/{branch}^{{commit}}"),
+            &format!("refs/heads/{branch}^{{tree}}"),
+            "--symbolic-full-name",
+            "HEAD",
+            "--",
+        ],
+    );
+    if let Some(out) = asked {
+        if let [commit, tree, head, "--"] = out.lines().collect::<Vec<_>>().as_slice() {
+            return (Some(((*commit).to_owned(), (*tree).to_owned())), on(head));
+        }
+    }
+    (None, current_branch(dir))
+}
+
 pub fn branch_exists(dir: &Path, branch: &str) -> bool {
     command(dir)
         .args([

@@ -40,6 +40,36 @@ pub struct Ctx<'a> {
     /// lies between two commits never changes, and the receipt and the delivery of a lane ask the
     /// same (issue 16: the guard's `diff` and the commit list, a git each, twice a lane).
     between: std::sync::Mutex<std::collections::HashMap<Vec<String>, String>>,
+    /// Worktrees this call found clean on their lane branch (the receipt): the head their index
+    /// then held exactly, and the index file as it was right after (`index_stamp`).
+    clean_index: std::sync::Mutex<std::collections::HashMap<PathBuf, (String, IndexStamp)>>,
+}
+
+/// A file's identity and times, changed by any write to it (git writes an index anew and renames
+/// it over the old; a write in place moves its ctime, which nobody can set back).
+type IndexStamp = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The stamp of the index file of the worktree `dir` (its `.git` file names the folder git keeps
+/// it in), or None when it cannot be read.
+fn index_stamp(dir: &Path) -> Option<IndexStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let dot_git = dir.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else {
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        dir.join(text.strip_prefix("gitdir:")?.trim())
+    };
+    let m = std::fs::metadata(git_dir.join("index")).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
 }
 
 /// `rev` names one commit for good: a full object id.
@@ -87,6 +117,7 @@ impl<'a> Ctx<'a> {
             blobs: std::sync::Mutex::new(None),
             identity: std::sync::OnceLock::new(),
             between: std::sync::Mutex::new(std::collections::HashMap::new()),
+            clean_index: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -161,6 +192,25 @@ impl<'a> Ctx<'a> {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, out.clone());
         Ok(out)
+    }
+
+    /// `git status` found the worktree `dir` clean on its lane branch at `head`: its index holds
+    /// exactly `head`'s tree while its file stays as it is now.
+    pub(crate) fn saw_clean_index(&self, dir: &Path, head: &str) {
+        if let Some(stamp) = index_stamp(dir) {
+            self.clean_index
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(dir.to_owned(), (head.to_owned(), stamp));
+        }
+    }
+
+    /// Does the index of the worktree `dir` still hold exactly `head`'s tree, as this call saw
+    /// (`saw_clean_index`), its file untouched since? False whenever it cannot tell.
+    pub(crate) fn index_holds(&self, dir: &Path, head: &str) -> bool {
+        let kept = self.clean_index.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(dir)
+            .is_some_and(|(h, stamp)| h == head && index_stamp(dir).as_ref() == Some(stamp))
     }
 
     /// The commits of `from..to`, oldest first, as `<sha> <subject>` lines (`git_between`).
@@ -357,4 +407,51 @@ pub fn run_pace(ctx: &Ctx<'_>, run: &super::state::Run) -> crate::run::pace::Pac
         .as_ref()
         .and_then(crate::run::pace::Pace::from_value)
         .unwrap_or_else(|| ctx.settings.pace.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_stamp;
+    use std::path::Path;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = crate::git::command(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// The index stamp of a linked worktree (through its `.git` file) and of a repository's own
+    /// folder: the same while nothing writes the index, another after any git that does (a
+    /// `git add`, even of nothing new, a `reset`).
+    #[test]
+    fn an_index_stamp_moves_with_every_write_of_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "one"]);
+        let wt = dir.path().join("wt");
+        git(
+            &root,
+            &["worktree", "add", "-q", "-b", "lane", wt.to_str().unwrap()],
+        );
+        for at in [&root, &wt] {
+            let before = index_stamp(at).expect("an index");
+            assert_eq!(index_stamp(at), Some(before));
+            std::fs::write(at.join("b.txt"), "b\n").unwrap();
+            git(at, &["add", "b.txt"]);
+            let added = index_stamp(at).expect("an index");
+            assert_ne!(added, before, "{}", at.display());
+            git(at, &["reset", "-q"]);
+            assert_ne!(index_stamp(at), Some(added), "{}", at.display());
+        }
+        assert_eq!(index_stamp(&dir.path().join("nowhere")), None);
+    }
 }

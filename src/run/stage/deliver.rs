@@ -187,14 +187,25 @@ fn record_prepared(ctx: &Ctx<'_>, run: &str, lane: &str, commit: &str) -> Result
     Ok(())
 }
 
-/// After the branch moved to the delivery: the worktree's index and the close files follow it,
-/// leaving anything else in the worktree as it was.
-fn settle_worktree(worktree: &Path, branch: &str, paths: &[String]) -> Result<(), String> {
-    if crate::git::current_branch(worktree).as_deref() != Some(branch) {
-        // Not on the lane branch (someone checked out another): nothing of it is ours to touch.
+/// After the branch moved from `from` to the delivery: the worktree's index and the close files
+/// follow it, leaving anything else in the worktree as it was. Only when the worktree is on the
+/// lane branch (`on_branch`, read with the branch as the step began); otherwise someone checked
+/// out another, and nothing of it is ours to touch.
+fn settle_worktree(
+    ctx: &Ctx<'_>,
+    worktree: &Path,
+    (on_branch, from): (bool, &str),
+    paths: &[String],
+) -> Result<(), String> {
+    if !on_branch {
         return Ok(());
     }
-    git(worktree, &["reset", "-q"])?;
+    // The index back to the delivery's tree, unless this call saw it hold exactly `from`'s (the
+    // receipt found the worktree clean there) and its file is untouched since: then it differs
+    // from the delivery only in the close files, which the checkout below sets (issue 16).
+    if !ctx.index_holds(worktree, from) {
+        git(worktree, &["reset", "-q"])?;
+    }
     // One checkout for all; when one is not in the delivery, each on its own, skipping it.
     let mut all = vec!["checkout", "-q", "HEAD", "--"];
     all.extend(paths.iter().map(String::as_str));
@@ -227,7 +238,13 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         close_paths.push(format!("{rel}/decisions.md"));
     }
     // Read once: the branch moves only if it still points here.
-    let current = git(worktree, &["rev-parse", "--verify", &branch_ref])?;
+    let (at, on_branch) = crate::git::branch_at(worktree, &branch);
+    let on_branch = on_branch.as_deref() == Some(branch.as_str());
+    let current = match at {
+        Some((commit, _)) => commit,
+        // No such branch: git says so.
+        None => git(worktree, &["rev-parse", "--verify", &branch_ref])?,
+    };
     // A delivery this step prepared (a call that died before recording it): adopted if the
     // branch is there, made again from the judged head if it is not.
     let prepared = lane
@@ -235,7 +252,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         .and_then(|r| r.outcome_as::<DeliverOutcome>())
         .and_then(|o| o.prepared);
     if prepared.as_deref() == Some(current.as_str()) {
-        settle_worktree(worktree, &branch, &close_paths)?;
+        settle_worktree(ctx, worktree, (on_branch, ""), &close_paths)?;
         return Ok(current);
     }
     // Prepared on the judged head, and the branch still there: the call that prepared it died
@@ -247,7 +264,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         if current == judged && parent.as_deref() == Some(judged.as_str()) {
             record_prepared(ctx, &run.id, &lane.id, p)?;
             move_branch(worktree, &branch_ref, p, &judged)?;
-            settle_worktree(worktree, &branch, &close_paths)?;
+            settle_worktree(ctx, worktree, (on_branch, &judged), &close_paths)?;
             return Ok(p.to_owned());
         }
     }
@@ -281,7 +298,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     }
     let at = Landing {
         worktree,
-        branch: &branch,
+        on_branch,
         branch_ref: &branch_ref,
         head: &head,
         close_paths: &close_paths,
@@ -442,11 +459,11 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     commit_close(ctx, run, lane, &at, &files, &message)
 }
 
-/// Where a close is committed: the lane's worktree and branch, the judged head it goes on, and
-/// the close files the worktree follows it with.
+/// Where a close is committed: the lane's worktree (on the lane branch or not), the branch, the
+/// judged head it goes on, and the close files the worktree follows it with.
 struct Landing<'a> {
     worktree: &'a Path,
-    branch: &'a str,
+    on_branch: bool,
     branch_ref: &'a str,
     head: &'a str,
     close_paths: &'a [String],
@@ -503,7 +520,7 @@ fn commit_close(
     let commit = git(worktree, &args)?;
     record_prepared(ctx, &run.id, &lane.id, &commit)?;
     move_branch(worktree, at.branch_ref, &commit, &head)?;
-    settle_worktree(worktree, at.branch, at.close_paths)?;
+    settle_worktree(ctx, worktree, (at.on_branch, &head), at.close_paths)?;
     Ok(commit)
 }
 

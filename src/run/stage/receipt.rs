@@ -24,30 +24,18 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let branch = lane.branch.clone().unwrap_or_default();
     let mut missing: Vec<String> = Vec::new();
-    let on_branch = crate::git::current_branch(&worktree);
-    if on_branch.as_deref() != Some(branch.as_str()) {
+    // The head this receipt judges, and its tree, read once with the branch the worktree is on
+    // (one git): the definition of done, the validators and the delivery all refer to exactly
+    // this commit (SPEC 24.3). A branch that is not there leaves both empty.
+    let (at, on_branch) = crate::git::branch_at(&worktree, &branch);
+    let on_lane_branch = on_branch.as_deref() == Some(branch.as_str());
+    if !on_lane_branch {
         missing.push(format!(
             "the worktree is on `{}`, not on the lane branch `{branch}`",
             on_branch.unwrap_or_else(|| "a detached HEAD".into())
         ));
     }
-    // The head this receipt judges, and its tree, read once (one git): the definition of done,
-    // the validators and the delivery all refer to exactly this commit (SPEC 24.3). A branch
-    // that is not there leaves both empty.
-    let (head, tree) = crate::git::run(
-        &worktree,
-        &[
-            "rev-parse",
-            &format!("refs/heads/{branch}^{{commit}}"),
-            &format!("refs/heads/{branch}^{{tree}}"),
-        ],
-    )
-    .ok()
-    .and_then(|out| {
-        let mut lines = out.lines().map(str::to_owned);
-        Some((lines.next()?, lines.next()?))
-    })
-    .unwrap_or_default();
+    let (head, tree) = at.unwrap_or_default();
     // The commits ahead, as the delivery lists them (one git for both in a call).
     let ahead = ctx
         .commits_between(&worktree, run.base_of(lane), &head)
@@ -74,6 +62,8 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         }
     };
     match crate::git::is_clean(&worktree, &[]) {
+        // The index holds exactly the head's tree, as long as its file stays as it is now.
+        Ok(true) if on_lane_branch && !head.is_empty() => ctx.saw_clean_index(&worktree, &head),
         Ok(true) => {}
         Ok(false) => missing.push("the worktree has uncommitted or untracked changes".into()),
         Err(e) => missing.push(format!("the worktree's status could not be read: {e}")),
