@@ -15,6 +15,9 @@ struct Folder {
     folders: BTreeMap<Vec<u8>, Folder>,
 }
 
+/// Gives a tree object's raw bytes by what names it, None when it names no tree.
+pub type ReadTree<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, String> + 'a;
+
 /// One entry of a tree: mode (as git writes it in a tree, `40000` for a folder), name, object id.
 type Entry = (String, Vec<u8>, String);
 
@@ -50,7 +53,7 @@ pub fn with_files(
     dir: &Path,
     commit: &str,
     files: &[(String, String)],
-    read: &mut dyn FnMut(&str) -> Result<Option<Vec<u8>>, String>,
+    read: &mut ReadTree<'_>,
 ) -> Result<String, String> {
     let mut top = Folder::default();
     for (path, blob) in files {
@@ -112,7 +115,7 @@ impl Mktree {
         &mut self,
         folder: &Folder,
         existing: Option<&str>,
-        read: &mut dyn FnMut(&str) -> Result<Option<Vec<u8>>, String>,
+        read: &mut ReadTree<'_>,
     ) -> Result<String, String> {
         let mut list = match existing {
             Some(id) => match read(id)? {
