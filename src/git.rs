@@ -141,6 +141,48 @@ pub fn worktree_of_branch(dir: &Path, branch: &str) -> Option<PathBuf> {
     None
 }
 
+/// What `git status` says of a worktree, with where its HEAD is.
+pub struct Status {
+    /// The branch HEAD is on (None when detached).
+    pub branch: Option<String>,
+    /// The commit HEAD points at (None before the first).
+    pub head: Option<String>,
+    /// No change against HEAD and no untracked file (ignored files aside).
+    pub clean: bool,
+}
+
+/// The status of the worktree `dir` and its HEAD, through one git
+/// (`status --porcelain=v2 --branch`).
+pub fn status(dir: &Path) -> Result<Status, String> {
+    let out = run(
+        dir,
+        &[
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--untracked-files=all",
+        ],
+    )?;
+    let mut status = Status {
+        branch: None,
+        head: None,
+        clean: true,
+    };
+    for field in out.split('\0').filter(|f| !f.is_empty()) {
+        if let Some(oid) = field.strip_prefix("# branch.oid ") {
+            status.head = (oid != "(initial)").then(|| oid.to_owned());
+        } else if let Some(name) = field.strip_prefix("# branch.head ") {
+            status.branch = (name != "(detached)").then(|| name.to_owned());
+        } else if !field.starts_with("# ") {
+            // An entry: a change, an unmerged path, an untracked file (or a rename's other
+            // name, which comes with its entry).
+            status.clean = false;
+        }
+    }
+    Ok(status)
+}
+
 /// Does `path` hold no change against HEAD and no untracked file (ignored files aside)?
 pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
     let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--"];
@@ -421,6 +463,35 @@ mod tests {
             assert_eq!(kept.stdout, body);
         }
         assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    }
+
+    /// A worktree's status with its HEAD, through one git: the branch and commit, clean; then
+    /// an untracked file, a staged change, a detached HEAD.
+    #[test]
+    fn status_gives_the_branch_the_head_and_whether_it_is_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = git_in(root);
+        git(&["init", "-q", "-b", "lane"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let head = self::head(root).unwrap();
+        let s = status(root).unwrap();
+        assert_eq!(
+            (s.branch.as_deref(), s.head.as_deref(), s.clean),
+            (Some("lane"), Some(head.as_str()), true)
+        );
+        std::fs::write(root.join("new file.txt"), "n\n").unwrap();
+        assert!(!status(root).unwrap().clean, "an untracked file");
+        std::fs::remove_file(root.join("new file.txt")).unwrap();
+        std::fs::write(root.join("a.txt"), "changed\n").unwrap();
+        git(&["add", "a.txt"]);
+        assert!(!status(root).unwrap().clean, "a staged change");
+        git(&["reset", "-q", "--hard"]);
+        git(&["checkout", "-q", "--detach"]);
+        let s = status(root).unwrap();
+        assert_eq!((s.branch, s.head, s.clean), (None, Some(head), true));
     }
 
     /// What `git status` says of several folders, through one git: a changed file, an untracked

@@ -248,6 +248,16 @@ impl<'a> Ctx<'a> {
         self.with_blobs(|blobs| blobs.object(spec, "tree", 64 * 1024 * 1024))
     }
 
+    /// The tree of the commit `commit` (its id), read through the call's `git cat-file --batch`.
+    pub(crate) fn tree_of(&self, commit: &str) -> Option<String> {
+        let raw = self
+            .with_blobs(|blobs| blobs.object(commit, "commit", 16 * 1024 * 1024))
+            .ok()??;
+        let first = raw.split(|&b| b == b'\n').next()?;
+        let tree = std::str::from_utf8(first.strip_prefix(b"tree ")?).ok()?;
+        is_object_id(tree).then(|| tree.to_owned())
+    }
+
     fn with_blobs(
         &self,
         read: impl Fn(&mut crate::git::Blobs) -> Result<Option<Vec<u8>>, String>,

@@ -24,10 +24,22 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let branch = lane.branch.clone().unwrap_or_default();
     let mut missing: Vec<String> = Vec::new();
-    // The head this receipt judges, and its tree, read once with the branch the worktree is on
-    // (one git): the definition of done, the validators and the delivery all refer to exactly
-    // this commit (SPEC 24.3). A branch that is not there leaves both empty.
-    let (at, on_branch) = crate::git::branch_at(&worktree, &branch);
+    // The worktree's status, with the branch it is on and its head (one git).
+    let status = crate::git::status(&worktree);
+    // The head this receipt judges, and its tree: the definition of done, the validators and
+    // the delivery all refer to exactly this commit (SPEC 24.3). On the lane branch, its head is
+    // the status's (the tree read from the commit through the call's `cat-file`); otherwise the
+    // branch's, read with the branch the worktree is on (one git). A branch that is not there
+    // leaves both empty.
+    let from_status = status.as_ref().ok().and_then(|s| {
+        let head = s
+            .head
+            .clone()
+            .filter(|_| s.branch.as_deref() == Some(&branch))?;
+        let tree = ctx.tree_of(&head)?;
+        Some((Some((head, tree)), s.branch.clone()))
+    });
+    let (at, on_branch) = from_status.unwrap_or_else(|| crate::git::branch_at(&worktree, &branch));
     let on_lane_branch = on_branch.as_deref() == Some(branch.as_str());
     if !on_lane_branch {
         missing.push(format!(
@@ -61,7 +73,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             Value::Null
         }
     };
-    match crate::git::is_clean(&worktree, &[]) {
+    match status.map(|s| s.clean) {
         // The index holds exactly the head's tree, as long as its file stays as it is now.
         Ok(true) if on_lane_branch && !head.is_empty() => ctx.saw_clean_index(&worktree, &head),
         Ok(true) => {}
