@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub mod tree;
+
 /// Variables that redirect git away from the repository we were asked about.
 const SCRUBBED: &[&str] = &[
     "GIT_DIR",
@@ -84,6 +86,35 @@ pub fn current_branch(dir: &Path) -> Option<String> {
     output(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
 }
 
+/// What a lane's worktree `dir` stands on, through one git: the commit and tree of
+/// `refs/heads/<branch>` (None when there is no such branch), and the branch HEAD is on (None
+/// when detached; a ref outside `refs/heads/` by its full name).
+pub fn branch_at(dir: &Path, branch: &str) -> (Option<(String, String)>, Option<String>) {
+    let on = |name: &str| match name.strip_prefix("refs/heads/") {
+        _ if name == "HEAD" || name.is_empty() => None,
+        Some(short) => Some(short.to_owned()),
+        None => Some(name.to_owned()),
+    };
+    // `--` after them: a file named HEAD in the worktree is no revision.
+    let asked = output(
+        dir,
+        &[
+            "rev-parse",
+            &format!("refs/heads/{branch}^{{commit}}"),
+            &format!("refs/heads/{branch}^{{tree}}"),
+            "--symbolic-full-name",
+            "HEAD",
+            "--",
+        ],
+    );
+    if let Some(out) = asked {
+        if let [commit, tree, head, "--"] = out.lines().collect::<Vec<_>>().as_slice() {
+            return (Some(((*commit).to_owned(), (*tree).to_owned())), on(head));
+        }
+    }
+    (None, current_branch(dir))
+}
+
 pub fn branch_exists(dir: &Path, branch: &str) -> bool {
     command(dir)
         .args([
@@ -110,6 +141,48 @@ pub fn worktree_of_branch(dir: &Path, branch: &str) -> Option<PathBuf> {
     None
 }
 
+/// What `git status` says of a worktree, with where its HEAD is.
+pub struct Status {
+    /// The branch HEAD is on (None when detached).
+    pub branch: Option<String>,
+    /// The commit HEAD points at (None before the first).
+    pub head: Option<String>,
+    /// No change against HEAD and no untracked file (ignored files aside).
+    pub clean: bool,
+}
+
+/// The status of the worktree `dir` and its HEAD, through one git
+/// (`status --porcelain=v2 --branch`).
+pub fn status(dir: &Path) -> Result<Status, String> {
+    let out = run(
+        dir,
+        &[
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--untracked-files=all",
+        ],
+    )?;
+    let mut status = Status {
+        branch: None,
+        head: None,
+        clean: true,
+    };
+    for field in out.split('\0').filter(|f| !f.is_empty()) {
+        if let Some(oid) = field.strip_prefix("# branch.oid ") {
+            status.head = (oid != "(initial)").then(|| oid.to_owned());
+        } else if let Some(name) = field.strip_prefix("# branch.head ") {
+            status.branch = (name != "(detached)").then(|| name.to_owned());
+        } else if !field.starts_with("# ") {
+            // An entry: a change, an unmerged path, an untracked file (or a rename's other
+            // name, which comes with its entry).
+            status.clean = false;
+        }
+    }
+    Ok(status)
+}
+
 /// Does `path` hold no change against HEAD and no untracked file (ignored files aside)?
 pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
     let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--"];
@@ -134,26 +207,6 @@ pub fn unclean_paths(dir: &Path, paths: &[&str]) -> Result<Vec<String>, String> 
         }
     }
     Ok(found)
-}
-
-/// Run git with its index at `index` (a temporary index of the caller's), so that what the
-/// command builds never depends on the worktree's own index.
-pub fn run_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<String, String> {
-    let mut cmd = command(dir);
-    cmd.env("GIT_INDEX_FILE", index);
-    finish(cmd, args)
-}
-
-/// Run git with its index at `index` (as [`run_with_index`]), `input` on its standard input.
-pub fn run_with_index_input(
-    dir: &Path,
-    index: &Path,
-    args: &[&str],
-    input: &[u8],
-) -> Result<String, String> {
-    let mut cmd = command(dir);
-    cmd.env("GIT_INDEX_FILE", index);
-    with_input(cmd, args, input)
 }
 
 /// Write each of `bodies` into the object store as a blob through one git; their ids, in order.
@@ -265,10 +318,24 @@ impl Blobs {
 
     /// As [`blob_at`]. A blob over `limit` is read past, unkept, so the next answer lines up.
     pub fn get(&mut self, commit: &str, path: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
-        use std::io::{BufRead, Read, Write};
-        let spec = format!("{commit}:{path}");
-        if spec.contains('\n') {
+        if path.contains('\n') {
             return Err(format!("`{path}` names no file git can look up"));
+        }
+        self.object(&format!("{commit}:{path}"), "blob", limit)
+    }
+
+    /// The bytes of the object `spec` names (`<commit>:<path>`, an object id), if it is of `kind`
+    /// (`blob`, `tree`) and no larger than `limit`: `Ok(None)` when it is missing or of another
+    /// kind, an error when git fails or it is larger.
+    pub fn object(
+        &mut self,
+        spec: &str,
+        kind_asked: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, String> {
+        use std::io::{BufRead, Read, Write};
+        if spec.contains('\n') {
+            return Err(format!("`{spec}` names no object git can look up"));
         }
         let failed = |e: std::io::Error| format!("`git cat-file --batch` for {spec}: {e}");
         self.input
@@ -287,7 +354,7 @@ impl Blobs {
             .map_err(|e| format!("git cat-file --batch: {e}"))?;
         // The object's bytes and the newline after them.
         let mut bytes = Vec::with_capacity(if size <= limit { size as usize } else { 0 });
-        let keep = *kind == "blob" && size <= limit;
+        let keep = *kind == kind_asked && size <= limit;
         let read = if keep {
             (&mut self.output).take(size).read_to_end(&mut bytes)
         } else {
@@ -300,13 +367,11 @@ impl Blobs {
         if read as u64 != size {
             return Err(format!("`git cat-file --batch` for {spec} ended early"));
         }
-        if *kind != "blob" {
+        if *kind != kind_asked {
             return Ok(None);
         }
         if size > limit {
-            return Err(format!(
-                "`{path}` at {commit} is {size} bytes, over {limit}"
-            ));
+            return Err(format!("`{spec}` is {size} bytes, over {limit}"));
         }
         Ok(Some(bytes))
     }
@@ -398,6 +463,35 @@ mod tests {
             assert_eq!(kept.stdout, body);
         }
         assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    }
+
+    /// A worktree's status with its HEAD, through one git: the branch and commit, clean; then
+    /// an untracked file, a staged change, a detached HEAD.
+    #[test]
+    fn status_gives_the_branch_the_head_and_whether_it_is_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = git_in(root);
+        git(&["init", "-q", "-b", "lane"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let head = self::head(root).unwrap();
+        let s = status(root).unwrap();
+        assert_eq!(
+            (s.branch.as_deref(), s.head.as_deref(), s.clean),
+            (Some("lane"), Some(head.as_str()), true)
+        );
+        std::fs::write(root.join("new file.txt"), "n\n").unwrap();
+        assert!(!status(root).unwrap().clean, "an untracked file");
+        std::fs::remove_file(root.join("new file.txt")).unwrap();
+        std::fs::write(root.join("a.txt"), "changed\n").unwrap();
+        git(&["add", "a.txt"]);
+        assert!(!status(root).unwrap().clean, "a staged change");
+        git(&["reset", "-q", "--hard"]);
+        git(&["checkout", "-q", "--detach"]);
+        let s = status(root).unwrap();
+        assert_eq!((s.branch, s.head, s.clean), (None, Some(head), true));
     }
 
     /// What `git status` says of several folders, through one git: a changed file, an untracked

@@ -37,6 +37,45 @@ pub struct Ctx<'a> {
     blobs: std::sync::Mutex<Option<crate::git::Blobs>>,
     /// The repository's `user.email` is set, and `commit.gpgSign` is true: asked once a call.
     identity: std::sync::OnceLock<(bool, bool)>,
+    /// git's answers about the range between two commits this call, by the git arguments: what
+    /// lies between two commits never changes, and the receipt and the delivery of a lane ask the
+    /// same (issue 16: the guard's `diff` and the commit list, a git each, twice a lane).
+    between: std::sync::Mutex<std::collections::HashMap<Vec<String>, String>>,
+    /// Worktrees this call found clean on their lane branch (the receipt): the head their index
+    /// then held exactly, and the index file as it was right after (`index_stamp`).
+    clean_index: std::sync::Mutex<std::collections::HashMap<PathBuf, (String, IndexStamp)>>,
+}
+
+/// A file's identity and times, changed by any write to it (git writes an index anew and renames
+/// it over the old; a write in place moves its ctime, which nobody can set back).
+type IndexStamp = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The stamp of the index file of the worktree `dir` (its `.git` file names the folder git keeps
+/// it in), or None when it cannot be read.
+fn index_stamp(dir: &Path) -> Option<IndexStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let dot_git = dir.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else {
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        dir.join(text.strip_prefix("gitdir:")?.trim())
+    };
+    let m = std::fs::metadata(git_dir.join("index")).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// `rev` names one commit for good: a full object id.
+fn is_object_id(rev: &str) -> bool {
+    matches!(rev.len(), 40 | 64) && rev.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A file read at a commit: `(commit, path, limit)`.
@@ -78,6 +117,8 @@ impl<'a> Ctx<'a> {
             at_commit: std::sync::Mutex::new(std::collections::HashMap::new()),
             blobs: std::sync::Mutex::new(None),
             identity: std::sync::OnceLock::new(),
+            between: std::sync::Mutex::new(std::collections::HashMap::new()),
+            clean_index: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -111,9 +152,7 @@ impl<'a> Ctx<'a> {
         path: &str,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, String> {
-        let fixed =
-            matches!(commit.len(), 40 | 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
-        if !fixed {
+        if !is_object_id(commit) {
             return self.read_blob(commit, path, limit);
         }
         let key = (commit.to_owned(), path.to_owned(), limit);
@@ -130,17 +169,107 @@ impl<'a> Ctx<'a> {
         Ok(bytes)
     }
 
+    /// `git <args>` in `dir` (`git::run`), a question about the range `from..to` only (a diff, a
+    /// log): kept for the call when both are full object ids, so it is asked once; a failed
+    /// answer is not kept. `dir` is any worktree of the repository: they share its commits.
+    pub(crate) fn git_between(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        (from, to): (&str, &str),
+    ) -> Result<String, String> {
+        if !(is_object_id(from) && is_object_id(to)) {
+            return crate::git::run(dir, args);
+        }
+        let key: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let kept = self.between.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(out) = kept.get(&key) {
+            return Ok(out.clone());
+        }
+        drop(kept);
+        let out = crate::git::run(dir, args)?;
+        self.between
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, out.clone());
+        Ok(out)
+    }
+
+    /// `git status` found the worktree `dir` clean on its lane branch at `head`: its index holds
+    /// exactly `head`'s tree while its file stays as it is now.
+    pub(crate) fn saw_clean_index(&self, dir: &Path, head: &str) {
+        if let Some(stamp) = index_stamp(dir) {
+            self.clean_index
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(dir.to_owned(), (head.to_owned(), stamp));
+        }
+    }
+
+    /// Does the index of the worktree `dir` still hold exactly `head`'s tree, as this call saw
+    /// (`saw_clean_index`), its file untouched since? False whenever it cannot tell.
+    pub(crate) fn index_holds(&self, dir: &Path, head: &str) -> bool {
+        let kept = self.clean_index.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(dir)
+            .is_some_and(|(h, stamp)| h == head && index_stamp(dir).as_ref() == Some(stamp))
+    }
+
+    /// The commits of `from..to`, oldest first, as `<sha> <subject>` lines (`git_between`).
+    pub(crate) fn commits_between(
+        &self,
+        dir: &Path,
+        from: &str,
+        to: &str,
+    ) -> Result<String, String> {
+        let range = format!("{from}..{to}");
+        self.git_between(
+            dir,
+            &[
+                "log",
+                "--reverse",
+                "--no-show-signature",
+                "--format=%H %s",
+                &range,
+            ],
+            (from, to),
+        )
+    }
+
     /// One read through the call's `git cat-file --batch`. A read that fails drops that git (its
     /// answers may no longer line up) and is tried once more through a new one, so a git that
     /// died under a long call costs a restart, not a failed read.
     fn read_blob(&self, commit: &str, path: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+        self.with_blobs(|blobs| blobs.get(commit, path, limit))
+    }
+
+    /// The raw bytes of the tree `spec` names (an id, `<commit>^{tree}`), through the call's
+    /// `git cat-file --batch`; None when it names no tree.
+    pub(crate) fn tree_object(&self, spec: &str) -> Result<Option<Vec<u8>>, String> {
+        // A tree of a million entries is some 40 MB; no folder the loop changes comes near.
+        self.with_blobs(|blobs| blobs.object(spec, "tree", 64 * 1024 * 1024))
+    }
+
+    /// The tree of the commit `commit` (its id), read through the call's `git cat-file --batch`.
+    pub(crate) fn tree_of(&self, commit: &str) -> Option<String> {
+        let raw = self
+            .with_blobs(|blobs| blobs.object(commit, "commit", 16 * 1024 * 1024))
+            .ok()??;
+        let first = raw.split(|&b| b == b'\n').next()?;
+        let tree = std::str::from_utf8(first.strip_prefix(b"tree ")?).ok()?;
+        is_object_id(tree).then(|| tree.to_owned())
+    }
+
+    fn with_blobs(
+        &self,
+        read: impl Fn(&mut crate::git::Blobs) -> Result<Option<Vec<u8>>, String>,
+    ) -> Result<Option<Vec<u8>>, String> {
         let mut blobs = self.blobs.lock().unwrap_or_else(|e| e.into_inner());
         let reused = blobs.is_some();
         for fresh in [!reused, true] {
             if blobs.is_none() {
                 *blobs = Some(crate::git::Blobs::open(&self.repo.root)?);
             }
-            match blobs.as_mut().expect("opened").get(commit, path, limit) {
+            match read(blobs.as_mut().expect("opened")) {
                 Ok(bytes) => return Ok(bytes),
                 Err(e) => {
                     *blobs = None;
@@ -312,4 +441,51 @@ pub fn run_pace(ctx: &Ctx<'_>, run: &super::state::Run) -> crate::run::pace::Pac
         .as_ref()
         .and_then(crate::run::pace::Pace::from_value)
         .unwrap_or_else(|| ctx.settings.pace.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_stamp;
+    use std::path::Path;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = crate::git::command(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// The index stamp of a linked worktree (through its `.git` file) and of a repository's own
+    /// folder: the same while nothing writes the index, another after any git that does (a
+    /// `git add`, even of nothing new, a `reset`).
+    #[test]
+    fn an_index_stamp_moves_with_every_write_of_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "one"]);
+        let wt = dir.path().join("wt");
+        git(
+            &root,
+            &["worktree", "add", "-q", "-b", "lane", wt.to_str().unwrap()],
+        );
+        for at in [&root, &wt] {
+            let before = index_stamp(at).expect("an index");
+            assert_eq!(index_stamp(at), Some(before));
+            std::fs::write(at.join("b.txt"), "b\n").unwrap();
+            git(at, &["add", "b.txt"]);
+            let added = index_stamp(at).expect("an index");
+            assert_ne!(added, before, "{}", at.display());
+            git(at, &["reset", "-q"]);
+            assert_ne!(index_stamp(at), Some(added), "{}", at.display());
+        }
+        assert_eq!(index_stamp(&dir.path().join("nowhere")), None);
+    }
 }

@@ -46,8 +46,8 @@ fn text_matters(path: &str) -> bool {
 
 /// The paths that differ between `from` and `to` (no rename detection: a rename is a deletion and
 /// a new file), each with whether it is gone in `to`.
-fn changed(dir: &Path, from: &str, to: &str) -> Result<Vec<(String, bool)>, String> {
-    let out = crate::git::run(
+fn changed(ctx: &Ctx<'_>, dir: &Path, from: &str, to: &str) -> Result<Vec<(String, bool)>, String> {
+    let out = ctx.git_between(
         dir,
         &[
             "diff",
@@ -58,6 +58,7 @@ fn changed(dir: &Path, from: &str, to: &str) -> Result<Vec<(String, bool)>, Stri
             to,
             "--",
         ],
+        (from, to),
     )?;
     let mut fields = out.split('\0').filter(|f| !f.is_empty());
     let mut paths = Vec::new();
@@ -123,7 +124,7 @@ pub fn judge_range_as(
         unit_text: &unit_text,
     };
     let mut denied = Vec::new();
-    for (path, gone) in changed(dir, from, to)? {
+    for (path, gone) in changed(ctx, dir, from, to)? {
         if except.contains(&path) {
             continue;
         }

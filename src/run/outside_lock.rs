@@ -81,15 +81,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             let base = snapshot
                 .base_of(snapshot.lane(&lane).expect("lane"))
                 .to_owned();
-            let result = crate::run::stage::worktree::move_aside_stale(
-                ctx,
-                &snapshot.id,
-                &lane,
-                &path,
-                &branch,
-                &base,
-            )
-            .and_then(|aside| add_worktree(ctx, &path, &branch, &base).map(|()| aside));
+            let result = make_lane_worktree(ctx, (&snapshot.id, &lane), &path, &branch, &base);
             crate::failpoint::hit("worktree-after-add");
             record_after(ctx, &snapshot.id, &lane, &StepKey::Worktree, |l, record| {
                 let mv = super::decide::after_worktree_of(

@@ -3,8 +3,8 @@
 //! never left as an edit in the person's checkout.
 //!
 //! Only the judged head is delivered (SPEC 24.3): the close is a commit on top of the head the
-//! validators judged, built from that commit's tree in an index of the loop's own (never from the
-//! worktree's index, where an agent could have staged anything), and the branch moves to it only
+//! validators judged, made from that commit's trees by the loop itself (never from the worktree's
+//! index, where an agent could have staged anything), and the branch moves to it only
 //! from the judged head (`update-ref` with the old value). A lane that moved after it was judged is
 //! not delivered. The commit is recorded as prepared before the branch moves, so a call killed in
 //! between is finished by the next, which adopts exactly that commit and no other.
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A unit file, the metrics log and the close documents are read from git up to this size.
 const BLOB_LIMIT: u64 = 16 * 1024 * 1024;
@@ -187,14 +187,25 @@ fn record_prepared(ctx: &Ctx<'_>, run: &str, lane: &str, commit: &str) -> Result
     Ok(())
 }
 
-/// After the branch moved to the delivery: the worktree's index and the close files follow it,
-/// leaving anything else in the worktree as it was.
-fn settle_worktree(worktree: &Path, branch: &str, paths: &[String]) -> Result<(), String> {
-    if crate::git::current_branch(worktree).as_deref() != Some(branch) {
-        // Not on the lane branch (someone checked out another): nothing of it is ours to touch.
+/// After the branch moved from `from` to the delivery: the worktree's index and the close files
+/// follow it, leaving anything else in the worktree as it was. Only when the worktree is on the
+/// lane branch (`on_branch`, read with the branch as the step began); otherwise someone checked
+/// out another, and nothing of it is ours to touch.
+fn settle_worktree(
+    ctx: &Ctx<'_>,
+    worktree: &Path,
+    (on_branch, from): (bool, &str),
+    paths: &[String],
+) -> Result<(), String> {
+    if !on_branch {
         return Ok(());
     }
-    git(worktree, &["reset", "-q"])?;
+    // The index back to the delivery's tree, unless this call saw it hold exactly `from`'s (the
+    // receipt found the worktree clean there) and its file is untouched since: then it differs
+    // from the delivery only in the close files, which the checkout below sets (issue 16).
+    if !ctx.index_holds(worktree, from) {
+        git(worktree, &["reset", "-q"])?;
+    }
     // One checkout for all; when one is not in the delivery, each on its own, skipping it.
     let mut all = vec!["checkout", "-q", "HEAD", "--"];
     all.extend(paths.iter().map(String::as_str));
@@ -227,7 +238,13 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         close_paths.push(format!("{rel}/decisions.md"));
     }
     // Read once: the branch moves only if it still points here.
-    let current = git(worktree, &["rev-parse", "--verify", &branch_ref])?;
+    let (at, on_branch) = crate::git::branch_at(worktree, &branch);
+    let on_branch = on_branch.as_deref() == Some(branch.as_str());
+    let current = match at {
+        Some((commit, _)) => commit,
+        // No such branch: git says so.
+        None => git(worktree, &["rev-parse", "--verify", &branch_ref])?,
+    };
     // A delivery this step prepared (a call that died before recording it): adopted if the
     // branch is there, made again from the judged head if it is not.
     let prepared = lane
@@ -235,7 +252,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         .and_then(|r| r.outcome_as::<DeliverOutcome>())
         .and_then(|o| o.prepared);
     if prepared.as_deref() == Some(current.as_str()) {
-        settle_worktree(worktree, &branch, &close_paths)?;
+        settle_worktree(ctx, worktree, (on_branch, ""), &close_paths)?;
         return Ok(current);
     }
     // Prepared on the judged head, and the branch still there: the call that prepared it died
@@ -247,7 +264,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         if current == judged && parent.as_deref() == Some(judged.as_str()) {
             record_prepared(ctx, &run.id, &lane.id, p)?;
             move_branch(worktree, &branch_ref, p, &judged)?;
-            settle_worktree(worktree, &branch, &close_paths)?;
+            settle_worktree(ctx, worktree, (on_branch, &judged), &close_paths)?;
             return Ok(p.to_owned());
         }
     }
@@ -281,7 +298,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     }
     let at = Landing {
         worktree,
-        branch: &branch,
+        on_branch,
         branch_ref: &branch_ref,
         head: &head,
         close_paths: &close_paths,
@@ -337,15 +354,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
         .map(|t| crate::unit::parse_unit(&t))
         .unwrap_or_else(|| parsed.clone());
     let now = crate::clock::now_iso();
-    let log = git(
-        worktree,
-        &[
-            "log",
-            "--reverse",
-            "--format=%H %s",
-            &format!("{}..{head}", run.base_of(lane)),
-        ],
-    )?;
+    let log = ctx.commits_between(worktree, run.base_of(lane), &head)?;
     // `<sha> <subject>` per line: verify.json keeps the shas, evidence.md the subjects too.
     let commits: Vec<(&str, &str)> = log
         .lines()
@@ -450,18 +459,18 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     commit_close(ctx, run, lane, &at, &files, &message)
 }
 
-/// Where a close is committed: the lane's worktree and branch, the judged head it goes on, and
-/// the close files the worktree follows it with.
+/// Where a close is committed: the lane's worktree (on the lane branch or not), the branch, the
+/// judged head it goes on, and the close files the worktree follows it with.
 struct Landing<'a> {
     worktree: &'a Path,
-    branch: &'a str,
+    on_branch: bool,
     branch_ref: &'a str,
     head: &'a str,
     close_paths: &'a [String],
 }
 
-/// The close's commit on the judged head: its tree the head's with `files`, built in an index of
-/// the loop's own, recorded as prepared before the branch moves to it.
+/// The close's commit on the judged head: its tree the head's with `files`, made by the loop from
+/// the head's trees, recorded as prepared before the branch moves to it.
 fn commit_close(
     ctx: &Ctx<'_>,
     run: &Run,
@@ -471,39 +480,20 @@ fn commit_close(
     message: &str,
 ) -> Result<String, Undelivered> {
     let (worktree, head) = (at.worktree, at.head.to_owned());
-    // The close's tree: the judged head's, with these files, built in an index of our own.
-    let index: PathBuf = ctx
-        .activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt)
-        .join("index");
-    if let Some(dir) = index.parent() {
-        crate::store::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    let _ = std::fs::remove_file(&index);
-    crate::git::run_with_index(worktree, &index, &["read-tree", &head])?;
-    // Every file into the index at once (`--index-info` reads `<mode> <sha>\t<path>` lines;
-    // no close path holds a newline or a tab: they are the unit's folder and fixed names).
-    if let Some((path, _)) = files.iter().find(|(p, _)| p.contains(['\n', '\t'])) {
-        return Err(format!(
-            "`{}` cannot be written to an index line",
-            path.escape_debug()
-        )
-        .into());
-    }
+    // The blobs go through scratch files in the step's activity folder.
+    let scratch = ctx.activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt);
+    crate::store::create_dir_all(&scratch).map_err(|e| e.to_string())?;
     let bodies: Vec<&[u8]> = files.iter().map(|(_, b)| b.as_bytes()).collect();
-    let scratch = index.parent().unwrap_or(worktree);
-    let blobs = crate::git::write_blobs(worktree, scratch, &bodies)?;
-    let mut entries = String::new();
-    for ((path, _), blob) in files.iter().zip(&blobs) {
-        entries.push_str(&format!("100644 {blob}\t{path}\n"));
-    }
-    crate::git::run_with_index_input(
-        worktree,
-        &index,
-        &["update-index", "--index-info"],
-        entries.as_bytes(),
-    )?;
-    let tree = crate::git::run_with_index(worktree, &index, &["write-tree"])?;
-    let _ = std::fs::remove_file(&index);
+    let blobs = crate::git::write_blobs(worktree, &scratch, &bodies)?;
+    // The close's tree: the judged head's with these files, made by the loop itself from the
+    // head's trees (never from the worktree's index): one git for all its folders.
+    let put: Vec<(String, String)> = files
+        .iter()
+        .map(|(path, _)| path.clone())
+        .zip(blobs)
+        .collect();
+    let tree =
+        crate::git::tree::with_files(worktree, &head, &put, &mut |spec| ctx.tree_object(spec))?;
     let mut args: Vec<String> = Vec::new();
     let (identified, signs) = ctx.git_identity(worktree);
     if !identified {
@@ -530,7 +520,7 @@ fn commit_close(
     let commit = git(worktree, &args)?;
     record_prepared(ctx, &run.id, &lane.id, &commit)?;
     move_branch(worktree, at.branch_ref, &commit, &head)?;
-    settle_worktree(worktree, at.branch, at.close_paths)?;
+    settle_worktree(ctx, worktree, (at.on_branch, &head), at.close_paths)?;
     Ok(commit)
 }
 

@@ -32,41 +32,34 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         } else {
             Vec::new()
         };
-    let on_branch = crate::git::current_branch(&worktree);
-    if on_branch.as_deref() != Some(branch.as_str()) {
+    // The worktree's status, with the branch it is on and its head (one git).
+    let status = crate::git::status(&worktree);
+    // The head this receipt judges, and its tree: the definition of done, the validators and
+    // the delivery all refer to exactly this commit (SPEC 24.3). On the lane branch, its head is
+    // the status's (the tree read from the commit through the call's `cat-file`); otherwise the
+    // branch's, read with the branch the worktree is on (one git). A branch that is not there
+    // leaves both empty.
+    let from_status = status.as_ref().ok().and_then(|s| {
+        let head = s
+            .head
+            .clone()
+            .filter(|_| s.branch.as_deref() == Some(&branch))?;
+        let tree = ctx.tree_of(&head)?;
+        Some((Some((head, tree)), s.branch.clone()))
+    });
+    let (at, on_branch) = from_status.unwrap_or_else(|| crate::git::branch_at(&worktree, &branch));
+    let on_lane_branch = on_branch.as_deref() == Some(branch.as_str());
+    if !on_lane_branch {
         missing.push(format!(
             "the worktree is on `{}`, not on the lane branch `{branch}`",
             on_branch.unwrap_or_else(|| "a detached HEAD".into())
         ));
     }
-    // The head this receipt judges, and its tree, read once (one git): the definition of done,
-    // the validators and the delivery all refer to exactly this commit (SPEC 24.3). A branch
-    // that is not there leaves both empty.
-    let (head, tree) = crate::git::run(
-        &worktree,
-        &[
-            "rev-parse",
-            &format!("refs/heads/{branch}^{{commit}}"),
-            &format!("refs/heads/{branch}^{{tree}}"),
-        ],
-    )
-    .ok()
-    .and_then(|out| {
-        let mut lines = out.lines().map(str::to_owned);
-        Some((lines.next()?, lines.next()?))
-    })
-    .unwrap_or_default();
-    let ahead = crate::git::run(
-        &worktree,
-        &[
-            "rev-list",
-            "--count",
-            &format!("{}..{head}", run.base_of(lane)),
-        ],
-    )
-    .ok()
-    .and_then(|n| n.trim().parse::<u64>().ok())
-    .unwrap_or(0);
+    let (head, tree) = at.unwrap_or_default();
+    // The commits ahead, as the delivery lists them (one git for both in a call).
+    let ahead = ctx
+        .commits_between(&worktree, run.base_of(lane), &head)
+        .map_or(0, |log| log.lines().count());
     if ahead == 0 {
         missing.push(format!(
             "no commit on `{branch}` ahead of the base {}",
@@ -88,7 +81,9 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             Value::Null
         }
     };
-    match crate::git::is_clean(&worktree, &[]) {
+    match status.map(|s| s.clean) {
+        // The index holds exactly the head's tree, as long as its file stays as it is now.
+        Ok(true) if on_lane_branch && !head.is_empty() => ctx.saw_clean_index(&worktree, &head),
         Ok(true) => {}
         Ok(false) => missing.push("the worktree has uncommitted or untracked changes".into()),
         Err(e) => missing.push(format!("the worktree's status could not be read: {e}")),

@@ -6,39 +6,68 @@ use crate::run::events::{emit, Event};
 use serde_json::json;
 use std::path::Path;
 
+/// The lane's worktree at `path` on `branch`, made from `base` with its branch, or adopted: the
+/// worktree step's whole git work. A new lane costs one git (issue 16): only when git refuses to
+/// make the branch is an earlier run's stale one moved aside (`move_aside_stale`) and what is
+/// there looked at. The name the stale branch went to, when this call moved it.
+pub(crate) fn make_lane_worktree(
+    ctx: &Ctx<'_>,
+    (run, lane): (&str, &str),
+    path: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<Option<String>, String> {
+    if add_new(ctx, path, branch, base).is_ok() {
+        return Ok(None);
+    }
+    let aside = move_aside_stale(ctx, run, lane, path, branch, base)?;
+    adopt_or_add(ctx, path, branch, base).map(|()| aside)
+}
+
+/// `git worktree add -b`: the branch and its worktree at once, one git. git refuses a branch that
+/// is there already.
+fn add_new(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<String, String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
+    }
+    // `--quiet`: git prints nothing, so if this call dies, the `git worktree add` it started
+    // (which outlives it) is not killed by SIGPIPE halfway and does not undo its own work under a
+    // later call that has already adopted the worktree.
+    let path_s = path.display().to_string();
+    crate::git::run(
+        &ctx.repo.root,
+        &["worktree", "add", "--quiet", "-b", branch, &path_s, base],
+    )
+}
+
 pub(crate) fn add_worktree(
     ctx: &Ctx<'_>,
     path: &Path,
     branch: &str,
     base: &str,
 ) -> Result<(), String> {
-    let root = &ctx.repo.root;
-    let is_ours = |existing: &Path| {
-        existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
+    // A new lane: its branch and worktree at once, one git (issue 16); only then is what is
+    // there looked at.
+    if add_new(ctx, path, branch, base).is_ok() {
+        return Ok(());
     }
+    adopt_or_add(ctx, path, branch, base)
+}
+
+/// After `add_new` was refused: adopt the worktree a crashed call (or a person) made for
+/// `branch` at `path`, or add one for the branch that is there (or, gone meanwhile, a new one).
+fn adopt_or_add(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<(), String> {
+    let root = &ctx.repo.root;
+    let is_ours = |existing: &Path| same_path(existing, path);
     let path_s = path.display().to_string();
-    // `--quiet`: git prints nothing, so if this call dies, the `git worktree add` it started
-    // (which outlives it) is not killed by SIGPIPE halfway and does not undo its own work under a
-    // later call that has already adopted the worktree.
     let add = |exists: bool| {
         if exists {
             crate::git::run(root, &["worktree", "add", "--quiet", &path_s, branch])
         } else {
-            crate::git::run(
-                root,
-                &["worktree", "add", "--quiet", "-b", branch, &path_s, base],
-            )
+            add_new(ctx, path, branch, base)
         }
     };
-    // A new lane: its branch and worktree at once, one git (issue 16). git refuses a branch that
-    // is there already; only then is what is there looked at.
-    if add(false).is_ok() {
-        return Ok(());
-    }
     // Adopt what a crashed call (or a person) already made. No worktree holds a branch that does
     // not exist.
     let exists = crate::git::branch_exists(root, branch);
@@ -79,7 +108,7 @@ pub(crate) fn add_worktree(
 /// the base (SPEC 20.4). The name it went to, when this call moved it. Re-entrant: a call killed
 /// after the worktree's move finds the branch checked out elsewhere and renames it; one killed
 /// after the rename finds no branch.
-pub(crate) fn move_aside_stale(
+fn move_aside_stale(
     ctx: &Ctx<'_>,
     run: &str,
     lane: &str,
@@ -103,10 +132,9 @@ pub(crate) fn move_aside_stale(
     }
     let short = &tip[..12.min(tip.len())];
     let moved_to = format!("{branch}-{short}");
-    let at_path = |existing: &Path| {
-        existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
-    };
-    if let Some(existing) = crate::git::worktree_of_branch(root, branch).filter(|e| at_path(e)) {
+    if let Some(existing) =
+        crate::git::worktree_of_branch(root, branch).filter(|e| same_path(e, path))
+    {
         let aside = format!("{}-{short}", existing.display());
         crate::git::run(
             root,
@@ -129,4 +157,9 @@ pub(crate) fn move_aside_stale(
     );
     crate::failpoint::hit("worktree-after-move-aside");
     Ok(Some(moved_to))
+}
+
+/// `existing` (as git lists a worktree) is `path`.
+fn same_path(existing: &Path, path: &Path) -> bool {
+    existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
 }
