@@ -385,11 +385,11 @@ impl Drop for Blobs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A git in `root` with an identity, asserting it succeeds.
-    fn git_in(root: &Path) -> impl Fn(&[&str]) + '_ {
+    pub(crate) fn git_in(root: &Path) -> impl Fn(&[&str]) + '_ {
         move |args: &[&str]| {
             let ok = command(root)
                 .args(["-c", "user.name=t", "-c", "user.email=t@t"])

@@ -428,27 +428,14 @@ impl Claims {
             return Ok(None);
         };
         ensure_dir(dir, step)?;
-        let path = dir.join(".lock");
-        let file = crate::store::open_lock_file(&path, 0o600)
-            .map_err(|e| crate::repo::store_refusal(step, e))?;
-        let deadline = Instant::now() + wait;
-        while file.try_lock_exclusive().is_err() {
-            if Instant::now() >= deadline {
-                return Err(Refusal::new(
-                    step,
-                    "state-locked",
-                    format!(
-                        "the claims' lock `{}` was not free within {} s",
-                        path.display(),
-                        // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
-                        wait.as_secs_f64()
-                    ),
-                    "another iced is removing a claim; run the command again",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(Some(file))
+        lock_within(
+            &dir.join(".lock"),
+            wait,
+            step,
+            "the claims' lock",
+            "another iced is removing a claim; run the command again",
+        )
+        .map(Some)
     }
 
     /// `unit-claimed`, naming the run, and the checkout when it is another one.
@@ -548,4 +535,35 @@ pub fn host_name() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// Take the flock of `path` (created 0600), waiting at most `wait`; else `state-locked`, naming
+/// `what` the lock is, with `remedy`.
+pub(crate) fn lock_within(
+    path: &Path,
+    wait: Duration,
+    step: &str,
+    what: &str,
+    remedy: &str,
+) -> Result<File, Refusal> {
+    let file = crate::store::open_lock_file(path, 0o600)
+        .map_err(|e| crate::repo::store_refusal(step, e))?;
+    let deadline = Instant::now() + wait;
+    while file.try_lock_exclusive().is_err() {
+        if Instant::now() >= deadline {
+            return Err(Refusal::new(
+                step,
+                "state-locked",
+                // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
+                format!(
+                    "{what} `{}` was not free within {} s",
+                    path.display(),
+                    wait.as_secs_f64()
+                ),
+                remedy,
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(file)
 }

@@ -16,11 +16,10 @@ use super::claims::{blocks, Claim, Standing};
 use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::Refusal;
 use chrono::{DateTime, Utc};
-use fs2::FileExt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where claim refs live on the remote.
 pub const REF_PREFIX: &str = "refs/iced/claims/";
@@ -502,26 +501,13 @@ impl RemoteClaims {
 /// while anything else runs.
 pub fn admit_lock(paths: &RunPaths, step: &str, wait: Duration) -> Result<File, Refusal> {
     ensure_dir(&paths.dir, step)?;
-    let path = paths.dir.join("admit.lock");
-    let file = crate::store::open_lock_file(&path, 0o600)
-        .map_err(|e| crate::repo::store_refusal(step, e))?;
-    let deadline = Instant::now() + wait;
-    while file.try_lock_exclusive().is_err() {
-        if Instant::now() >= deadline {
-            return Err(Refusal::new(
-                step,
-                "state-locked",
-                format!(
-                    "the admit lock `{}` was not free within {} s",
-                    path.display(),
-                    wait.as_secs_f64()
-                ),
-                "another `iced build` of this checkout is claiming a unit on the remote; run the command again",
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(file)
+    super::claims::lock_within(
+        &paths.dir.join("admit.lock"),
+        wait,
+        step,
+        "the admit lock",
+        "another `iced build` of this checkout is claiming a unit on the remote; run the command again",
+    )
 }
 
 /// Whether a `git push --porcelain` line refusing a ref says another push changed it first: the

@@ -449,14 +449,7 @@ mod tests {
     use std::path::Path;
 
     fn git(dir: &Path, args: &[&str]) {
-        let ok = crate::git::command(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap()
-            .status
-            .success();
-        assert!(ok, "git {args:?}");
+        crate::git::tests::git_in(dir)(args)
     }
 
     /// The index stamp of a linked worktree (through its `.git` file) and of a repository's own
