@@ -19,9 +19,7 @@ use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::{io_error, Refusal};
 use fs2::FileExt;
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -338,41 +336,8 @@ impl Claims {
         ensure_dir(dir, step)?;
         let mut text = serde_json::to_vec_pretty(claim).expect("a claim serialises");
         text.push(b'\n');
-        let temp = dir.join(format!(
-            ".{unit}.json.tmp-{}-{}",
-            std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        ));
-        let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                .open(&temp)?;
-            file.write_all(&text)?;
-            file.sync_all()
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(io_error(
-                step,
-                format!("write the claim `{}`: {e}", temp.display()),
-            ));
-        }
-        let linked = std::fs::hard_link(&temp, &path);
-        let _ = std::fs::remove_file(&temp);
-        match linked {
-            Ok(()) => {
-                crate::store::sync_dir(dir).map_err(|e| io_error(step, e))?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(io_error(
-                step,
-                format!("create the claim `{}`: {e}", path.display()),
-            )),
-        }
+        crate::store::create_new_whole(&path, &text, 0o600)
+            .map_err(|e| io_error(step, format!("create the claim `{}`: {e}", path.display())))
     }
 
     /// Remove `found` if the file still holds exactly its bytes, under the claims' lock (so no

@@ -91,15 +91,7 @@ impl RemoteClaims {
             };
             if !self.has_object(&sha) {
                 let out = self
-                    .git(&[
-                        "fetch",
-                        "--quiet",
-                        "--no-tags",
-                        "--no-write-fetch-head",
-                        "--refmap=",
-                        &self.remote,
-                        &reference,
-                    ])
+                    .fetch_no_ref(&reference)
                     .map_err(|e| self.unreachable(unit, &e, step))?;
                 if !out.status.success() {
                     // Deleted in between: there is no claim now, or another one. Ask again.
@@ -141,6 +133,20 @@ impl RemoteClaims {
             let (sha, name) = line.split_once('\t')?;
             (name == reference).then(|| sha.to_owned())
         }))
+    }
+
+    /// Fetch what the remote's `reference` points at, writing no ref and no `FETCH_HEAD`, so
+    /// concurrent calls never fight over a lock.
+    fn fetch_no_ref(&self, reference: &str) -> Result<std::process::Output, String> {
+        self.git(&[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--refmap=",
+            &self.remote,
+            reference,
+        ])
     }
 
     fn has_object(&self, sha: &str) -> bool {
@@ -394,15 +400,7 @@ impl RemoteClaims {
         };
         if !self.has_object(&sha) {
             let out = self
-                .git(&[
-                    "fetch",
-                    "--quiet",
-                    "--no-tags",
-                    "--no-write-fetch-head",
-                    "--refmap=",
-                    &self.remote,
-                    &reference,
-                ])
+                .fetch_no_ref(&reference)
                 .map_err(|e| self.unreachable(&units[0], &e, step))?;
             if !out.status.success() {
                 return Err(self.unreachable(&units[0], &last_line(&out.stderr), step));

@@ -516,6 +516,14 @@ pub fn check(config: &Config, step: &str) -> Result<(), Refusal> {
 }
 
 impl Settings {
+    /// Whether an implementer or a validator runs remote (SPEC 20.19): only then may a lane have
+    /// a remote branch of the loop's to look after.
+    pub fn has_remote_runner(&self) -> bool {
+        [&self.implementer, &self.validator]
+            .into_iter()
+            .any(|r| r.as_ref().is_some_and(|r| r.remote))
+    }
+
     /// The model and effort validator `name` starts with (SPEC 11): `verify.model` rotated over
     /// the validators in their fixed order, else `roles.validator.model`; the effort is the
     /// model's `:level`, else `verify.effort`.

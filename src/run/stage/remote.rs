@@ -121,6 +121,10 @@ pub(crate) fn unpublish(
     lane: &str,
     branch: &str,
 ) -> Result<Option<String>, String> {
+    // A run with no remote runner publishes nothing: no git asked at every retire.
+    if !ctx.settings.has_remote_runner() {
+        return Ok(None);
+    }
     let root = ctx.repo.root.as_path();
     let Some(seen) = seen(root, run, lane) else {
         return Ok(None);
