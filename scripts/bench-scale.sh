@@ -5,7 +5,8 @@
 # `pace.lanes` 8, `land.mode: none` (each lane ends delivered on its branch; no merge, no remote),
 # `verify.independent` false and no definition-of-done command, and the built-in scripted agent
 # (fixtures/fake-agent, the file `iced demo` embeds) as every implementer, answering at once
-# (`commit src/{lane}.txt ...`, `report-ok E1 E2`). So what is left is the loop's own cost.
+# (`commit src/{lane}.txt ...`, `report-ok E1 E2`). So what is left is the loop's own cost. The
+# repository is packed (`git gc`) before the build, as a clone is.
 #
 # Printed, per N:
 # - wall: the build's wall time, and divided by N (per lane). With agents that answer at once the
@@ -17,6 +18,7 @@
 #   options). A `git` wrapper first on PATH appends a line per process and runs the real git.
 # - where the time goes: the loop's git processes' time summed, a lane; and the time before each
 #   line `build --json` printed (the step it reports, or the wait before it) by stage and action.
+# - worktrees: how many git lists at the end (under `land.mode: none` a delivered lane's goes).
 # - state.json: its size at its largest, sampled every 0.1 s while the run goes, and at the end.
 # - step latency: while the build runs, a probe times one `iced implement step --json` a second
 #   (drivers of one run take turns, so a probe steps the run like the build does and waits its
@@ -153,6 +155,9 @@ with open(path, "w") as f:
 run(iced, "trust")
 git("add", "-A")
 git("commit", "-q", "-m", f"approve {project} and its {n} children")
+# Packed, as a clone of a real repository is: each lane's `worktree add` reads the base's blobs,
+# and 2N loose ones (this setup's approvals) would make it measure the setup, not the loop.
+git("gc", "-q")
 print(project)
 PY
 )"
@@ -277,6 +282,11 @@ if len(ended) >= 4:
     print(f"  the build's time a lane: median of the first {k} lanes to end {first * 1000:.0f} ms, "
           f"of the last {k} {end * 1000:.0f} ms: {end / first:.2f} times")
 print(f"  state.json: largest {largest / 1024:.1f} KB, at the end {size() / 1024:.1f} KB")
+# Worktrees git knows at the end, the person's checkout among them: git's own `worktree add`,
+# `branch` and `checkout` read every one, so they must not grow with the lanes delivered.
+listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo,
+                        capture_output=True, text=True).stdout
+print(f"  worktrees at the end: {sum(1 for l in listed.splitlines() if l.startswith('worktree '))}")
 # A probe does whatever step is next (write a brief, check a receipt, or wait out another
 # call's step), so only probes that did the same kind of step, the most frequent, are compared.
 ok = [p for p in probes if p[1] == 0]

@@ -134,7 +134,10 @@ pub enum Then {
         key: StepKey,
         why: Redo,
     },
-    DeliveredOnLane,
+    /// Delivered under `land.mode: none`; `kept` is the worktree git would not remove, and why.
+    DeliveredOnLane {
+        kept: Option<(String, String)>,
+    },
     CloseCommitted {
         mode: LandMode,
     },
