@@ -38,12 +38,16 @@ fn at_work(id: &str) -> String {
         step(
             "brief",
             "done",
-            &format!(r#"{{"path": "{root}/{id}/brief-1.md", "sha256": "4526428ea3ffc802631779ec9581b4e83d430416cb4b8ef7d7a1b0d3eabc2697"}}"#),
+            &format!(
+                r#"{{"path": "{root}/{id}/brief-1.md", "sha256": "4526428ea3ffc802631779ec9581b4e83d430416cb4b8ef7d7a1b0d3eabc2697"}}"#
+            ),
         ),
         step(
             "worktree",
             "done",
-            &format!(r#"{{"path": "/work/bench/repo.iced-worktrees/{id}", "branch": "iced/001-p/{id}"}}"#),
+            &format!(
+                r#"{{"path": "/work/bench/repo.iced-worktrees/{id}", "branch": "iced/001-p/{id}"}}"#
+            ),
         ),
         step(
             "implement",
@@ -55,11 +59,13 @@ fn at_work(id: &str) -> String {
         step(
             "receipt",
             "done",
-            &format!(r#"{{"verified": true, "missing": [], "commands": [], "ahead": 1,
+            &format!(
+                r#"{{"verified": true, "missing": [], "commands": [], "ahead": 1,
             "head": "657521dc64fbbbeccc0d8d735edde503eb52dc6c", "tree": "af8e609a98e0952184cbeac9e7e705639776d302",
             "guard": [], "report": {{"path": "{root}/{id}/receipt-1.json",
             "sha256": "6a334c5b7a166f7aa3a5cb274585c5e8143ec355c7b6cf1f3880f4ef995c030e"}},
-            "handback": null, "escalation": null}}"#),
+            "handback": null, "escalation": null}}"#
+            ),
         ),
         step(
             "deliver",
