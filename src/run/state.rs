@@ -632,8 +632,15 @@ impl State {
     }
 
     pub fn parse(bytes: &[u8]) -> Result<State, ParseError> {
-        // The schema is checked before the strict parse, so that a newer file is named as newer
-        // rather than as a file with unknown fields.
+        // A state this iced wrote is read straight from its bytes, strictly.
+        if let Ok(state) = serde_json::from_slice::<State>(bytes) {
+            if state.schema == SCHEMA {
+                return Ok(state);
+            }
+        }
+        // Anything else is read again through a `Value`, so that the schema is checked before
+        // the strict parse (a newer file is named as newer rather than as a file with unknown
+        // fields) and a refusal says what it always said.
         let value: Value =
             serde_json::from_slice(bytes).map_err(|e| ParseError::Invalid(e.to_string()))?;
         match value.get("schema").and_then(Value::as_u64) {

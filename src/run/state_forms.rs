@@ -6,7 +6,8 @@
 
 use super::{Lane, ReviewTarget, Stage, State};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
+use std::cell::Cell;
 
 /// What the ended form of a lane keeps beside its id, unit, stage, attempt, branch and reason.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -80,43 +81,94 @@ impl EndedLane {
     }
 }
 
-/// A run's lanes as the state file writes them: whole, or in their ended form.
+thread_local! {
+    /// Set while `file_text` writes the state file: only there does a lane take a short form on
+    /// a line of its own. A run serialized for anything else (shown, recorded) is written as
+    /// before: whole lanes, an ended lane as its form's object.
+    static IN_FILE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A run's lanes as the state file writes them: whole, or in a short form (ended; waiting in a
+/// run of several) as one line of compact JSON.
 pub(super) fn lanes_out<S: serde::Serializer>(lanes: &[Lane], s: S) -> Result<S::Ok, S::Error> {
     #[derive(Serialize)]
     #[serde(untagged)]
     enum Out<'a> {
         Whole(&'a Lane),
         Ended(EndedLane),
+        Line(Box<RawValue>),
     }
-    s.collect_seq(lanes.iter().map(|l| match &l.ended {
-        Some(ended) => Out::Ended(EndedLane::of(l, ended)),
-        None => Out::Whole(l),
+    let in_file = IN_FILE.get();
+    let several = lanes.len() > 1;
+    s.collect_seq(lanes.iter().map(|l| match (&l.ended, in_file) {
+        (Some(ended), false) => Out::Ended(EndedLane::of(l, ended)),
+        (Some(ended), true) => Out::Line(line(&EndedLane::of(l, ended))),
+        (None, true) if several => match WaitingLane::of(l) {
+            Some(form) => Out::Line(line(&form)),
+            None => Out::Whole(l),
+        },
+        (None, _) => Out::Whole(l),
     }))
 }
 
+/// A short form as one line of compact JSON.
+fn line(form: &impl Serialize) -> Box<RawValue> {
+    RawValue::from_string(serde_json::to_string(form).expect("a lane serialises"))
+        .expect("serde_json writes JSON")
+}
+
 /// A run's lanes read back: a lane with an `ended` field is in its ended form, one with `waiting`
-/// in its waiting form, any other whole.
+/// in its waiting form, any other whole. Each lane is read straight from its text, first for
+/// which form it has, then as that form.
 pub(super) fn lanes_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Lane>, D::Error> {
     use serde::de::Error;
-    Vec::<Value>::deserialize(d)?
-        .into_iter()
-        .map(|v| {
-            if v.get("ended").is_some() {
-                EndedLane::deserialize(v).map(EndedLane::into_lane)
-            } else if v.get("waiting").is_some() {
-                WaitingLane::deserialize(v).and_then(|w| match w.stage {
-                    Stage::Brief | Stage::Plan => Ok(w.into_lane()),
-                    other => Err(serde_json::Error::custom(format!(
-                        "a waiting lane briefs or plans, not `{}`",
-                        other.as_str()
-                    ))),
-                })
-            } else {
-                Lane::deserialize(v)
-            }
-            .map_err(D::Error::custom)
-        })
+    Vec::<Box<RawValue>>::deserialize(d)?
+        .iter()
+        .map(|raw| lane_in(raw.get()).map_err(|e| D::Error::custom(without_position(&e))))
         .collect()
+}
+
+/// Which form a lane's text is in, read without the rest of it.
+#[derive(Default, Deserialize)]
+struct FormOf {
+    #[serde(default, deserialize_with = "present")]
+    ended: bool,
+    #[serde(default, deserialize_with = "present")]
+    waiting: bool,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+fn lane_in(text: &str) -> Result<Lane, serde_json::Error> {
+    use serde::de::Error;
+    // Not an object at all: the whole lane's parse says what it should have been.
+    let form = serde_json::from_str::<FormOf>(text).unwrap_or_default();
+    if form.ended {
+        serde_json::from_str::<EndedLane>(text).map(EndedLane::into_lane)
+    } else if form.waiting {
+        serde_json::from_str::<WaitingLane>(text).and_then(|w| match w.stage {
+            Stage::Brief | Stage::Plan => Ok(w.into_lane()),
+            other => Err(serde_json::Error::custom(format!(
+                "a waiting lane briefs or plans, not `{}`",
+                other.as_str()
+            ))),
+        })
+    } else {
+        serde_json::from_str::<Lane>(text)
+    }
+}
+
+/// An error within one lane's text, without that text's line and column: the file's reader says
+/// where the lanes are.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&at) {
+        Some(bare) if e.line() != 0 => bare.to_owned(),
+        _ => text,
+    }
 }
 
 /// A lane's unit as a short form writes it: left out when it is the lane's id.
@@ -220,43 +272,21 @@ impl WaitingLane {
 
 /// The state file's text: pretty, but each lane of a run in a short form (ended, or waiting in a
 /// run of several) on a line of its own, so the file's size follows the lanes alive (SPEC 21.2).
-/// Only the file: a run shown or recorded shows every lane whole.
+/// Only the file: a run shown or recorded shows every lane whole. Written straight from the
+/// state, with no `Value` between.
 pub(super) fn file_text(state: &State) -> Vec<u8> {
-    let mut value = serde_json::to_value(state).expect("the state serialises");
-    // Each short form is a string marked by a fresh nonce in the pretty text, then put back as
-    // one line: no string of the state can hold the nonce.
-    let mark = format!("iced-short-{}-", crate::run::step_record::new_nonce());
-    let mut rows: Vec<String> = Vec::new();
-    for run in state.runs.values() {
-        let several = run.lanes.len() > 1;
-        let written = &mut value["runs"][&run.id]["lanes"];
-        for (i, lane) in run.lanes.iter().enumerate() {
-            let row = match lane.ended {
-                Some(_) => written[i].take(),
-                None => match WaitingLane::of(lane).filter(|_| several) {
-                    Some(form) => serde_json::to_value(form).expect("a lane serialises"),
-                    None => continue,
-                },
-            };
-            written[i] = Value::String(format!("{mark}{}", rows.len()));
-            rows.push(serde_json::to_string(&row).expect("a lane serialises"));
+    struct Writing;
+    impl Drop for Writing {
+        fn drop(&mut self) {
+            IN_FILE.set(false);
         }
     }
-    let pretty = serde_json::to_string_pretty(&value).expect("the state serialises");
-    let quoted = format!("\"{mark}");
-    let mut text = String::with_capacity(pretty.len());
-    let mut rest = pretty.as_str();
-    while let Some(at) = rest.find(&quoted) {
-        text.push_str(&rest[..at]);
-        let after = &rest[at + quoted.len()..];
-        let end = after.find('"').expect("a marked string ends");
-        let row: usize = after[..end].parse().expect("a marked string names its row");
-        text.push_str(&rows[row]);
-        rest = &after[end + 1..];
-    }
-    text.push_str(rest);
-    text.push('\n');
-    text.into_bytes()
+    IN_FILE.set(true);
+    let _writing = Writing;
+    let mut text = Vec::with_capacity(16 * 1024);
+    serde_json::to_writer_pretty(&mut text, state).expect("the state serialises");
+    text.push(b'\n');
+    text
 }
 
 #[cfg(test)]
@@ -337,6 +367,51 @@ mod tests {
             State::parse(odd.as_bytes()),
             Err(ParseError::Invalid(_))
         ));
+    }
+
+    /// The state file is written straight from the state, no `Value` between (issue 16), and
+    /// byte for byte as before: each compatibility fixture's state, written by an earlier
+    /// release, is written back as it was, and a project's state with lanes in each form reads
+    /// back and is written again the same.
+    #[test]
+    fn a_state_is_written_back_byte_for_byte() {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/compat");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(fixtures).unwrap() {
+            let path = entry.unwrap().path().join("run").join("state.json");
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let state = State::parse(&bytes).unwrap();
+            assert_eq!(
+                String::from_utf8(super::file_text(&state)).unwrap(),
+                String::from_utf8(bytes).unwrap(),
+                "{}",
+                path.display()
+            );
+            seen += 1;
+        }
+        assert!(seen >= 4, "the fixtures are there");
+        let mut state = State::parse(ADMITTED).unwrap();
+        let run = state.runs.get_mut("r").unwrap();
+        run.lanes[2].stage = Stage::Discarded;
+        run.lanes[2] = run.lanes[2].ended_form();
+        let text = super::file_text(&state);
+        assert!(
+            String::from_utf8_lossy(&text).contains(
+                "\n        {\"id\":\"004-c\",\"stage\":\"discarded\",\"attempt\":1,\"ended\":{}},\n"
+            ),
+            "{}",
+            String::from_utf8_lossy(&text)
+        );
+        let read = State::parse(&text).unwrap();
+        assert_eq!(read, state);
+        assert_eq!(super::file_text(&read), text);
+        // Shown or recorded, a run is written as before: its lanes whole, an ended lane as its
+        // form's object, none on a line of its own.
+        let shown = serde_json::to_string_pretty(&state.runs["r"]).unwrap();
+        assert!(shown.contains("\n      \"id\": \"002-a\",\n"), "{shown}");
+        assert!(!shown.contains("\"waiting\""), "{shown}");
     }
 
     /// A project's lanes as admit makes them (briefing, none started; the second reviews and
