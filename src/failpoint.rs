@@ -77,6 +77,7 @@ pub const ALL: &[&str] = &[
     "abandon-before-stop",
     "answer-after-write",
     "transcript-after-copy",
+    "supervisor-before-ready",
     "supervisor-after-gate",
     "supervisor-after-spawn",
     "supervisor-before-outcome",

@@ -23,12 +23,16 @@ pub use supervise::supervise;
 pub use tail::{MAX_BYTES, MAX_LINES};
 
 use crate::store::{self, StoreError};
+use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use serde::{de::DeserializeOwned, Serialize};
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The hidden subcommand that runs [`supervise`]: `iced __supervise <dir>`.
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
@@ -106,11 +110,75 @@ pub enum Observation {
     Gone,
 }
 
+/// A supervisor just started by [`launch`]: its pid, and the read end of the pipe whose write end
+/// it alone holds until it has registered (SPEC 21.4).
+#[derive(Debug)]
+pub struct Launched {
+    pub pid: u32,
+    registered: OwnedFd,
+}
+
+impl Launched {
+    /// Wait, at most `most`, until the supervisor has written `supervisor.json`: it closes the
+    /// pipe's write end then, and a supervisor that dies before closes it too (then `observe` says
+    /// `NotRegistered`). No polling: one `poll` on the read end, woken by its end.
+    pub fn await_registration(self, most: Duration) {
+        let deadline = Instant::now() + most;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            let mut fds = [PollFd::new(self.registered.as_fd(), PollFlags::POLLIN)];
+            match poll(
+                &mut fds,
+                PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX),
+            ) {
+                // Readable or hung up: the write end is closed (nothing is ever written to it).
+                Ok(n) if n > 0 => return,
+                // A signal, or a timeout a virtual machine's clock ended early: look again.
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                // Not expected of a pipe of our own; waiting longer would not help.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The option of `__supervise` naming the descriptor of the registration pipe it inherits.
+pub const READY_FD_OPTION: &str = "--ready-fd";
+
+/// The registration pipe's write end a supervisor was given as `--ready-fd <fd>`, taken over: it
+/// is made close-on-exec at once (so no child of the supervisor can inherit it) and closed once
+/// the supervisor has registered. `None` when `fd` is not an open pipe (a supervisor started by
+/// hand), so that nothing of the process's own is ever taken and closed.
+pub fn ready_pipe(fd: RawFd) -> Option<OwnedFd> {
+    if fd <= 2 {
+        return None;
+    }
+    // SAFETY: `fd` is only borrowed to be looked at; a closed descriptor fails fstat.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let stat = nix::sys::stat::fstat(borrowed).ok()?;
+    if stat.st_mode & nix::libc::S_IFMT != nix::libc::S_IFIFO {
+        return None;
+    }
+    nix::fcntl::fcntl(
+        borrowed,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .ok()?;
+    // SAFETY: an open pipe the launcher passed this process for it alone; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Write `spec.json` (atomic, 0600; `dir` is created 0700 if missing) and start
-/// `exe __supervise <dir>` detached: a new session, stdin, stdout and stderr on `/dev/null`.
-/// Returns the supervisor's pid at once. Files a previous launch left in `dir` (supervisor record,
-/// tails, outcome) are removed first, so what `observe` finds there belongs to this launch.
-pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<u32, ActivityError> {
+/// `exe __supervise <dir> --ready-fd <fd>` detached: a new session, stdin, stdout and stderr on
+/// `/dev/null`, and the write end of the registration pipe its only other descriptor. Returns at
+/// once; [`Launched::await_registration`] waits for it. Files a previous launch left in `dir`
+/// (supervisor record, tails, outcome) are removed first, so what `observe` finds there belongs to
+/// this launch.
+pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<Launched, ActivityError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -131,34 +199,60 @@ pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<u32, Activi
     }
     write_json(&dir.join(files::SPEC), spec)?;
 
+    let launch_error = |source| ActivityError::Launch {
+        exe: exe.to_owned(),
+        dir: dir.to_owned(),
+        source,
+    };
+    // Both ends close-on-exec: no process another thread starts meanwhile keeps either.
+    let (registered, ready) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| launch_error(io::Error::from(e)))?;
+    let ready = above_stdio(ready).map_err(launch_error)?;
+    let ready_fd = ready.as_raw_fd();
     let mut command = Command::new(exe);
     command
         .arg(SUPERVISE_SUBCOMMAND)
         .arg(dir)
+        .arg(READY_FD_OPTION)
+        .arg(ready_fd.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe and nothing allocates between fork and exec.
+    // SAFETY: setsid and fcntl are async-signal-safe and nothing allocates between fork and exec.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             // A session of its own: no terminal's hangup or Ctrl-C reaches it, and it outlives
             // the caller's process group.
             nix::unistd::setsid()?;
+            // The write end, and only it, crosses the exec.
+            if nix::libc::fcntl(ready_fd, nix::libc::F_SETFD, 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
             Ok(())
         });
     }
-    let mut child = command.spawn().map_err(|source| ActivityError::Launch {
-        exe: exe.to_owned(),
-        dir: dir.to_owned(),
-        source,
-    })?;
+    let spawned = command.spawn();
+    // The supervisor holds the only write end now: its close (or its death) ends the pipe.
+    drop(ready);
+    let mut child = spawned.map_err(launch_error)?;
     let pid = child.id();
     // A long-lived caller must not collect zombies; a short-lived one exits and the supervisor is
     // reparented. If no thread can be started, the zombie is the lesser harm.
     let _ = std::thread::Builder::new()
         .name("activity-reap".into())
         .spawn(move || child.wait());
-    Ok(pid)
+    Ok(Launched { pid, registered })
+}
+
+/// `fd`, or (a caller started with a standard descriptor closed got it as one) a copy of it above
+/// them, close-on-exec: the child's stdin, stdout and stderr are set over 0 to 2.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let copy = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    // SAFETY: a descriptor fcntl just made, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 /// What the activity in `dir` is doing. See [`Observation`].

@@ -24,6 +24,7 @@ use nix::sys::signal::{self, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{getppid, Pid};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::pin::pin;
@@ -63,14 +64,21 @@ pub(super) enum Reach {
     Group,
 }
 
-/// The body of the hidden `__supervise <dir>` subcommand; returns the process exit code.
-pub fn supervise(dir: &Path, gate: &dyn Gate) -> i32 {
-    supervise_reaching(dir, gate, Reach::Descendants)
+/// The body of the hidden `__supervise <dir>` subcommand; returns the process exit code. `ready`
+/// is the registration pipe's write end the launcher gave it ([`super::ready_pipe`]): closed once
+/// `supervisor.json` is written, which is what the launcher waits for.
+pub fn supervise(dir: &Path, ready: Option<OwnedFd>, gate: &dyn Gate) -> i32 {
+    supervise_reaching(dir, ready, gate, Reach::Descendants)
 }
 
 /// [`supervise`] with the clean-up reaching as far as `reach` says. SIGTERM, SIGINT or SIGHUP to
 /// this process asks it to stop.
-pub(super) fn supervise_reaching(dir: &Path, gate: &dyn Gate, reach: Reach) -> i32 {
+pub(super) fn supervise_reaching(
+    dir: &Path,
+    ready: Option<OwnedFd>,
+    gate: &dyn Gate,
+    reach: Reach,
+) -> i32 {
     let Some(runtime) = runtime(dir) else {
         return EXIT_FAILED;
     };
@@ -89,7 +97,7 @@ pub(super) fn supervise_reaching(dir: &Path, gate: &dyn Gate, reach: Reach) -> i
             // The signals first: a stop that has arrived is passed on before the run looks.
             biased;
             never = signals.forward(&stop) => match never {},
-            code = supervise_on(dir, gate, &stop, reach) => code,
+            code = supervise_on(dir, ready, gate, &stop, reach) => code,
         }
     })
 }
@@ -100,7 +108,7 @@ pub(super) fn supervise_with(dir: &Path, gate: &dyn Gate, stop: &StopRequest, re
     let Some(runtime) = runtime(dir) else {
         return EXIT_FAILED;
     };
-    runtime.block_on(supervise_on(dir, gate, stop, reach))
+    runtime.block_on(supervise_on(dir, None, gate, stop, reach))
 }
 
 /// One thread, with I/O (the pipes, the signals) and timers.
@@ -118,7 +126,13 @@ fn runtime(dir: &Path) -> Option<tokio::runtime::Runtime> {
     }
 }
 
-async fn supervise_on(dir: &Path, gate: &dyn Gate, stop: &StopRequest, reach: Reach) -> i32 {
+async fn supervise_on(
+    dir: &Path,
+    ready: Option<OwnedFd>,
+    gate: &dyn Gate,
+    stop: &StopRequest,
+    reach: Reach,
+) -> i32 {
     let spec = match super::read_spec(dir) {
         Ok(spec) => spec,
         Err(e) => {
@@ -140,6 +154,10 @@ async fn supervise_on(dir: &Path, gate: &dyn Gate, stop: &StopRequest, reach: Re
         log(dir, &format!("cannot write the supervisor record: {e}"));
         return EXIT_FAILED;
     }
+    // Registered: the launcher waiting on the pipe goes on now, before the gate is even asked
+    // (SPEC 21.4), and the child can never inherit the pipe.
+    crate::failpoint::hit("supervisor-before-ready");
+    drop(ready);
     // The gate is the only thing that makes a launch run at most once: a supervisor whose step
     // record has moved on (superseded, or already run by an earlier supervisor) starts nothing.
     match gate.register(&spec.gate, &spec.nonce, pid, pid_start) {

@@ -385,7 +385,7 @@ fn stop_signals_the_supervisor() {
     write_json(&d.join(files::SPEC), &spec).unwrap();
     let supervisor = {
         let d = d.clone();
-        std::thread::spawn(move || supervise_reaching(&d, &YES, Reach::Group))
+        std::thread::spawn(move || supervise_reaching(&d, None, &YES, Reach::Group))
     };
     wait_until("running", || {
         matches!(observe(&d), Observation::Running { .. })
@@ -401,11 +401,13 @@ fn stop_signals_the_supervisor() {
 fn launch_starts_a_detached_supervisor_and_reaps_it() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("fake-iced");
-    // The fake supervisor reports its arguments, session, pid and stdin, then exits.
+    // The fake supervisor reports its arguments, session, pid, stdin and what its `--ready-fd`
+    // is, then waits to be told to exit.
     let script = r#"#!/bin/sh
 d="$2"
-{ echo "$1 $2"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; } > "$d/report.tmp"
+{ echo "$1 $2 $3"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; readlink /proc/$$/fd/$4; } > "$d/report.tmp"
 mv "$d/report.tmp" "$d/report"
+while [ ! -e "$d/go" ]; do sleep 0.01; done
 "#;
     fs::write(&exe, script).unwrap();
     fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
@@ -414,11 +416,11 @@ mv "$d/report.tmp" "$d/report"
 
     // Writing the script and executing it races with other tests forking (the write descriptor
     // is briefly inherited until their exec): ETXTBSY, so retry.
-    let pid = {
+    let launched = {
         let give_up = Instant::now() + Duration::from_secs(5);
         loop {
             match launch(&exe, &act, &spec) {
-                Ok(pid) => break pid,
+                Ok(launched) => break launched,
                 Err(ActivityError::Launch { source, .. })
                     if source.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32)
                         && Instant::now() < give_up =>
@@ -436,13 +438,33 @@ mv "$d/report.tmp" "$d/report"
     assert_eq!(written.argv, spec.argv);
     assert_eq!(written.gate, spec.gate);
 
+    let pid = launched.pid;
     wait_until("the report", || act.join("report").exists());
     let report = fs::read_to_string(act.join("report")).unwrap();
     let lines: Vec<&str> = report.lines().collect();
-    assert_eq!(lines[0], format!("__supervise {}", act.display()));
+    assert_eq!(
+        lines[0],
+        format!("__supervise {} {READY_FD_OPTION}", act.display())
+    );
     assert_eq!(lines[1], pid.to_string(), "a session leader: sid == pid");
     assert_eq!(lines[2], pid.to_string());
     assert_eq!(lines[3], "/dev/null");
+    assert!(lines[4].starts_with("pipe:"), "{report}");
+    // The wait for its registration lasts while it lives without registering, and ends with it.
+    let began = Instant::now();
+    let waiting = std::thread::spawn(move || launched.await_registration(Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !waiting.is_finished(),
+        "the wait ended before the supervisor did"
+    );
+    fs::write(act.join("go"), "").unwrap();
+    waiting.join().unwrap();
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
     // Reaped by the background thread: not even a zombie is left.
     wait_until("the supervisor to be reaped", || {
         !Path::new(&format!("/proc/{pid}")).exists()
@@ -476,4 +498,52 @@ fn launch_clears_what_an_earlier_launch_left() {
         assert!(!act.join(f).exists(), "{f}");
     }
     assert!(act.join(files::SPEC).exists());
+}
+
+/// The registration pipe: the launcher's wait ends as soon as `supervisor.json` is written, before
+/// the gate is asked; the child never holds the pipe; a descriptor that is no pipe is not taken.
+#[test]
+fn the_registration_pipe_ends_at_registration_and_never_reaches_the_child() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
+    struct EndedFirst(OwnedFd);
+    impl Gate for EndedFirst {
+        fn register(&self, _: &serde_json::Value, _: &str, _: u32, _: u64) -> Result<bool, String> {
+            let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+            // A process another test forks may hold a copy for a moment, until its exec.
+            let ready = poll(&mut fds, PollTimeout::from(5_000u16)).map_err(|e| e.to_string())?;
+            let hung_up = fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLHUP));
+            if ready == 1 && hung_up {
+                Ok(true)
+            } else {
+                Err("the registration pipe is still open when the gate is asked".into())
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    let write_fd = write.as_raw_fd();
+    // As `__supervise` takes it: by its number.
+    let ready = ready_pipe(write.into_raw_fd()).expect("a pipe is taken");
+    let spec = sh(
+        d,
+        &format!("readlink /proc/$$/fd/{write_fd} || echo none"),
+        10_000,
+        200,
+    );
+    write_json(&d.join(files::SPEC), &spec).unwrap();
+    let code = supervise_reaching(d, Some(ready), &EndedFirst(read), Reach::Group);
+    assert_eq!(code, 0, "{:?}", fs::read_to_string(d.join(files::LOG)));
+    let outcome = read_outcome(d).expect("the gate let it run");
+    assert_eq!(outcome.exit_code, Some(0));
+    assert_eq!(fs::read_to_string(d.join(files::STDOUT)).unwrap(), "none\n");
+
+    // Standard descriptors, closed ones and files are never taken.
+    let file = fs::File::open(d.join(files::SPEC)).unwrap();
+    for fd in [0, 1, 2, file.as_raw_fd(), 1_000_000] {
+        assert!(ready_pipe(fd).is_none(), "{fd}");
+    }
 }

@@ -164,7 +164,12 @@ pub enum Command {
     },
     /// Supervise one activity (internal: launched by the loop itself).
     #[command(name = "__supervise", hide = true)]
-    Supervise { dir: std::path::PathBuf },
+    Supervise {
+        dir: std::path::PathBuf,
+        /// The registration pipe's write end it inherits, closed once it has registered.
+        #[arg(long = "ready-fd")]
+        ready_fd: Option<i32>,
+    },
     /// Show sign-off, verification, rejection and escalation rates and promotion suggestions from .iced/metrics.jsonl: writes nothing, and refuses a metrics file it cannot read.
     #[command(verbatim_doc_comment, before_help = help::PERSON)]
     Stats,

@@ -11,7 +11,7 @@ use super::pace::Flags;
 use super::settings::LandMode;
 use super::stage::admit;
 use super::state::{Run, RunStatus, State};
-use super::stepper;
+use super::stepper::{self, Decided};
 use super::{Ctx, StepReport};
 use crate::refusal::Refusal;
 use crate::run::reply::{Action, HostAnswer};
@@ -104,8 +104,10 @@ pub fn start_planning(
 
 /// Step `run` until nothing more happens without someone else (or, with `no_wait`, until it waits
 /// on something), handing each report to `told` as it comes, and calling `wait` (which returns
-/// once the run may have moved on: `cli::wait`) between steps while it waits. Returns the last
-/// report.
+/// once the run may have moved on: `cli::wait`) between steps while it waits. A step that did
+/// something (a launch answers `waiting` too) is followed by the next at once, since another
+/// lane's move may be ready; only a step `decide` found nothing to do in waits (SPEC 20.1).
+/// Returns the last report.
 pub fn to_end(
     ctx: &Ctx<'_>,
     run: &str,
@@ -114,7 +116,7 @@ pub fn to_end(
     mut wait: impl FnMut(),
 ) -> Result<StepReport, Refusal> {
     loop {
-        let report = stepper::step(ctx, run)?;
+        let (report, decided) = stepper::step_deciding(ctx, run)?;
         told(&report);
         let waiting = report.action == Action::Waiting;
         if report.is_final()
@@ -123,7 +125,7 @@ pub fn to_end(
         {
             return Ok(report);
         }
-        if waiting {
+        if waiting && decided == Decided::Waited {
             wait();
         }
     }

@@ -197,10 +197,10 @@ pub(crate) fn gate_value(
 
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
     ensure_dir(dir, ctx.verb)?;
-    activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
+    let launched = activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
     // Its supervisor is waited for until it has registered, without the lock: a call killed
     // before then leaves a launch that never ran (SPEC 21.4).
-    ctx.launched(dir);
+    ctx.launched(launched);
     Ok(())
 }
 

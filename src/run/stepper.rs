@@ -64,10 +64,20 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
     }
 }
 
+/// What `decide` made of a step: a move (the step did something, and another may be ready at
+/// once), or only a wait (nothing moves until something changes: an activity ends, the state is
+/// written by another call, the pace lets a launch go). A driver steps again at once after a
+/// move and waits only after a wait (SPEC 20.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decided {
+    Moved,
+    Waited,
+}
+
 /// Do one step of `run_id`.
-pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
+pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Decided), Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
-    let (next, snapshot, before) = ctx.transact(|state| {
+    let (next, snapshot, before, decided) = ctx.transact(|state| {
         // The agents of the other runs that are still alive (SPEC 20.9).
         let elsewhere: usize = state
             .runs
@@ -84,7 +94,12 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
             {
                 // Its end is saved: claims a call killed before releasing them left go now.
                 super::records::release_claims_after_save(ctx, &run);
-                return Ok((Pending::Report(Box::new(ended_report(&run))), run.clone(), run));
+                return Ok((
+                    Pending::Report(Box::new(ended_report(&run))),
+                    run.clone(),
+                    run,
+                    Decided::Moved,
+                ));
             }
             return Err(ctx.refuse(
                 "run-not-found",
@@ -121,6 +136,11 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         }
         let expected = |i: usize, j: usize| ctx.settings.dod[i][j].expected_exit_codes.clone();
         let next = decide_with(run, &view, &expected);
+        let decided = if matches!(next, super::decide::Next::Wait { .. }) {
+            Decided::Waited
+        } else {
+            Decided::Moved
+        };
         // Quick decisions are applied here, under the same lock.
         let applied = under_lock::apply(ctx, run, &next, &view)?;
         settle(ctx, run)?;
@@ -135,7 +155,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
         if snapshot.status == RunStatus::Delivered && is_retired(&snapshot) {
             state.runs.remove(run_id);
         }
-        Ok((applied, snapshot, before))
+        Ok((applied, snapshot, before, decided))
     })?;
     let started_step = match &next {
         Pending::AddWorktree { lane } => Some((lane, StepKey::Worktree.to_string())),
@@ -193,7 +213,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refus
     if report.action == Action::Blocked {
         blocked(ctx, run_id)?;
     }
-    Ok(report)
+    Ok((report, decided))
 }
 
 /// A step done outside the lock blocked its lane: the run is blocked, unless (a project run) its
@@ -213,7 +233,13 @@ fn blocked(ctx: &Ctx<'_>, run_id: &str) -> Result<(), Refusal> {
 
 /// `step`, logging a refusal as an event of the run it refused.
 pub fn step(ctx: &Ctx<'_>, run_id: &str) -> Result<StepReport, Refusal> {
-    logged(ctx, run_id, step_once(ctx, run_id)).map(|r| lane_not_run(ctx, run_id, r))
+    step_deciding(ctx, run_id).map(|(report, _)| report)
+}
+
+/// [`step`], and what `decide` made of it.
+pub fn step_deciding(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Decided), Refusal> {
+    logged(ctx, run_id, step_once(ctx, run_id))
+        .map(|(report, decided)| (lane_not_run(ctx, run_id, report), decided))
 }
 
 /// In a project run, one lane blocking or handed back ends nothing while the run goes on: the

@@ -1,7 +1,7 @@
 //! A supervisor SIGKILLed (issue 15, #6): while its agent works, the agent goes with it (the
-//! supervisor's child dies with its parent); at its failpoints (after the gate let it start, after
-//! it spawned the agent, before it wrote the outcome) it dies by `ICED_FAILPOINT`, which it
-//! inherits from the call that launched it. Each time the loop finds the supervisor gone, takes
+//! supervisor's child dies with its parent); at its failpoints (before it woke the call that
+//! launched it, after the gate let it start, after it spawned the agent, before it wrote the
+//! outcome) it dies by `ICED_FAILPOINT`, which it inherits from the call that launched it. Each time the loop finds the supervisor gone, takes
 //! the attempt for crashed, redoes it once, and the unit is delivered once. Real processes and
 //! real signals.
 
@@ -49,6 +49,36 @@ fn a_killed_supervisor_takes_its_agent_along_and_the_attempt_is_redone_once() {
         .and_then(|r| r.pid)
         .expect("the implementer's supervisor is recorded");
     assert!(alive(supervisor as i32) && alive(agent));
+    // The agent holds no pipe but its stdout and stderr and those this test inherited itself
+    // (a harness's, passed down by every process): the supervisor's registration pipe
+    // (SPEC 21.4) never reaches it.
+    let pipes = |pid: &str| -> Vec<(u32, String)> {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let fd: u32 = e.file_name().to_str()?.parse().ok()?;
+                let target = std::fs::read_link(e.path()).ok()?;
+                let target = target.to_string_lossy().into_owned();
+                (fd > 2 && target.starts_with("pipe:")).then_some((fd, target))
+            })
+            .collect()
+    };
+    // Asleep in `sleep 30`, past the pipes of the script's own command substitutions.
+    wait_for("attempt 1's agent to sleep", || {
+        std::fs::read_to_string(format!("/proc/{agent}/task/{agent}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .any(|c| {
+                std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n == "sleep\n")
+            })
+    });
+    let ours: Vec<String> = pipes("self").into_iter().map(|(_, p)| p).collect();
+    let inherited: Vec<(u32, String)> = pipes(&agent.to_string())
+        .into_iter()
+        .filter(|(_, p)| !ours.contains(p))
+        .collect();
+    assert!(inherited.is_empty(), "the agent inherited {inherited:?}");
     kill(Pid::from_raw(supervisor as i32), Signal::SIGKILL).unwrap();
     wait_for("the agent to die with its supervisor", || !alive(agent));
 
@@ -132,6 +162,14 @@ fn supervisor_killed_at(failpoint: (&str, &str)) -> Vec<u32> {
     (1..=2)
         .filter(|a| agent_pid(&starts, *a).is_some())
         .collect()
+}
+
+/// Killed with its record written and the registration pipe still open: the launching call wakes
+/// at its death all the same (the pipe ends with it), and nothing was started.
+#[test]
+fn a_supervisor_killed_before_it_woke_its_launcher_started_no_agent() {
+    let started = supervisor_killed_at(("ICED_FAILPOINT", "supervisor-before-ready"));
+    assert_eq!(started, [2]);
 }
 
 #[test]

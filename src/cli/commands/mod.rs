@@ -58,7 +58,7 @@ pub fn run(command: Command, json: bool) -> Result<Output, Refusal> {
         Command::Implement { command } => implement::run(command),
         Command::Mcp(args) => mcp::run(args),
         Command::Run { command } => run::run(command),
-        Command::Supervise { dir } => supervise::run(dir),
+        Command::Supervise { dir, ready_fd } => supervise::run(dir, ready_fd),
     }
 }
 

@@ -125,6 +125,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // `iced run abandon`.
     ("abandon-before-stop", "survivors.rs"),
     // An implementer's supervisor (it inherits `ICED_FAILPOINT` from the call that launched it).
+    ("supervisor-before-ready", "supervisor_kill.rs"),
     ("supervisor-after-gate", "supervisor_kill.rs"),
     ("supervisor-after-spawn", "supervisor_kill.rs"),
     ("supervisor-before-outcome", "supervisor_kill.rs"),
@@ -258,6 +259,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "abandon-before-stop",
             "answer-after-write",
             "transcript-after-copy",
+            "supervisor-before-ready",
             "supervisor-after-gate",
             "supervisor-after-spawn",
             "supervisor-before-outcome",
