@@ -185,6 +185,28 @@ pub fn open_lock_file(path: &Path, mode: u32) -> Result<File, StoreError> {
     open_to_write(path, OpenOptions::new().read(true).truncate(false), mode)
 }
 
+/// Take the exclusive flock of `file`, waiting at most `wait`: whether it was taken. The holder is
+/// another call's transaction (a few milliseconds), so the wait is looked at again after 1 ms,
+/// then each time twice as long, at most 16 ms apart: a lock freed soon is taken soon, and a long
+/// hold costs a few looks a second.
+pub fn flock_within(file: &File, wait: std::time::Duration) -> bool {
+    use fs2::FileExt;
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + wait;
+    let mut gap = Duration::from_millis(1);
+    loop {
+        if file.try_lock_exclusive().is_ok() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep(gap.min(deadline - now));
+        gap = (gap * 2).min(Duration::from_millis(16));
+    }
+}
+
 /// Open `path` to write (created with `mode` when missing) with `options`: never through a link,
 /// never waiting on a FIFO, and only a regular file.
 fn open_to_write(path: &Path, options: &mut OpenOptions, mode: u32) -> Result<File, StoreError> {

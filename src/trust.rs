@@ -11,14 +11,14 @@
 use crate::config::Config;
 use crate::refusal::{io_error, Refusal};
 use crate::run::settings::Settings;
-use fs2::FileExt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The parts of the config that make iced run programs: their names and where they are.
 const PARTS: &[(&str, &str)] = &[
@@ -390,15 +390,11 @@ fn lock_store(dir: &Path, step: &str) -> Result<std::fs::File, Refusal> {
     let path = dir.join("trust.lock");
     let file = crate::store::open_lock_file(&path, 0o600)
         .map_err(|e| crate::repo::store_refusal(step, e))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while file.try_lock_exclusive().is_err() {
-        if Instant::now() >= deadline {
-            return Err(io_error(
-                step,
-                format!("`{}` stayed locked for 10 s", path.display()),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !crate::store::flock_within(&file, Duration::from_secs(10)) {
+        return Err(io_error(
+            step,
+            format!("`{}` stayed locked for 10 s", path.display()),
+        ));
     }
     Ok(file)
 }

@@ -17,11 +17,11 @@
 use super::lock::StateLock;
 use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::{io_error, Refusal};
-use fs2::FileExt;
+
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A claim file is small; anything larger is not one.
 const CLAIM_LIMIT: u64 = 64 * 1024;
@@ -513,22 +513,18 @@ pub(crate) fn lock_within(
 ) -> Result<File, Refusal> {
     let file = crate::store::open_lock_file(path, 0o600)
         .map_err(|e| crate::repo::store_refusal(step, e))?;
-    let deadline = Instant::now() + wait;
-    while file.try_lock_exclusive().is_err() {
-        if Instant::now() >= deadline {
-            return Err(Refusal::new(
-                step,
-                "state-locked",
-                // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
-                format!(
-                    "{what} `{}` was not free within {} s",
-                    path.display(),
-                    wait.as_secs_f64()
-                ),
-                remedy,
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !crate::store::flock_within(&file, wait) {
+        return Err(Refusal::new(
+            step,
+            "state-locked",
+            // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
+            format!(
+                "{what} `{}` was not free within {} s",
+                path.display(),
+                wait.as_secs_f64()
+            ),
+            remedy,
+        ));
     }
     Ok(file)
 }

@@ -1,13 +1,14 @@
 //! The state lock: an exclusive flock on `.iced/run/lock`, held only to read the state, decide and
-//! record; never while an agent or a command runs. A caller that finds it held polls for a bounded
-//! time, then refuses naming the holder (written into the lock file by whoever holds it).
+//! record; never while an agent or a command runs. A caller that finds it held looks again, soon at
+//! first (`store::flock_within`), for a bounded time, then refuses naming the holder (written into
+//! the lock file by whoever holds it).
 
 use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::Refusal;
 use fs2::FileExt;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
@@ -25,30 +26,21 @@ impl StateLock {
     /// Take the lock, waiting up to `wait`.
     pub fn acquire(paths: &RunPaths, step: &str, wait: Duration) -> Result<StateLock, Refusal> {
         let mut file = open(paths, step)?;
-        let deadline = Instant::now() + wait;
-        loop {
-            match file.try_lock_exclusive() {
-                Ok(()) => break,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(_) => {
-                    let mut holder = String::new();
-                    let _ = file.read_to_string(&mut holder);
-                    let holder = holder.trim();
-                    return Err(Refusal::new(
-                        step,
-                        "state-locked",
-                        format!(
-                            "the run state is locked by {} and was not free within {} s",
-                            if holder.is_empty() { "another iced" } else { holder },
-                            // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
-                            wait.as_secs_f64()
-                        ),
-                        "wait for that invocation to finish and run the command again; the lock is never held while an agent runs, so a long hold means that process is stuck",
-                    ));
-                }
-            }
+        if !crate::store::flock_within(&file, wait) {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(Refusal::new(
+                step,
+                "state-locked",
+                format!(
+                    "the run state is locked by {} and was not free within {} s",
+                    if holder.is_empty() { "another iced" } else { holder },
+                    // `run.lockWaitSec` may be a fraction: 0.2 s is not "0 s".
+                    wait.as_secs_f64()
+                ),
+                "wait for that invocation to finish and run the command again; the lock is never held while an agent runs, so a long hold means that process is stuck",
+            ));
         }
         // Say who holds it, for whoever waits. Best effort: the lock itself is the flock.
         let me = format!(
