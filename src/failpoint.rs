@@ -54,7 +54,6 @@ pub const ALL: &[&str] = &[
     "archive-after-append",
     "ended-after-write",
     "deliver-after-prepare",
-    "deliver-after-unmount",
     "deliver-after-commit",
     "deliver-after-record",
     "end-after-metrics",

@@ -34,8 +34,6 @@ pub enum Event {
     LaneMoved,
     /// A lane branch an earlier run left, moved aside before the worktree step (SPEC 20.4).
     BranchMovedAside,
-    /// Git refused to remove a delivered lane's worktree under `land.mode: none` (SPEC 23).
-    WorktreeKept,
     LandAccepted,
     ValidatorMutation,
     ArmRequested,
@@ -70,7 +68,6 @@ impl Event {
             Event::LaneDiscarded => "lane_discarded",
             Event::LaneMoved => "lane_moved",
             Event::BranchMovedAside => "branch_moved_aside",
-            Event::WorktreeKept => "worktree_kept",
             Event::LandAccepted => "land_accepted",
             Event::ValidatorMutation => "validator_mutation",
             Event::ArmRequested => "arm_requested",

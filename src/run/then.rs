@@ -134,10 +134,7 @@ pub enum Then {
         key: StepKey,
         why: Redo,
     },
-    /// Delivered under `land.mode: none`; `kept` is the worktree git would not remove, and why.
-    DeliveredOnLane {
-        kept: Option<(String, String)>,
-    },
+    DeliveredOnLane,
     CloseCommitted {
         mode: LandMode,
     },

@@ -20,7 +20,6 @@ const AFTER_IMPLEMENTER: &[&str] = &[
 const AFTER_VALIDATOR: &[&str] = &[
     "validator-after-check",
     "deliver-after-prepare",
-    "deliver-after-unmount",
     "deliver-after-commit",
     "deliver-after-record",
 ];

@@ -694,6 +694,64 @@ pub(crate) fn a_remote_target_that_moved_under_the_push_lands_in_a_second_round(
 
 // ---- none -----------------------------------------------------------------------------------
 
+/// `land.mode: none`: the run is delivered on its branch, which is reported and stays, with its
+/// worktree, and the run stays in the state. `iced run retire` retires it once a person merged it.
+#[test]
+pub(crate) fn with_mode_none_the_branch_is_reported_and_run_retire_retires_it_once_merged() {
+    let (env, id) = landing_env(AGENT, 1, json!({"mode": "none"}));
+    let branch = lane_branch(&id);
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let final_report = reports(&out).pop().unwrap();
+    assert_eq!(final_report["action"], "delivered");
+    assert!(
+        str_of(&final_report, "next").contains(&format!("`{branch}`")),
+        "the final report names the lane branch: {final_report}"
+    );
+    assert!(branch_exists(&env, &branch));
+    assert!(worktree_of(&env, &id).is_dir());
+    let s = state(&env);
+    assert_eq!(
+        s.runs[&run].status,
+        RunStatus::Delivered,
+        "the run stays in the state"
+    );
+    assert!(s.runs[&run].lanes[0]
+        .steps
+        .iter()
+        .all(|r| !r.step.to_string().starts_with("land")));
+
+    // Not merged yet: nothing is retired.
+    let kept = env.iced_json(&["run", "retire"]).ok().json();
+    assert_eq!(kept[0]["run"], run.as_str());
+    assert_eq!(kept[0]["retired"], false, "{kept}");
+    assert_eq!(kept[0]["lanes"][0]["result"], "not landed in `main` yet");
+    assert!(branch_exists(&env, &branch) && worktree_of(&env, &id).is_dir());
+    assert_eq!(state(&env).runs.len(), 1);
+
+    // A person merges the branch; `run retire` retires the lane and the run leaves the state.
+    env.git(&[
+        "merge",
+        "-q",
+        "--no-ff",
+        "-m",
+        "merge the delivery",
+        &branch,
+    ]);
+    let retired = env.iced_json(&["run", "retire", &run]).ok().json();
+    assert_eq!(retired[0]["retired"], true, "{retired}");
+    assert_eq!(retired[0]["lanes"][0]["result"], "retired");
+    assert!(!branch_exists(&env, &branch), "the branch is deleted");
+    assert!(!worktree_of(&env, &id).exists(), "the worktree is removed");
+    assert!(state(&env).runs.is_empty(), "the run left the state");
+    let record = run_show(&env, &run);
+    assert_eq!(record["run"]["status"], "delivered");
+    assert_checkout_follows(&env, &id);
+    // Nothing left to retire.
+    assert_eq!(env.iced_json(&["run", "retire"]).ok().json(), json!([]));
+}
+
 // ---- retire -------------------------------------------------------------------------------------
 
 /// SPEC 23.3: a lane worktree with untracked or uncommitted changes is never removed: the landing

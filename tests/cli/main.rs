@@ -30,7 +30,6 @@ mod hostile_lane;
 mod hostile_plan;
 mod init;
 mod interop;
-mod land_none;
 mod landing;
 mod landing_pr;
 mod landing_show;

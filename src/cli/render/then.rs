@@ -120,14 +120,7 @@ pub fn words(then: &Then) -> String {
                 Redo::Crashed => format!("`{key}` crashed; it runs again"),
             }
         ),
-        Then::DeliveredOnLane { kept: None } => {
-            "delivered on the lane branch; call again to finish".into()
-        }
-        Then::DeliveredOnLane {
-            kept: Some((path, why)),
-        } => format!(
-            "delivered on the lane branch; its worktree `{path}` is kept, git would not remove it: {why} (look, then `git worktree remove --force {path}`); call again to finish"
-        ),
+        Then::DeliveredOnLane => "delivered on the lane branch; call again to finish".into(),
         Then::CloseCommitted { mode } => format!("the close is committed; it lands by `{mode}` next"),
         Then::LaneMovedAfterJudged { commits } => format!(
             "the lane moved after it was judged ({commits} commit(s) added); nothing is delivered"

@@ -98,14 +98,6 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
     crate::run::stage::validators::remove_sandboxes(ctx, lane);
     let result = deliver(ctx, snapshot, lane);
     crate::failpoint::hit("deliver-after-commit");
-    if let Ok((_, Some((worktree, why)))) = &result {
-        crate::run::events::emit(
-            &ctx.paths,
-            &snapshot.id,
-            crate::run::events::Event::WorktreeKept,
-            json!({"lane": lane_id, "worktree": worktree, "reason": why}),
-        );
-    }
     let out = record_after(
         ctx,
         &snapshot.id,
@@ -126,13 +118,10 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
                 crate::run::records::apply_move(ctx, &snapshot.id, l, mv)?;
             }
             match &result {
-                Ok((commit, kept)) => {
+                Ok(commit) => {
                     finish(record, StepStatus::Done, json!({"commit": commit}));
                     if ctx.settings.land.mode == crate::run::settings::LandMode::None {
-                        Ok((
-                            Action::Advanced,
-                            Then::DeliveredOnLane { kept: kept.clone() },
-                        ))
+                        Ok((Action::Advanced, Then::DeliveredOnLane))
                     } else {
                         Ok((
                             Action::Advanced,
@@ -228,20 +217,8 @@ fn settle_worktree(
     Ok(())
 }
 
-/// The delivery: its commit, and under `land.mode: none` the lane's worktree when git would not
-/// remove it (its path and git's reason).
-pub type Delivery = (String, Option<(String, String)>);
-
-pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undelivered> {
+pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelivered> {
     let worktree = Path::new(lane.worktree.as_deref().ok_or("the lane has no worktree")?);
-    // Where git runs: the worktree, or the checkout once this step removed the worktree
-    // (`land.mode: none`) and died before recording the delivery. Every read below is of refs and
-    // objects, which they share.
-    let dir: &Path = if worktree.is_dir() {
-        worktree
-    } else {
-        &ctx.repo.root
-    };
     let branch = lane.branch.clone().ok_or("the lane has no branch")?;
     let branch_ref = format!("refs/heads/{branch}");
     let rel = format!("intent/{}", lane.unit);
@@ -261,12 +238,12 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undeli
         close_paths.push(format!("{rel}/decisions.md"));
     }
     // Read once: the branch moves only if it still points here.
-    let (at, on_branch) = crate::git::branch_at(dir, &branch);
+    let (at, on_branch) = crate::git::branch_at(worktree, &branch);
     let on_branch = on_branch.as_deref() == Some(branch.as_str());
     let current = match at {
         Some((commit, _)) => commit,
         // No such branch: git says so.
-        None => git(dir, &["rev-parse", "--verify", &branch_ref])?,
+        None => git(worktree, &["rev-parse", "--verify", &branch_ref])?,
     };
     // A delivery this step prepared (a call that died before recording it): adopted if the
     // branch is there, made again from the judged head if it is not.
@@ -274,49 +251,33 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undeli
         .record(&StepKey::Deliver)
         .and_then(|r| r.outcome_as::<DeliverOutcome>())
         .and_then(|o| o.prepared);
-    let at = Landing {
-        dir,
-        worktree,
-        on_branch,
-        branch_ref: &branch_ref,
-        head: &current,
-        close_paths: &close_paths,
-    };
     if prepared.as_deref() == Some(current.as_str()) {
-        // Moved already: the worktree (when it is still there) follows, then goes.
         settle_worktree(ctx, worktree, (on_branch, ""), &close_paths)?;
-        let kept = at.unmount(ctx).err();
-        return Ok((current, kept));
+        return Ok(current);
     }
     // Prepared on the judged head, and the branch still there: the call that prepared it died
     // before (or while) moving the branch, whose `update-ref` may yet land. The same delivery is
     // moved to, never a second one made beside it.
     if let Some(p) = prepared.as_deref() {
         let judged = judged_head(lane).map_or_else(|| current.clone(), |(j, _)| j);
-        let parent = git(dir, &["rev-parse", "--verify", &format!("{p}^")]).ok();
+        let parent = git(worktree, &["rev-parse", "--verify", &format!("{p}^")]).ok();
         if current == judged && parent.as_deref() == Some(judged.as_str()) {
             record_prepared(ctx, &run.id, &lane.id, p)?;
-            let kept = move_and_follow(
-                ctx,
-                &Landing {
-                    head: &judged,
-                    ..at
-                },
-                p,
-            )?;
-            return Ok((p.to_owned(), kept));
+            move_branch(worktree, &branch_ref, p, &judged)?;
+            settle_worktree(ctx, worktree, (on_branch, &judged), &close_paths)?;
+            return Ok(p.to_owned());
         }
     }
     let (judged, judged_tree) = match judged_head(lane) {
         Some(j) => j,
         None => {
-            let tree = git(dir, &["rev-parse", &format!("{current}^{{tree}}")])?;
+            let tree = git(worktree, &["rev-parse", &format!("{current}^{{tree}}")])?;
             (current.clone(), tree)
         }
     };
     if current != judged {
         return Err(Undelivered::Moved {
-            commits: commits_between(dir, &judged, &current),
+            commits: commits_between(worktree, &judged, &current),
             judged,
             head: current,
         });
@@ -325,7 +286,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undeli
     // The guard again, on the range delivered (SPEC 24.2).
     let base = run.base_of(lane);
     let denied =
-        crate::run::lane_guard::judge_range(ctx, &lane.unit, dir, (base, &head), base, &[])?;
+        crate::run::lane_guard::judge_range(ctx, &lane.unit, worktree, (base, &head), base, &[])?;
     if !denied.is_empty() {
         return Err(Undelivered::Failed(
             denied
@@ -335,10 +296,16 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undeli
                 .join("; "),
         ));
     }
-    let at = Landing { head: &head, ..at };
+    let at = Landing {
+        worktree,
+        on_branch,
+        branch_ref: &branch_ref,
+        head: &head,
+        close_paths: &close_paths,
+    };
     if let Some(target) = &lane.review {
         let (files, message) =
-            crate::run::stage::review::close(ctx, run, lane, dir, target, &head)?;
+            crate::run::stage::review::close(ctx, run, lane, worktree, target, &head)?;
         return commit_close(ctx, run, lane, &at, &files, &message);
     }
     let receipt = lane
@@ -387,7 +354,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undeli
         .map(|t| crate::unit::parse_unit(&t))
         .unwrap_or_else(|| parsed.clone());
     let now = crate::clock::now_iso();
-    let log = ctx.commits_between(dir, run.base_of(lane), &head)?;
+    let log = ctx.commits_between(worktree, run.base_of(lane), &head)?;
     // `<sha> <subject>` per line: verify.json keeps the shas, evidence.md the subjects too.
     let commits: Vec<(&str, &str)> = log
         .lines()
@@ -492,10 +459,9 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Delivery, Undeli
     commit_close(ctx, run, lane, &at, &files, &message)
 }
 
-/// Where a close is committed: where git runs, the lane's worktree (on the lane branch or not),
-/// the branch, the judged head it goes on, and the close files the worktree follows it with.
+/// Where a close is committed: the lane's worktree (on the lane branch or not), the branch, the
+/// judged head it goes on, and the close files the worktree follows it with.
 struct Landing<'a> {
-    dir: &'a Path,
     worktree: &'a Path,
     on_branch: bool,
     branch_ref: &'a str,
@@ -512,8 +478,8 @@ fn commit_close(
     at: &Landing<'_>,
     files: &[(String, String)],
     message: &str,
-) -> Result<Delivery, Undelivered> {
-    let (worktree, head) = (at.dir, at.head.to_owned());
+) -> Result<String, Undelivered> {
+    let (worktree, head) = (at.worktree, at.head.to_owned());
     // The blobs go through scratch files in the step's activity folder.
     let scratch = ctx.activity_dir(&run.id, &lane.id, &StepKey::Deliver, lane.attempt);
     crate::store::create_dir_all(&scratch).map_err(|e| e.to_string())?;
@@ -553,52 +519,9 @@ fn commit_close(
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let commit = git(worktree, &args)?;
     record_prepared(ctx, &run.id, &lane.id, &commit)?;
-    let kept = move_and_follow(ctx, at, &commit)?;
-    Ok((commit, kept))
-}
-
-impl Landing<'_> {
-    /// Under `land.mode: none`, remove the lane's worktree: the branch holds the work (SPEC 23).
-    /// Git refuses one with uncommitted or untracked changes, which stays: its path and git's
-    /// reason are the error. A worktree already gone (this step removed it before it died) or
-    /// another mode's is no error.
-    fn unmount(&self, ctx: &Ctx<'_>) -> Result<(), (String, String)> {
-        if ctx.settings.land.mode != crate::run::settings::LandMode::None || !self.worktree.exists()
-        {
-            return Ok(());
-        }
-        let kept = |why: String| (self.worktree.display().to_string(), why);
-        if !self.on_branch {
-            return Err(kept("another branch is checked out in it".into()));
-        }
-        crate::run::stage::worktree::remove(&ctx.repo.root, self.worktree).map_err(|e| {
-            kept(if e.contains("contains modified or untracked files") {
-                "it has uncommitted or untracked changes".into()
-            } else {
-                e
-            })
-        })?;
-        crate::failpoint::hit("deliver-after-unmount");
-        Ok(())
-    }
-}
-
-/// Move the branch from the judged head to the delivery `commit`, the worktree following: under
-/// `land.mode: none` removed before the branch moves (while it still shows the judged head, so
-/// git's own check of its cleanliness holds); otherwise, or when git kept it, its index and close
-/// files brought to the delivery.
-fn move_and_follow(
-    ctx: &Ctx<'_>,
-    at: &Landing<'_>,
-    commit: &str,
-) -> Result<Option<(String, String)>, Undelivered> {
-    let unmounted = ctx.settings.land.mode == crate::run::settings::LandMode::None;
-    let kept = at.unmount(ctx).err();
-    move_branch(&ctx.repo.root, at.branch_ref, commit, at.head)?;
-    if !unmounted || kept.is_some() {
-        settle_worktree(ctx, at.worktree, (at.on_branch, at.head), at.close_paths)?;
-    }
-    Ok(kept)
+    move_branch(worktree, at.branch_ref, &commit, &head)?;
+    settle_worktree(ctx, worktree, (at.on_branch, &head), at.close_paths)?;
+    Ok(commit)
 }
 
 /// Move the lane branch from the judged head to the delivery, only if it is still at the head.

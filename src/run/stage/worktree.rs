@@ -163,17 +163,3 @@ fn move_aside_stale(
 fn same_path(existing: &Path, path: &Path) -> bool {
     existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
 }
-
-/// Remove the worktree `path` with `git worktree remove`, never forced: git refuses one with
-/// uncommitted or untracked changes, and the error says so. The loop's own `<repo>.iced-worktrees`
-/// folder goes with its last worktree (a folder the person named in `build.worktreeDir` stays).
-pub fn remove(root: &Path, path: &Path) -> Result<(), String> {
-    crate::git::run(root, &["worktree", "remove", &path.display().to_string()])?;
-    if let Some(parent) = path
-        .parent()
-        .filter(|p| p.to_string_lossy().ends_with(".iced-worktrees"))
-    {
-        let _ = std::fs::remove_dir(parent);
-    }
-    Ok(())
-}

@@ -266,30 +266,20 @@ impl Case {
             1,
             "{context}: exactly one `iced: deliver` commit on the lane branch"
         );
-        // Under `land.mode: none` the delivery removes the lane's worktree (SPEC 23): once, and
-        // for good, whatever call was killed around it; git lists only the person's checkout.
         let worktree = state.runs[&run].lanes[0]
             .worktree
             .clone()
-            .expect("a delivered lane names its worktree");
-        assert!(
-            !Path::new(&worktree).exists(),
-            "{context}: the delivered lane's worktree {worktree} is removed"
-        );
-        let list = Command::new("git")
-            .args(["worktree", "list", "--porcelain"])
-            .current_dir(self.env.root())
+            .expect("a delivered lane has a worktree");
+        let status = Command::new("git")
+            .args(["status", "--porcelain", "--untracked-files=all"])
+            .current_dir(&worktree)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .expect("git runs");
-        let listed = String::from_utf8_lossy(&list.stdout);
-        assert_eq!(
-            listed
-                .lines()
-                .filter(|l| l.starts_with("worktree "))
-                .count(),
-            1,
-            "{context}: git lists only the person's checkout: {listed}"
+        assert!(
+            status.status.success() && status.stdout.is_empty(),
+            "{context}: the delivered worktree is clean: {}",
+            String::from_utf8_lossy(&status.stdout)
         );
         self.assert_claim_released(context);
         let events = std::fs::read_to_string(self.env.path(".iced/run/events.jsonl")).unwrap();

@@ -111,7 +111,6 @@ fn a_drain_killed_inside_a_unit_takes_its_run_up_again() {
         "launch-after-spawn",
         "observe-before-record",
         "receipt-after-record",
-        "deliver-after-unmount",
         "deliver-after-commit",
         "deliver-after-record",
         "end-before-release",

@@ -236,7 +236,6 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "archive-after-append",
             "ended-after-write",
             "deliver-after-prepare",
-            "deliver-after-unmount",
             "deliver-after-commit",
             "deliver-after-record",
             "end-after-metrics",

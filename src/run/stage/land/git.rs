@@ -453,8 +453,17 @@ pub fn retire(
         if !crate::git::is_clean(w, &[]).unwrap_or(false) {
             return Ok(Retired::DirtyKept(w.to_owned()));
         }
-        crate::run::stage::worktree::remove(root, w)?;
+        let shown = w.display().to_string();
+        git(root, &["worktree", "remove", &shown])?;
         entry_gone = true;
+        // The loop's own `<repo>.iced-worktrees` folder goes with its last worktree (a folder the
+        // person named in `build.worktreeDir` stays).
+        if let Some(parent) = w
+            .parent()
+            .filter(|p| p.to_string_lossy().ends_with(".iced-worktrees"))
+        {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
     if !entry_gone {
         let _ = git(root, &["worktree", "prune"]);
