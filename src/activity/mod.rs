@@ -123,25 +123,29 @@ impl Launched {
     /// pipe's write end then, and a supervisor that dies before closes it too (then `observe` says
     /// `NotRegistered`). No polling: one `poll` on the read end, woken by its end.
     pub fn await_registration(self, most: Duration) {
-        let deadline = Instant::now() + most;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-            let mut fds = [PollFd::new(self.registered.as_fd(), PollFlags::POLLIN)];
-            match poll(
-                &mut fds,
-                PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX),
-            ) {
-                // Readable or hung up: the write end is closed (nothing is ever written to it).
-                Ok(n) if n > 0 => return,
-                // A signal, or a timeout a virtual machine's clock ended early: look again.
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                // Not expected of a pipe of our own; waiting longer would not help.
-                Err(_) => return,
-            }
+        readable_by(self.registered.as_fd(), Instant::now() + most);
+    }
+}
+
+/// Wait until `fd` is readable or hung up, or `until` passes: whether it is. A signal, or a
+/// timeout a virtual machine's clock ended early, is waited out again; an error no waiting would
+/// cure counts as ready, so that the caller looks for itself.
+pub fn readable_by(fd: BorrowedFd<'_>, until: Instant) -> bool {
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // At least a millisecond: a zero timeout would return at once, over and over.
+        let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(n) if n > 0 => return true,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return true,
         }
     }
 }

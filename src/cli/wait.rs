@@ -13,7 +13,6 @@ use crate::activity::files;
 use crate::run::live::{live_activities, LiveActivity};
 use crate::run::state::{RunPaths, State};
 use crate::run::Ctx;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use std::collections::HashMap;
 use std::io::Write;
@@ -192,24 +191,12 @@ impl Watch {
     /// temporary file) are read and passed over.
     fn changed_within(&mut self, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            // At least a millisecond: a zero timeout would return at once, over and over.
-            let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-            let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
-            let ready = poll(
-                &mut fds,
-                PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX),
-            );
-            // Nothing (a timeout, which a virtual machine's clock may end a little early, or a
-            // signal) is not a change.
-            if matches!(ready, Ok(n) if n > 0) && self.read_changes() {
+        while crate::activity::readable_by(self.inotify.as_fd(), until) {
+            if self.read_changes() {
                 return true;
             }
-            if Instant::now() >= until {
-                return false;
-            }
         }
+        false
     }
 
     /// Read every queued event; true if one is a change to the run.

@@ -81,9 +81,6 @@ fn is_object_id(rev: &str) -> bool {
 /// A file read at a commit: `(commit, path, limit)`.
 type AtCommit = (String, String, u64);
 
-/// How long a launching call waits at most for its supervisor to register.
-const REGISTRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 impl<'a> Ctx<'a> {
     /// The exit codes definition-of-done command `cmd` of sequence `seq` may end with.
     pub fn expected(&self, seq: usize, cmd: usize) -> Vec<i32> {
@@ -110,17 +107,6 @@ impl<'a> Ctx<'a> {
             between: std::sync::Mutex::new(std::collections::HashMap::new()),
             clean_index: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
-    }
-
-    /// An activity this call launched: waited for until its supervisor has registered (at most
-    /// 5 s), right away, so that the call right behind it does not take a slow start for a crash
-    /// (a launch whose launching call is gone and whose supervisor has not registered is crashed,
-    /// SPEC 21.4). Waiting only when the call ended let a kill of the call in between leave a
-    /// launch that looked crashed while its supervisor was still starting, and the replay started
-    /// the step again (the random-kill walk saw a refuter started twice). The supervisor wakes
-    /// the wait (its registration pipe ends): looking every 20 ms cost a launch 20 ms (issue 16).
-    pub(crate) fn launched(&self, launched: crate::activity::Launched) {
-        launched.await_registration(REGISTRATION_WAIT);
     }
 
     /// Whether git knows who commits (`user.email`) and signs (`commit.gpgSign`), in `dir`: asked

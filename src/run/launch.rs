@@ -198,9 +198,14 @@ pub(crate) fn gate_value(
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
     ensure_dir(dir, ctx.verb)?;
     let launched = activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
-    // Its supervisor is waited for until it has registered, without the lock: a call killed
-    // before then leaves a launch that never ran (SPEC 21.4).
-    ctx.launched(launched);
+    // Its supervisor is waited for until it has registered (at most 5 s), without the lock and
+    // right away, so that the call right behind it does not take a slow start for a crash (a
+    // launch whose launching call is gone and whose supervisor has not registered is crashed,
+    // SPEC 21.4). Waiting only when the call ended let a kill of the call in between leave a
+    // launch that looked crashed while its supervisor was still starting, and the replay started
+    // the step again (the random-kill walk saw a refuter started twice). The supervisor wakes the
+    // wait: its registration pipe ends.
+    launched.await_registration(std::time::Duration::from_secs(5));
     Ok(())
 }
 
