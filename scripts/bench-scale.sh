@@ -35,6 +35,7 @@
 # script only.
 #
 # Environment: ICED_BENCH_BIN (the iced to measure; default: a release build of this checkout),
+# ICED_BENCH_DRIVERS (`build.drivers`, the threads the build steps the run with; default: iced's),
 # ICED_BENCH_KEEP=1 (keep the work directory and print its path: per N, the repository, the
 # build's lines with their times, the git logs and the probes' answers), ICED_BENCH_TIMEOUT (seconds a
 # build may take before it is stopped and reported as such, default 900). Needs git and python3.
@@ -149,6 +150,8 @@ config["runners"] = {"scripted": {"kind": "command", "argv": ["bash", agent, scr
 config["roles"] = {"implementer": {"runner": "scripted"}}
 config["land"] = {"mode": "none"}
 config["pace"] = {"lanes": 8}
+if os.environ.get("ICED_BENCH_DRIVERS"):
+    config.setdefault("build", {})["drivers"] = int(os.environ["ICED_BENCH_DRIVERS"])
 with open(path, "w") as f:
     json.dump(config, f, indent=2)
     f.write("\n")
@@ -250,7 +253,7 @@ loop_ms = sum(int(us) for kind, who, us in calls if kind == "t" and who == "loop
 agent = sum(1 for kind, who, _ in calls if kind == "n" and who == "agent")
 probe_git = sum(1 for kind, _, _ in read(probe_log) if kind == "n")
 total_loop = sum(loop.values())
-print(f"N={n}: {status} in {wall:.1f} s, {wall / n * 1000:.0f} ms a lane (pace.lanes 8)")
+print(f"N={n}: {status} in {wall:.1f} s, {wall / n * 1000:.0f} ms a lane (pace.lanes 8, build.drivers {os.environ.get('ICED_BENCH_DRIVERS') or 'default'})")
 if counting:
     print(f"  git: {(total_loop + agent) / n:.1f} processes a lane: the loop's {total_loop / n:.1f}, "
           f"the agents' {agent / n:.1f} (the probe's {probe_git} left out)")

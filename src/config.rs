@@ -42,7 +42,7 @@ pub fn defaults() -> Value {
         },
         "build": {
             "testWriter": false, "testWriterModel": null, "testWriterEffort": null,
-            "testPaths": TEST_PATHS
+            "drivers": null, "testPaths": TEST_PATHS
         },
         "memory": { "product": ".iced/memory/product.md", "knowledge": [".iced/memory/knowledge.md"] },
         "promotion": { "mode": "suggest", "window": 10 }
@@ -248,6 +248,13 @@ impl Config {
             return Err(invalid(
                 "build.testWriterEffort",
                 &format!("must be null or one of {}", EFFORTS.join(", ")),
+            ));
+        }
+        let drivers = at("/build/drivers");
+        if !(drivers.is_null() || drivers.as_u64().is_some_and(|n| (1..=8).contains(&n))) {
+            return Err(invalid(
+                "build.drivers",
+                "must be null or a whole number from 1 to 8",
             ));
         }
         if !at("/memory").is_object() {
@@ -457,6 +464,9 @@ mod tests {
                 "build.testWriterModel",
             ),
             (json!({"memory": {"product": 5}}), "memory.product"),
+            (json!({"build": {"drivers": 0}}), "build.drivers"),
+            (json!({"build": {"drivers": 9}}), "build.drivers"),
+            (json!({"build": {"drivers": "2"}}), "build.drivers"),
         ] {
             match load(v) {
                 Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),

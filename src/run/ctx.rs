@@ -92,7 +92,18 @@ impl<'a> Ctx<'a> {
         let settings = Settings::from_config(&config, verb)?;
         let exe = std::env::current_exe()
             .map_err(|e| io_error(verb, format!("cannot find the iced binary: {e}")))?;
-        Ok(Ctx {
+        Ok(Ctx::with(repo, config, settings, exe, verb))
+    }
+
+    /// A context with nothing asked yet: no claims found, no caches, no releases.
+    fn with(
+        repo: &'a Repo,
+        config: Config,
+        settings: Settings,
+        exe: PathBuf,
+        verb: &'static str,
+    ) -> Ctx<'a> {
+        Ctx {
             repo,
             paths: RunPaths::new(&repo.root),
             config,
@@ -106,7 +117,21 @@ impl<'a> Ctx<'a> {
             identity: std::sync::OnceLock::new(),
             between: std::sync::Mutex::new(std::collections::HashMap::new()),
             clean_index: std::sync::Mutex::new(std::collections::HashMap::new()),
-        })
+        }
+    }
+
+    /// A context for another thread stepping the same run (SPEC 20.1): the same repository,
+    /// configuration and settings (the pace flags included), with caches and claim releases of its
+    /// own, so that a claim one thread's transaction ends is released after that transaction's
+    /// save and no other's.
+    pub fn fork(&self) -> Ctx<'a> {
+        Ctx::with(
+            self.repo,
+            self.config.clone(),
+            self.settings.clone(),
+            self.exe.clone(),
+            self.verb,
+        )
     }
 
     /// Whether git knows who commits (`user.email`) and signs (`commit.gpgSign`), in `dir`: asked

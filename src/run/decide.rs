@@ -395,7 +395,7 @@ pub fn lanes_next(
                 return next;
             }
         }
-        let next = lane_next(lane, view, expected);
+        let next = across::one_landing_at_a_time(run, lane, lane_next(lane, view, expected));
         let waits = match &next {
             Next::Wait { .. } => true,
             // Handed to the host already: asked again only when nothing else can act.
@@ -978,6 +978,8 @@ fn receipt(
         .unwrap_or(Next::FinishReceipt { lane: id })
 }
 
+#[path = "decide_across.rs"]
+mod across;
 /// Where a lane goes once a step's result is in, and what a resume does to it.
 #[path = "decide_moves.rs"]
 pub mod moves;
@@ -988,12 +990,11 @@ pub mod tester;
 pub use moves::*;
 
 #[cfg(test)]
+#[path = "decide_props.rs"]
+mod props;
+#[cfg(test)]
 #[path = "decide_tester_tests.rs"]
 mod tester_tests;
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;
-
-#[cfg(test)]
-#[path = "decide_props.rs"]
-mod props;

@@ -17,6 +17,9 @@ use crate::refusal::Refusal;
 use crate::run::reply::{Action, HostAnswer};
 use crate::run::then::Then;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::ScopedJoinHandle;
 
 /// A run `iced build` drives: the one it admitted, or the one it resumed.
 pub struct Admitted {
@@ -107,7 +110,8 @@ pub fn start_planning(
 /// once the run may have moved on: `cli::wait`) between steps while it waits. A step that did
 /// something (a launch answers `waiting` too) is followed by the next at once, since another
 /// lane's move may be ready; only a step `decide` found nothing to do in waits (SPEC 20.1).
-/// Returns the last report.
+/// In a run of several lanes, helper threads step beside it while moves are ready (`helpers`);
+/// their reports reach `told` too, on this thread. Returns the last report.
 pub fn to_end(
     ctx: &Ctx<'_>,
     run: &str,
@@ -115,18 +119,87 @@ pub fn to_end(
     mut told: impl FnMut(&StepReport),
     mut wait: impl FnMut(),
 ) -> Result<StepReport, Refusal> {
-    loop {
-        let (report, decided) = stepper::step_deciding(ctx, run)?;
-        told(&report);
-        let waiting = report.action == Action::Waiting;
-        if report.is_final()
-            || awaits_someone_else(ctx.settings.land.mode, &report)
-            || (no_wait && waiting)
-        {
-            return Ok(report);
+    let most = if no_wait { 0 } else { helpers(ctx, run) };
+    let stop = AtomicBool::new(false);
+    let (send, heard) = mpsc::channel::<StepReport>();
+    std::thread::scope(|scope| {
+        let mut threads: Vec<ScopedJoinHandle<'_, ()>> = Vec::new();
+        let result = loop {
+            for report in heard.try_iter() {
+                told(&report);
+            }
+            let (report, decided) = match stepper::step_deciding(ctx, run) {
+                Ok(stepped) => stepped,
+                Err(refusal) => break Err(refusal),
+            };
+            told(&report);
+            let waiting = report.action == Action::Waiting;
+            if report.is_final()
+                || awaits_someone_else(ctx.settings.land.mode, &report)
+                || (no_wait && waiting)
+            {
+                break Ok(report);
+            }
+            threads.retain(|t| !t.is_finished());
+            if decided == Decided::Moved && threads.len() < most {
+                let (stop, send) = (&stop, send.clone());
+                threads.push(scope.spawn(move || help(ctx, run, stop, &send)));
+            }
+            if waiting && decided == Decided::Waited {
+                wait();
+            }
+        };
+        // The helpers finish the step they are doing, and go.
+        stop.store(true, Ordering::SeqCst);
+        for thread in threads {
+            let _ = thread.join();
         }
-        if waiting && decided == Decided::Waited {
-            wait();
+        for report in heard.try_iter() {
+            told(&report);
+        }
+        result
+    })
+}
+
+/// How many helper threads may step `run` beside its driver (SPEC 20.1).
+fn helpers(ctx: &Ctx<'_>, run: &str) -> usize {
+    let lanes = State::load(&ctx.paths, ctx.verb)
+        .ok()
+        .and_then(|s| s.runs.get(run).map(|r| r.lanes.len()))
+        .unwrap_or(1);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    helper_count(ctx.settings.drivers, cpus, ctx.settings.pace.lanes, lanes)
+}
+
+/// `build.drivers` (the machine's `cpus`, at most 4, when unset) less the driver, never more than
+/// the lanes at once (`pace_lanes`) less one; none for a run of one lane.
+fn helper_count(drivers: Option<usize>, cpus: usize, pace_lanes: u64, lanes: usize) -> usize {
+    if lanes < 2 {
+        return 0;
+    }
+    let drivers = drivers.unwrap_or(cpus.min(4));
+    let at_once = usize::try_from(pace_lanes).unwrap_or(usize::MAX);
+    drivers.min(at_once).min(lanes).saturating_sub(1)
+}
+
+/// A helper thread (SPEC 20.1): steps `run` with a context of its own, handing on every step that
+/// did something, until a step finds nothing to do, the run ends or waits on someone else, a step
+/// is refused (the driver's own next step says why, should it hold), or the driver stops.
+fn help(ctx: &Ctx<'_>, run: &str, stop: &AtomicBool, send: &mpsc::Sender<StepReport>) {
+    let ctx = ctx.fork();
+    while !stop.load(Ordering::SeqCst) {
+        let Ok((report, decided)) = stepper::step_deciding(&ctx, run) else {
+            return;
+        };
+        let done = decided == Decided::Waited
+            || report.is_final()
+            || awaits_someone_else(ctx.settings.land.mode, &report);
+        // A wait says nothing the driver's own steps do not.
+        if decided == Decided::Moved && send.send(report).is_err() {
+            return;
+        }
+        if done {
+            return;
         }
     }
 }
@@ -290,6 +363,21 @@ mod tests {
             stage: Some(stage.to_owned()),
             ..StepReport::nothing()
         }
+    }
+
+    /// A run of several lanes gets helpers up to `build.drivers` (the CPUs, at most 4, unset),
+    /// never more threads than lanes at once, and a run of one lane none.
+    #[test]
+    fn helpers_are_bounded_by_drivers_lanes_at_once_and_lanes() {
+        assert_eq!(helper_count(None, 2, 8, 100), 1);
+        assert_eq!(helper_count(None, 16, 8, 100), 3);
+        assert_eq!(helper_count(None, 1, 8, 100), 0);
+        assert_eq!(helper_count(Some(1), 16, 8, 100), 0);
+        assert_eq!(helper_count(Some(8), 2, 8, 100), 7);
+        assert_eq!(helper_count(Some(8), 2, 3, 100), 2);
+        assert_eq!(helper_count(Some(8), 2, 8, 2), 1);
+        assert_eq!(helper_count(Some(8), 16, 8, 1), 0);
+        assert_eq!(helper_count(None, 4, 0, 10), 0);
     }
 
     /// `iced build` stops waiting where only a forge or a person moves the lane on, and nowhere

@@ -42,6 +42,7 @@ mod metrics;
 mod mock_api;
 mod output;
 mod project;
+mod project_drivers;
 mod project_retry;
 mod queue;
 mod refusals;

@@ -76,7 +76,7 @@ impl Project {
     }
 
     /// Every event of `.iced/run/events.jsonl`, in the order they were appended.
-    fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         std::fs::read_to_string(self.env.path(".iced/run/events.jsonl"))
             .unwrap_or_default()
             .lines()

@@ -354,12 +354,38 @@ pub fn remote_head(root: &Path, remote: &str, branch: &str) -> Result<Option<Str
     Ok(out.split_whitespace().next().map(str::to_owned))
 }
 
+/// `<remote>/<branch>` as the remote has it now, its commit fetched. No ref and no `FETCH_HEAD` is
+/// written: two calls fetching at once (two drivers, or one `build`'s threads, SPEC 20.1) would
+/// otherwise read each other's `FETCH_HEAD`, or none while git rewrites it. A branch moved
+/// between the listing and the fetch leaves a commit not fetched: listed again, a few times.
 pub fn fetch(root: &Path, remote: &str, branch: &str) -> Result<String, String> {
-    git(
-        root,
-        &["fetch", "--quiet", remote, &format!("refs/heads/{branch}")],
-    )?;
-    git(root, &["rev-parse", "FETCH_HEAD"])
+    let reference = format!("refs/heads/{branch}");
+    let have = |sha: &str| git(root, &["cat-file", "-e", &format!("{sha}^{{commit}}")]).is_ok();
+    for _ in 0..5 {
+        let sha = remote_head(root, remote, branch)?
+            .ok_or_else(|| format!("the remote `{remote}` has no branch `{branch}`"))?;
+        if have(&sha) {
+            return Ok(sha);
+        }
+        git(
+            root,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--refmap=",
+                remote,
+                &reference,
+            ],
+        )?;
+        if have(&sha) {
+            return Ok(sha);
+        }
+    }
+    Err(format!(
+        "`{branch}` on the remote `{remote}` moved every time this call fetched it"
+    ))
 }
 
 /// Run a forge command (argv, never a shell) in `dir` and return its stdout.
@@ -490,6 +516,47 @@ mod tests {
 
     /// A merge a killed call left half done (the target's files written in the lane's worktree,
     /// no commit) does not stop the next: what it left is stashed, not lost, and the merge made.
+    /// The target on the remote is fetched without `FETCH_HEAD` or a ref: eight fetches at once
+    /// each get the remote's commit (with `git fetch` + `rev-parse FETCH_HEAD` some read an
+    /// empty or another's `FETCH_HEAD`), and a missing branch is said.
+    #[test]
+    fn fetching_the_target_writes_no_fetch_head_and_calls_at_once_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let (remote, local) = (dir.path().join("remote.git"), dir.path().join("local"));
+        let run = |at: &Path, args: &[&str]| git(at, args).unwrap();
+        run(
+            dir.path(),
+            &["init", "-q", "--bare", "-b", "main", "remote.git"],
+        );
+        run(dir.path(), &["init", "-q", "-b", "main", "local"]);
+        std::fs::write(local.join("a.txt"), "a\n").unwrap();
+        run(&local, &["add", "."]);
+        let id = ["-c", "user.name=t", "-c", "user.email=t@t.invalid"];
+        run(&local, &[&id[..], &["commit", "-q", "-m", "a"]].concat());
+        let url = remote.display().to_string();
+        run(&local, &["push", "-q", &url, "main"]);
+        // The remote moves on from elsewhere: the local repository lacks its commit.
+        let other = dir.path().join("other");
+        run(dir.path(), &["clone", "-q", &url, "other"]);
+        std::fs::write(other.join("b.txt"), "b\n").unwrap();
+        run(&other, &["add", "."]);
+        run(&other, &[&id[..], &["commit", "-q", "-m", "b"]].concat());
+        run(&other, &["push", "-q", "origin", "main"]);
+        let head = run(&other, &["rev-parse", "HEAD"]);
+        let fetched: Vec<Result<String, String>> = std::thread::scope(|s| {
+            let calls: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| fetch(&local, &url, "main")))
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        for f in fetched {
+            assert_eq!(f.as_deref(), Ok(head.as_str()));
+        }
+        assert!(!local.join(".git/FETCH_HEAD").exists());
+        let missing = fetch(&local, &url, "nope").unwrap_err();
+        assert!(missing.contains("has no branch `nope`"), "{missing}");
+    }
+
     #[test]
     fn a_merge_left_half_done_is_stashed_and_made_again() {
         let dir = tempfile::tempdir().unwrap();
