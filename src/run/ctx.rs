@@ -23,11 +23,20 @@ pub struct Ctx<'a> {
     pub exe: PathBuf,
     /// The verb this call serves (`build`, `implement step`, `run resume`), named in refusals.
     pub verb: &'static str,
-    /// The repository's claims, found on first use (one `git rev-parse` per call).
-    claims: std::sync::OnceLock<Claims>,
     /// The claims of runs a transaction ended, `(run, unit)`: released once that transaction's
     /// state is saved (SPEC 20.3), never before, so a claim is gone only when its run has ended.
+    /// A thread's own: another thread's transaction saved meanwhile is not this one's.
     releases: std::sync::Mutex<Vec<(String, String)>>,
+    /// What this call learned from git, shared by its threads (`fork`).
+    asked: std::sync::Arc<Asked>,
+}
+
+/// What a call learned from git that holds for all its threads: what a commit holds, what lies
+/// between two commits, and a worktree's index as this call left it never change under it.
+#[derive(Default)]
+struct Asked {
+    /// The repository's claims, found on first use (one `git rev-parse` per call).
+    claims: std::sync::OnceLock<Claims>,
     /// Files read at a commit this call, by (commit, path, limit): what a commit holds never
     /// changes, and a driver renders each live lane's brief again at every step to check its
     /// inputs (issue 16: a `git cat-file` a live lane a step).
@@ -95,6 +104,24 @@ impl<'a> Ctx<'a> {
         Ok(Ctx::with(repo, config, settings, exe, verb))
     }
 
+    /// A context for another thread stepping the same run (SPEC 20.1): the same repository,
+    /// configuration and settings (the pace flags included) and what this call asked git, with
+    /// claim releases of its own, so that a claim one thread's transaction ends is released after
+    /// that transaction's save and no other's.
+    pub fn fork(&self) -> Ctx<'a> {
+        Ctx {
+            releases: std::sync::Mutex::new(Vec::new()),
+            asked: std::sync::Arc::clone(&self.asked),
+            ..Ctx::with(
+                self.repo,
+                self.config.clone(),
+                self.settings.clone(),
+                self.exe.clone(),
+                self.verb,
+            )
+        }
+    }
+
     /// A context with nothing asked yet: no claims found, no caches, no releases.
     fn with(
         repo: &'a Repo,
@@ -110,34 +137,15 @@ impl<'a> Ctx<'a> {
             settings,
             exe,
             verb,
-            claims: std::sync::OnceLock::new(),
             releases: std::sync::Mutex::new(Vec::new()),
-            at_commit: std::sync::Mutex::new(std::collections::HashMap::new()),
-            blobs: std::sync::Mutex::new(None),
-            identity: std::sync::OnceLock::new(),
-            between: std::sync::Mutex::new(std::collections::HashMap::new()),
-            clean_index: std::sync::Mutex::new(std::collections::HashMap::new()),
+            asked: std::sync::Arc::default(),
         }
-    }
-
-    /// A context for another thread stepping the same run (SPEC 20.1): the same repository,
-    /// configuration and settings (the pace flags included), with caches and claim releases of its
-    /// own, so that a claim one thread's transaction ends is released after that transaction's
-    /// save and no other's.
-    pub fn fork(&self) -> Ctx<'a> {
-        Ctx::with(
-            self.repo,
-            self.config.clone(),
-            self.settings.clone(),
-            self.exe.clone(),
-            self.verb,
-        )
     }
 
     /// Whether git knows who commits (`user.email`) and signs (`commit.gpgSign`), in `dir`: asked
     /// once a call (a close commit a lane).
     pub(crate) fn git_identity(&self, dir: &Path) -> (bool, bool) {
-        *self.identity.get_or_init(|| {
+        *self.asked.identity.get_or_init(|| {
             let email = crate::git::run(dir, &["config", "user.email"]).is_ok();
             let sign = crate::git::run(dir, &["config", "--bool", "commit.gpgSign"])
                 .is_ok_and(|v| v == "true");
@@ -158,13 +166,18 @@ impl<'a> Ctx<'a> {
             return self.read_blob(commit, path, limit);
         }
         let key = (commit.to_owned(), path.to_owned(), limit);
-        let kept = self.at_commit.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = self
+            .asked
+            .at_commit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(bytes) = kept.get(&key) {
             return Ok(bytes.clone());
         }
         drop(kept);
         let bytes = self.read_blob(commit, path, limit)?;
-        self.at_commit
+        self.asked
+            .at_commit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, bytes.clone());
@@ -184,13 +197,14 @@ impl<'a> Ctx<'a> {
             return crate::git::run(dir, args);
         }
         let key: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let kept = self.between.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = self.asked.between.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(out) = kept.get(&key) {
             return Ok(out.clone());
         }
         drop(kept);
         let out = crate::git::run(dir, args)?;
-        self.between
+        self.asked
+            .between
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, out.clone());
@@ -201,7 +215,8 @@ impl<'a> Ctx<'a> {
     /// exactly `head`'s tree while its file stays as it is now.
     pub(crate) fn saw_clean_index(&self, dir: &Path, head: &str) {
         if let Some(stamp) = index_stamp(dir) {
-            self.clean_index
+            self.asked
+                .clean_index
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(dir.to_owned(), (head.to_owned(), stamp));
@@ -211,7 +226,11 @@ impl<'a> Ctx<'a> {
     /// Does the index of the worktree `dir` still hold exactly `head`'s tree, as this call saw
     /// (`saw_clean_index`), its file untouched since? False whenever it cannot tell.
     pub(crate) fn index_holds(&self, dir: &Path, head: &str) -> bool {
-        let kept = self.clean_index.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = self
+            .asked
+            .clean_index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         kept.get(dir)
             .is_some_and(|(h, stamp)| h == head && index_stamp(dir).as_ref() == Some(stamp))
     }
@@ -265,7 +284,7 @@ impl<'a> Ctx<'a> {
         &self,
         read: impl Fn(&mut crate::git::Blobs) -> Result<Option<Vec<u8>>, String>,
     ) -> Result<Option<Vec<u8>>, String> {
-        let mut blobs = self.blobs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut blobs = self.asked.blobs.lock().unwrap_or_else(|e| e.into_inner());
         let reused = blobs.is_some();
         for fresh in [!reused, true] {
             if blobs.is_none() {
@@ -285,7 +304,9 @@ impl<'a> Ctx<'a> {
     }
 
     pub(super) fn claims(&self) -> &Claims {
-        self.claims.get_or_init(|| Claims::open(&self.repo.root))
+        self.asked
+            .claims
+            .get_or_init(|| Claims::open(&self.repo.root))
     }
 
     /// The pace given on the command line, over what the configs and rulings say.
