@@ -101,6 +101,12 @@ pub struct Run {
     /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub picked: Option<super::picked::Picked>,
+    /// Delivered lanes' worktrees a later lane of the run takes instead of adding its own, under
+    /// `land.mode: none` (SPEC 23.2): pushed in the save that records a delivery, taken under the
+    /// lock by a worktree step, which names it on its record. Absent when there is none, so a
+    /// state an older iced wrote reads the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<String>,
     /// Live and waiting lanes whole; in a run of several, an ended lane in its ended form, its
     /// whole self in its `lane.json` (SPEC 21.2, `run::ended`).
     #[serde(
@@ -730,6 +736,7 @@ mod tests {
             paced: 0,
             pace: None,
             window_from: None,
+            spares: Vec::new(),
             lanes: Vec::new(),
         };
         big.runs.insert("r".into(), run);
@@ -748,6 +755,7 @@ mod tests {
             "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
             "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null, "paced": 1,
             "pace": {}, "window_from": "2026-09-30T11:00:00Z", "overrun": 3, "brief_layout": 2,
+            "spares": ["/w/001-z"],
             "picked": {"by": "next", "why": "the only eligible unit", "priority": 1,
                 "created": "t", "eligible": ["001-a"],
                 "skipped": [{"unit": "002-b", "code": "unit-held", "reason": "r"}]},

@@ -220,6 +220,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "brief-after-write",
             "worktree-after-move-worktree",
             "worktree-after-move-aside",
+            "worktree-reuse-after-switch",
+            "worktree-reuse-after-move",
             "worktree-after-add",
             "launch-after-record",
             "launch-after-spawn",
