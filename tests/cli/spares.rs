@@ -11,12 +11,17 @@ use std::path::{Path, PathBuf};
 
 /// Every lane commits its own file and leaves an ignored file behind (an agent's build output):
 /// neither may reach a later lane that takes its worktree.
-const WORK: &str =
+pub(crate) const WORK: &str =
     "commit src/{lane}.txt the work of {lane}\nwrite cache/{lane}.o leftovers of {lane}\nreport-ok E1 E2\n";
 
 /// A project of `n` children under `land.mode: none` at `lanes` lanes at once, whose `.gitignore`
-/// ignores `cache/`.
-fn project(n: usize, lanes: u32) -> Project {
+/// ignores `cache/`, [`WORK`] every lane's implementer.
+pub(crate) fn project(n: usize, lanes: u32) -> Project {
+    project_with(n, lanes, WORK)
+}
+
+/// ... with `script` as every lane's implementer.
+pub(crate) fn project_with(n: usize, lanes: u32, script: &str) -> Project {
     let titles: Vec<String> = (0..n)
         .map(|k| format!("sessions end after step {k}"))
         .collect();
@@ -24,7 +29,7 @@ fn project(n: usize, lanes: u32) -> Project {
     let p = Project::new(
         &titles,
         &[],
-        WORK,
+        script,
         json!({"pace": {"lanes": lanes}, "land": {"mode": "none", "remote": null}}),
     );
     p.env.write(".gitignore", "cache/\n");
@@ -33,7 +38,7 @@ fn project(n: usize, lanes: u32) -> Project {
 }
 
 /// The worktrees git lists: path and branch (None when detached).
-fn worktrees(p: &Project) -> Vec<(PathBuf, Option<String>)> {
+pub(crate) fn worktrees(p: &Project) -> Vec<(PathBuf, Option<String>)> {
     let list = p.env.git_out(&["worktree", "list", "--porcelain"]);
     let mut out: Vec<(PathBuf, Option<String>)> = Vec::new();
     for line in list.lines() {
@@ -46,7 +51,7 @@ fn worktrees(p: &Project) -> Vec<(PathBuf, Option<String>)> {
     out
 }
 
-fn branch(p: &Project, child: &str) -> String {
+pub(crate) fn branch(p: &Project, child: &str) -> String {
     format!("iced/{}/{child}", p.id)
 }
 
@@ -65,7 +70,7 @@ fn changed(p: &Project, child: &str) -> Vec<String> {
 
 /// Each lane's branch holds exactly its own work and close: its file, its unit's close files and
 /// metrics, nothing of another lane, nothing ignored.
-fn assert_own_work(p: &Project) {
+pub(crate) fn assert_own_work(p: &Project) {
     for child in &p.children {
         let files = changed(p, child);
         assert!(
@@ -91,7 +96,7 @@ fn assert_own_work(p: &Project) {
     }
 }
 
-fn events(p: &Project) -> Vec<Value> {
+pub(crate) fn events(p: &Project) -> Vec<Value> {
     std::fs::read_to_string(p.env.path(".iced/run/events.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -100,7 +105,7 @@ fn events(p: &Project) -> Vec<Value> {
 }
 
 /// What each lane's worktree step took, in the order the steps were done: (lane, spare).
-fn taken(p: &Project) -> Vec<(String, Option<String>)> {
+pub(crate) fn taken(p: &Project) -> Vec<(String, Option<String>)> {
     events(p)
         .iter()
         .filter(|e| e["event"] == "step_done" && e["step"] == "worktree")
@@ -113,7 +118,7 @@ fn taken(p: &Project) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-fn files_under(dir: &Path) -> Vec<String> {
+pub(crate) fn files_under(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
@@ -125,7 +130,7 @@ fn files_under(dir: &Path) -> Vec<String> {
     names
 }
 
-fn assert_clean(dir: &Path) {
+pub(crate) fn assert_clean(dir: &Path) {
     let status = crate::env::git_at(dir, &["status", "--porcelain", "--untracked-files=all"]);
     assert!(status.trim().is_empty(), "{}: {status}", dir.display());
 }
