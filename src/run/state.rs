@@ -811,6 +811,35 @@ mod tests {
         assert_eq!(have, want, "`picked`: written vs the schema");
     }
 
+    /// A run's spares (SPEC 23.2) are written only when it has some, so a state an older iced
+    /// wrote reads and writes as before; both reads (straight from the bytes, and through a
+    /// `Value`) give them back.
+    #[test]
+    fn spares_are_written_only_when_a_run_has_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = RunPaths::new(dir.path());
+        ensure_dir(&paths.dir, "test").unwrap();
+        let older = br#"{"schema": 1, "runs": {"r": {
+            "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
+            "created_at": "t", "updated_at": "t", "base": {"commit": "c", "branch": "main"},
+            "next_eligible_at": null, "lanes": []}}}"#;
+        let mut state = State::parse(older).unwrap();
+        assert!(state.runs["r"].spares.is_empty());
+        state.save(&paths, "test").unwrap();
+        assert!(!String::from_utf8(std::fs::read(paths.state()).unwrap())
+            .unwrap()
+            .contains("spares"));
+        state.runs.get_mut("r").unwrap().spares = vec!["/w/002-a".into()];
+        state.save(&paths, "test").unwrap();
+        let bytes = std::fs::read(paths.state()).unwrap();
+        let strict = State::parse(&bytes).unwrap();
+        let through_value: State =
+            serde_json::from_value(serde_json::from_slice(&bytes).unwrap()).unwrap();
+        for read in [strict, through_value] {
+            assert_eq!(read.runs["r"].spares, ["/w/002-a"]);
+        }
+    }
+
     #[test]
     fn unknown_fields_and_newer_schemas_are_refused() {
         assert!(matches!(
