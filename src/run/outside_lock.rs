@@ -106,12 +106,15 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                 let said = match &result {
                     Ok(made) => {
                         let mut outcome = json!({"path": path, "branch": branch});
-                        match made {
-                            Made::FromSpare => outcome["spare"] = json!(spare),
-                            Made::Added {
-                                moved_aside: Some(aside),
-                            } => outcome["moved_aside"] = aside.as_str().into(),
-                            Made::Added { moved_aside: None } => {}
+                        let aside = match made {
+                            Made::FromSpare { moved_aside } => {
+                                outcome["spare"] = json!(spare);
+                                moved_aside
+                            }
+                            Made::Added { moved_aside } => moved_aside,
+                        };
+                        if let Some(aside) = aside {
+                            outcome["moved_aside"] = aside.as_str().into();
                         }
                         finish(record, StepStatus::Done, outcome);
                         l.worktree = Some(path.display().to_string());

@@ -269,3 +269,59 @@ fn a_spare_written_into_after_its_delivery_is_left_for_a_person() {
     assert_own_work(&p);
     assert_eq!(worktrees(&p).len(), 3);
 }
+
+/// A lane branch an earlier run left (its tip not the base) is moved aside before a spare is
+/// switched to the lane branch, as when a worktree is added (SPEC 20.4): the spare is still
+/// reused, the old branch kept under its new name, and the lane starts from the base.
+#[test]
+fn a_spare_is_reused_for_a_lane_whose_branch_an_earlier_run_left() {
+    let p = project(2, 1);
+    let (a, b) = (p.children[0].clone(), p.children[1].clone());
+    // An earlier run's branch for `b`: one commit on the base, checked out nowhere.
+    let dir = p.env.outside("earlier");
+    crate::env::git_at(
+        p.env.root(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &branch(&p, &b),
+            &dir.display().to_string(),
+        ],
+    );
+    std::fs::write(dir.join("old.txt"), "an earlier run's work\n").unwrap();
+    crate::env::git_at(&dir, &["add", "old.txt"]);
+    crate::env::git_at(&dir, &["commit", "-q", "-m", "an earlier run's work"]);
+    let old_tip = crate::env::git_at(&dir, &["rev-parse", "HEAD"])
+        .trim()
+        .to_owned();
+    crate::env::git_at(
+        p.env.root(),
+        &["worktree", "remove", &dir.display().to_string()],
+    );
+
+    let (_, last) = build(&p.env, &p.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{last}");
+    assert_own_work(&p);
+    let spare = worktree_of(&p.env, &a).display().to_string();
+    assert_eq!(taken(&p), [(a.clone(), None), (b.clone(), Some(spare))]);
+    let aside = format!("{}-{}", branch(&p, &b), &old_tip[..12]);
+    let moved = p.env.git_out(&["rev-parse", &aside]);
+    assert_eq!(
+        moved.trim(),
+        old_tip,
+        "the earlier run's branch is kept as `{aside}`"
+    );
+    let moved_events: Vec<Value> = events(&p)
+        .into_iter()
+        .filter(|e| e["event"] == "branch_moved_aside")
+        .collect();
+    assert_eq!(moved_events.len(), 1, "{moved_events:#?}");
+    let step = events(&p)
+        .into_iter()
+        .find(|e| e["event"] == "step_done" && e["step"] == "worktree" && e["lane"] == b.as_str())
+        .expect("b's worktree step");
+    assert_eq!(step["outcome"]["moved_aside"], aside.as_str(), "{step:#}");
+    assert_eq!(worktrees(&p).len(), 2, "{:?}", worktrees(&p));
+}

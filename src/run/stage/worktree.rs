@@ -30,7 +30,7 @@ pub(crate) fn make_lane_worktree(
 /// name a stale branch went to, when it moved one).
 #[derive(Debug, PartialEq)]
 pub(crate) enum Made {
-    FromSpare,
+    FromSpare { moved_aside: Option<String> },
     Added { moved_aside: Option<String> },
 }
 
@@ -45,8 +45,8 @@ pub(crate) fn make_or_reuse(
     base: &str,
 ) -> Result<Made, String> {
     if let Some(spare) = spare {
-        match reuse_spare(ctx, spare, path, branch, base) {
-            Ok(()) => return Ok(Made::FromSpare),
+        match reuse_spare(ctx, (run, lane), spare, path, branch, base) {
+            Ok(moved_aside) => return Ok(Made::FromSpare { moved_aside }),
             Err(SpareRefused::Failed(e)) => return Err(e),
             Err(SpareRefused::Kept(reason)) => emit(
                 &ctx.paths,
@@ -73,22 +73,28 @@ pub(crate) enum SpareRefused {
 /// The lane's worktree at `path` on `branch`, made from `spare`, a delivered lane's worktree this
 /// step took (SPEC 20.4, 23.2): checked clean, switched to a new `branch` at `base`, its ignored
 /// files removed (nothing an earlier lane's agent left reaches this lane), moved to `path`.
-/// Re-entrant: a call killed after the switch left the branch in the spare, which is cleaned and
-/// moved; one killed after the move left it at `path`, adopted; one killed before left no branch,
-/// and it is done again.
+/// A lane branch an earlier run left is moved aside first, as `make_lane_worktree` does (SPEC
+/// 20.4): the name it went to, when this call moved it. Re-entrant: a call killed after the
+/// switch left the branch in the spare, which is cleaned and moved; one killed after the move
+/// left it at `path`, adopted; one killed before left no branch, and it is done again.
 pub(crate) fn reuse_spare(
     ctx: &Ctx<'_>,
+    (run, lane): (&str, &str),
     spare: &Path,
     path: &Path,
     branch: &str,
     base: &str,
-) -> Result<(), SpareRefused> {
+) -> Result<Option<String>, SpareRefused> {
     let root = &ctx.repo.root;
     let kept = SpareRefused::Kept;
+    // Only a branch at the base is this run's (a killed call's, before any commit).
+    let moved_aside = move_aside_stale(ctx, run, lane, path, branch, base).map_err(kept)?;
     let listed = crate::git::worktrees(root).map_err(kept)?;
     match listed.iter().find(|(_, b)| b.as_deref() == Some(branch)) {
-        Some((at, _)) if same_path(at, path) => return Ok(()),
-        Some((at, _)) if same_path(at, spare) => return clean_and_move(ctx, spare, path, branch),
+        Some((at, _)) if same_path(at, path) => return Ok(moved_aside),
+        Some((at, _)) if same_path(at, spare) => {
+            return clean_and_move(ctx, spare, path, branch).map(|()| moved_aside)
+        }
         Some((at, _)) => {
             return Err(kept(format!(
                 "the lane branch `{branch}` is checked out at `{}`",
@@ -109,9 +115,16 @@ pub(crate) fn reuse_spare(
     if !crate::git::is_clean(spare, &[]).map_err(kept)? {
         return Err(kept("it has uncommitted or untracked changes".into()));
     }
+    // git will not move a worktree with a submodule checked out in it, and once switched, a spare
+    // that cannot move fails the step: a repository with submodules adds its worktrees.
+    if spare.join(".gitmodules").exists() {
+        return Err(kept(
+            "it holds submodules, which `git worktree move` refuses".into(),
+        ));
+    }
     crate::git::run(spare, &["switch", "-q", "-c", branch, base]).map_err(kept)?;
     crate::failpoint::hit("worktree-reuse-after-switch");
-    clean_and_move(ctx, spare, path, branch)
+    clean_and_move(ctx, spare, path, branch).map(|()| moved_aside)
 }
 
 /// The second half of `reuse_spare`, once `branch` is checked out in the spare: what git ignores
