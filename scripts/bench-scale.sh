@@ -18,7 +18,8 @@
 #   options). A `git` wrapper first on PATH appends a line per process and runs the real git.
 # - where the time goes: the loop's git processes' time summed, a lane; and the time before each
 #   line `build --json` printed (the step it reports, or the wait before it) by stage and action.
-# - worktrees: how many git lists at the end (with `land.mode: none` every delivered lane keeps its own).
+# - worktrees: how many git lists at the end (with `land.mode: none` a delivered lane's worktree is
+#   a spare the run's next lane takes, so about `pace.lanes` of them and the checkout).
 # - state.json: its size at its largest, sampled every 0.1 s while the run goes, and at the end.
 # - step latency: while the build runs, a probe times one `iced implement step --json` a second
 #   (drivers of one run take turns, so a probe steps the run like the build does and waits its

@@ -38,6 +38,8 @@ pub const ALL: &[&str] = &[
     "brief-after-write",
     "worktree-after-move-worktree",
     "worktree-after-move-aside",
+    "worktree-reuse-after-switch",
+    "worktree-reuse-after-move",
     "worktree-after-add",
     "launch-after-record",
     "launch-after-spawn",

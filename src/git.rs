@@ -141,6 +141,23 @@ pub fn worktree_of_branch(dir: &Path, branch: &str) -> Option<PathBuf> {
     None
 }
 
+/// Every worktree git lists for the repository of `dir`, with the branch checked out there (None
+/// when detached or bare): one git.
+pub fn worktrees(dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>, String> {
+    let list = run(dir, &["worktree", "list", "--porcelain"])?;
+    let mut found: Vec<(PathBuf, Option<String>)> = Vec::new();
+    for line in list.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            found.push((PathBuf::from(p), None));
+        } else if let Some(b) = line.strip_prefix("branch refs/heads/") {
+            if let Some(last) = found.last_mut() {
+                last.1 = Some(b.to_owned());
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// What `git status` says of a worktree, with where its HEAD is.
 pub struct Status {
     /// The branch HEAD is on (None when detached).

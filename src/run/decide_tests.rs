@@ -96,6 +96,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         paced: 0,
         pace: None,
         window_from: None,
+        spares: Vec::new(),
         lanes,
     }
 }

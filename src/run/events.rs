@@ -34,6 +34,9 @@ pub enum Event {
     LaneMoved,
     /// A lane branch an earlier run left, moved aside before the worktree step (SPEC 20.4).
     BranchMovedAside,
+    /// A spare worktree (a delivered lane's, SPEC 23.2) a lane would have taken, not reused and
+    /// left where it is.
+    WorktreeKept,
     LandAccepted,
     ValidatorMutation,
     ArmRequested,
@@ -68,6 +71,7 @@ impl Event {
             Event::LaneDiscarded => "lane_discarded",
             Event::LaneMoved => "lane_moved",
             Event::BranchMovedAside => "branch_moved_aside",
+            Event::WorktreeKept => "worktree_kept",
             Event::LandAccepted => "land_accepted",
             Event::ValidatorMutation => "validator_mutation",
             Event::ArmRequested => "arm_requested",

@@ -359,6 +359,7 @@ mod tests {
             paced: 0,
             pace: None,
             window_from: None,
+            spares: Vec::new(),
             lanes,
         }
     }

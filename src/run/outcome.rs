@@ -28,6 +28,9 @@ pub struct WorktreeOutcome {
     pub path: Option<String>,
     pub branch: Option<String>,
     pub error: Option<String>,
+    /// The spare worktree (a delivered lane's, SPEC 23.2) the step took: named on its `started`
+    /// record before any git runs, so a call that died leaves the next exactly that one.
+    pub spare: Option<String>,
 }
 
 /// An activity that ended (the implementer, a definition-of-done command), with what the loop

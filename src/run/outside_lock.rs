@@ -25,6 +25,8 @@ pub(crate) enum Pending {
     Report(Box<StepReport>),
     AddWorktree {
         lane: String,
+        /// The spare worktree the step took under the lock (SPEC 23.2), when it took one.
+        spare: Option<PathBuf>,
     },
     LaunchImplementer {
         lane: String,
@@ -72,7 +74,7 @@ pub(crate) enum Pending {
 pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Refusal> {
     match pending {
         Pending::Report(report) => Ok(*report),
-        Pending::AddWorktree { lane } => {
+        Pending::AddWorktree { lane, spare } => {
             let branch = snapshot
                 .lane(&lane)
                 .and_then(|l| l.branch.clone())
@@ -81,7 +83,14 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
             let base = snapshot
                 .base_of(snapshot.lane(&lane).expect("lane"))
                 .to_owned();
-            let result = make_lane_worktree(ctx, (&snapshot.id, &lane), &path, &branch, &base);
+            let result = make_or_reuse(
+                ctx,
+                (&snapshot.id, &lane),
+                spare.as_deref(),
+                &path,
+                &branch,
+                &base,
+            );
             crate::failpoint::hit("worktree-after-add");
             record_after(ctx, &snapshot.id, &lane, &StepKey::Worktree, |l, record| {
                 let mv = super::decide::after_worktree_of(
@@ -95,8 +104,15 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                     l.validators = crate::run::stage::validators::validators_for(ctx, l);
                 }
                 let said = match &result {
-                    Ok(aside) => {
+                    Ok(made) => {
                         let mut outcome = json!({"path": path, "branch": branch});
+                        let aside = match made {
+                            Made::FromSpare { moved_aside } => {
+                                outcome["spare"] = json!(spare);
+                                moved_aside
+                            }
+                            Made::Added { moved_aside } => moved_aside,
+                        };
                         if let Some(aside) = aside {
                             outcome["moved_aside"] = aside.as_str().into();
                         }

@@ -160,6 +160,20 @@ pub(crate) fn record_after(
     step: &StepKey,
     f: impl FnOnce(&mut Lane, &mut StepRecord) -> Result<(Action, crate::run::then::Then), Refusal>,
 ) -> Result<StepReport, Refusal> {
+    record_after_in_run(ctx, run_id, lane_id, step, |run, record| {
+        f(run.lane_mut(lane_id).expect("lane"), record)
+    })
+}
+
+/// `record_after`, for an outcome that changes the run besides the lane (its `spares`, SPEC
+/// 23.2): `f` is handed the whole run, the record taken out of its lane while `f` runs.
+pub(crate) fn record_after_in_run(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    lane_id: &str,
+    step: &StepKey,
+    f: impl FnOnce(&mut Run, &mut StepRecord) -> Result<(Action, crate::run::then::Then), Refusal>,
+) -> Result<StepReport, Refusal> {
     let (mine, _) = me();
     ctx.transact(|state| {
         let run = state.runs.get_mut(run_id).ok_or_else(|| {
@@ -192,7 +206,7 @@ pub(crate) fn record_after(
             ));
         };
         let mut record = lane.steps.remove(index);
-        let (action, next) = f(lane, &mut record)?;
+        let (action, next) = f(run, &mut record)?;
         let waits = record
             .outcome_as::<crate::run::outcome::LandOutcome>()
             .is_some_and(|o| o.again);
@@ -210,7 +224,10 @@ pub(crate) fn record_after(
                 json!({"lane": lane_id, "step": step, "attempt": attempt, "outcome": record.outcome}),
             );
         }
-        lane.steps.insert(index, record);
+        run.lane_mut(lane_id)
+            .expect("lane")
+            .steps
+            .insert(index, record);
         let lane = run.lane(lane_id).expect("lane");
         Ok(StepReport::for_lane(run, lane, action, next))
     })

@@ -101,6 +101,12 @@ pub struct Run {
     /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub picked: Option<super::picked::Picked>,
+    /// Delivered lanes' worktrees a later lane of the run takes instead of adding its own, under
+    /// `land.mode: none` (SPEC 23.2): pushed in the save that records a delivery, taken under the
+    /// lock by a worktree step, which names it on its record. Absent when there is none, so a
+    /// state an older iced wrote reads the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<String>,
     /// Live and waiting lanes whole; in a run of several, an ended lane in its ended form, its
     /// whole self in its `lane.json` (SPEC 21.2, `run::ended`).
     #[serde(
@@ -730,6 +736,7 @@ mod tests {
             paced: 0,
             pace: None,
             window_from: None,
+            spares: Vec::new(),
             lanes: Vec::new(),
         };
         big.runs.insert("r".into(), run);
@@ -748,6 +755,7 @@ mod tests {
             "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
             "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null, "paced": 1,
             "pace": {}, "window_from": "2026-09-30T11:00:00Z", "overrun": 3, "brief_layout": 2,
+            "spares": ["/w/001-z"],
             "picked": {"by": "next", "why": "the only eligible unit", "priority": 1,
                 "created": "t", "eligible": ["001-a"],
                 "skipped": [{"unit": "002-b", "code": "unit-held", "reason": "r"}]},
@@ -801,6 +809,35 @@ mod tests {
         have.sort();
         want.sort();
         assert_eq!(have, want, "`picked`: written vs the schema");
+    }
+
+    /// A run's spares (SPEC 23.2) are written only when it has some, so a state an older iced
+    /// wrote reads and writes as before; both reads (straight from the bytes, and through a
+    /// `Value`) give them back.
+    #[test]
+    fn spares_are_written_only_when_a_run_has_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = RunPaths::new(dir.path());
+        ensure_dir(&paths.dir, "test").unwrap();
+        let older = br#"{"schema": 1, "runs": {"r": {
+            "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
+            "created_at": "t", "updated_at": "t", "base": {"commit": "c", "branch": "main"},
+            "next_eligible_at": null, "lanes": []}}}"#;
+        let mut state = State::parse(older).unwrap();
+        assert!(state.runs["r"].spares.is_empty());
+        state.save(&paths, "test").unwrap();
+        assert!(!String::from_utf8(std::fs::read(paths.state()).unwrap())
+            .unwrap()
+            .contains("spares"));
+        state.runs.get_mut("r").unwrap().spares = vec!["/w/002-a".into()];
+        state.save(&paths, "test").unwrap();
+        let bytes = std::fs::read(paths.state()).unwrap();
+        let strict = State::parse(&bytes).unwrap();
+        let through_value: State =
+            serde_json::from_value(serde_json::from_slice(&bytes).unwrap()).unwrap();
+        for read in [strict, through_value] {
+            assert_eq!(read.runs["r"].spares, ["/w/002-a"]);
+        }
     }
 
     #[test]

@@ -158,7 +158,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
         Ok((applied, snapshot, before, decided))
     })?;
     let started_step = match &next {
-        Pending::AddWorktree { lane } => Some((lane, StepKey::Worktree.to_string())),
+        Pending::AddWorktree { lane, .. } => Some((lane, StepKey::Worktree.to_string())),
         Pending::LaunchImplementer { lane, .. } => Some((lane, StepKey::Implement.to_string())),
         Pending::CheckReceipt { lane } => Some((lane, StepKey::Receipt.to_string())),
         Pending::TesterLaunch { lane, .. } => Some((lane, StepKey::TestWrite.to_string())),

@@ -4,7 +4,7 @@
 
 use super::decide::Next;
 use super::events::{emit, Event};
-use super::outcome::{BriefOutcome, DeliverOutcome};
+use super::outcome::{BriefOutcome, DeliverOutcome, WorktreeOutcome};
 use super::state::{ensure_dir, Run, RunStatus, Stage, StepStatus};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
@@ -84,11 +84,30 @@ pub(crate) fn apply(
             report(run, lane, Action::Advanced, Then::BriefWritten)
         }
         Next::AddWorktree { lane } => {
+            // A spare of the run (SPEC 23.2), taken here under the lock and named on the record
+            // before any git runs: no two lanes take the same one, and the spare a dead call of
+            // this step took is the one its next call finishes with.
+            let taken = run
+                .lane(lane)
+                .and_then(|l| {
+                    l.steps
+                        .iter()
+                        .find(|r| r.step == StepKey::Worktree && r.status == StepStatus::Started)
+                })
+                .and_then(|r| r.outcome_as::<WorktreeOutcome>())
+                .and_then(|o| o.spare);
+            let spare = taken.or_else(|| run.spares.pop());
             let l = run.lane_mut(lane).expect("lane");
-            let record = started(StepKey::Worktree, l.attempt, Some(run_id.clone()), None);
+            let mut record = started(StepKey::Worktree, l.attempt, Some(run_id.clone()), None);
+            if let Some(spare) = &spare {
+                record.outcome = Some(json!({ "spare": spare }));
+            }
             l.steps.retain(|r| r.step != StepKey::Worktree);
             l.steps.push(record);
-            Pending::AddWorktree { lane: lane.clone() }
+            Pending::AddWorktree {
+                lane: lane.clone(),
+                spare: spare.map(PathBuf::from),
+            }
         }
         Next::LaunchImplementer { lane } => {
             let l = run.lane_mut(lane).expect("lane");

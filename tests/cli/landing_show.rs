@@ -392,6 +392,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
         paced: 0,
         pace: None,
         window_from: None,
+        spares: Vec::new(),
         lanes,
     }
 }

@@ -54,6 +54,7 @@ mod snap_project;
 mod snap_refusals;
 mod snap_step;
 mod snap_units;
+mod spares;
 mod stale_branch;
 mod supervisor_kill;
 mod survivors;

@@ -225,6 +225,7 @@ fn admit_planned(
         paced: 0,
         pace: Some(ctx.settings.pace.to_value()),
         window_from: None,
+        spares: Vec::new(),
         lanes: plan
             .lanes
             .iter()

@@ -16,7 +16,7 @@ use crate::run::keys::StepKey;
 use crate::run::outcome::{
     CommandRan, DeliverOutcome, JudgeOutcome, ReceiptOutcome, ValidatorOutcome,
 };
-use crate::run::records::{finish, record_after};
+use crate::run::records::{finish, record_after_in_run};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
 use crate::run::report::{Evidence, Report};
@@ -98,13 +98,17 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
     crate::run::stage::validators::remove_sandboxes(ctx, lane);
     let result = deliver(ctx, snapshot, lane);
     crate::failpoint::hit("deliver-after-commit");
-    let out = record_after(
+    let out = record_after_in_run(
         ctx,
         &snapshot.id,
         lane_id,
         &StepKey::Deliver,
-        |l, record| {
+        |run, record| {
             use crate::run::decide::{after_deliver, Delivered, LaneMove};
+            if result.is_ok() && ctx.settings.land.mode == crate::run::settings::LandMode::None {
+                offer_spare(run, lane_id);
+            }
+            let l = run.lane_mut(lane_id).expect("lane");
             let delivered = match &result {
                 Ok(_) => Delivered::Committed,
                 Err(Undelivered::Moved { .. }) => Delivered::Moved,
@@ -158,6 +162,22 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
     )?;
     crate::failpoint::hit("deliver-after-record");
     Ok(out)
+}
+
+/// Under `land.mode: none`, the delivered lane's worktree becomes a spare of the run (SPEC 23.2),
+/// in the save that records the delivery: once, and only while another lane of the run has yet
+/// to make its worktree (the last lanes', and a run of one lane's, stay where they are).
+fn offer_spare(run: &mut Run, lane_id: &str) {
+    let Some(worktree) = run.lane(lane_id).and_then(|l| l.worktree.clone()) else {
+        return;
+    };
+    let wanted = run
+        .lanes
+        .iter()
+        .any(|l| l.id != lane_id && l.worktree.is_none() && !l.stage.is_final());
+    if wanted && !run.spares.contains(&worktree) {
+        run.spares.push(worktree);
+    }
 }
 
 /// Record `commit` as the delivery this call is about to make, on the `deliver` record it owns.

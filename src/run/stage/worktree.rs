@@ -1,5 +1,7 @@
 //! The worktree step: the lane's branch checked out beside the repository, off the base the run
-//! recorded; one left by a call that died is adopted.
+//! recorded; one left by a call that died is adopted. Under `land.mode: none` a spare of the run
+//! (a delivered lane's worktree, SPEC 23.2) is taken instead when the step holds one: switched to
+//! the lane branch, cleaned and moved, never when it is not clean.
 
 use crate::run::ctx::*;
 use crate::run::events::{emit, Event};
@@ -22,6 +24,140 @@ pub(crate) fn make_lane_worktree(
     }
     let aside = move_aside_stale(ctx, run, lane, path, branch, base)?;
     adopt_or_add(ctx, path, branch, base).map(|()| aside)
+}
+
+/// How the worktree step made the lane's worktree: from the spare it took, or as usual (with the
+/// name a stale branch went to, when it moved one).
+#[derive(Debug, PartialEq)]
+pub(crate) enum Made {
+    FromSpare { moved_aside: Option<String> },
+    Added { moved_aside: Option<String> },
+}
+
+/// The worktree step's git work: from `spare` when the step took one and it can be reused, else
+/// `make_lane_worktree`; a spare not reused is named in a `worktree_kept` event.
+pub(crate) fn make_or_reuse(
+    ctx: &Ctx<'_>,
+    (run, lane): (&str, &str),
+    spare: Option<&Path>,
+    path: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<Made, String> {
+    if let Some(spare) = spare {
+        match reuse_spare(ctx, (run, lane), spare, path, branch, base) {
+            Ok(moved_aside) => return Ok(Made::FromSpare { moved_aside }),
+            Err(SpareRefused::Failed(e)) => return Err(e),
+            Err(SpareRefused::Kept(reason)) => emit(
+                &ctx.paths,
+                run,
+                Event::WorktreeKept,
+                json!({"lane": lane, "worktree": spare, "reason": reason}),
+            ),
+        }
+    }
+    make_lane_worktree(ctx, (run, lane), path, branch, base)
+        .map(|moved_aside| Made::Added { moved_aside })
+}
+
+/// Why a spare was not made the lane's worktree.
+#[derive(Debug)]
+pub(crate) enum SpareRefused {
+    /// Not reused and not touched (not clean, gone, or git would not switch it): left where it is
+    /// for a person; the lane's worktree is made the usual way.
+    Kept(String),
+    /// Switched to the lane branch, then git would not clean or move it: the step fails.
+    Failed(String),
+}
+
+/// The lane's worktree at `path` on `branch`, made from `spare`, a delivered lane's worktree this
+/// step took (SPEC 20.4, 23.2): checked clean, switched to a new `branch` at `base`, its ignored
+/// files removed (nothing an earlier lane's agent left reaches this lane), moved to `path`.
+/// A lane branch an earlier run left is moved aside first, as `make_lane_worktree` does (SPEC
+/// 20.4): the name it went to, when this call moved it. Re-entrant: a call killed after the
+/// switch left the branch in the spare, which is cleaned and moved; one killed after the move
+/// left it at `path`, adopted; one killed before left no branch, and it is done again.
+pub(crate) fn reuse_spare(
+    ctx: &Ctx<'_>,
+    (run, lane): (&str, &str),
+    spare: &Path,
+    path: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<Option<String>, SpareRefused> {
+    let root = &ctx.repo.root;
+    let kept = SpareRefused::Kept;
+    // Only a branch at the base is this run's (a killed call's, before any commit).
+    let moved_aside = move_aside_stale(ctx, run, lane, path, branch, base).map_err(kept)?;
+    let listed = crate::git::worktrees(root).map_err(kept)?;
+    match listed.iter().find(|(_, b)| b.as_deref() == Some(branch)) {
+        Some((at, _)) if same_path(at, path) => return Ok(moved_aside),
+        Some((at, _)) if same_path(at, spare) => {
+            return clean_and_move(ctx, spare, path, branch).map(|()| moved_aside)
+        }
+        Some((at, _)) => {
+            return Err(kept(format!(
+                "the lane branch `{branch}` is checked out at `{}`",
+                at.display()
+            )))
+        }
+        None => {}
+    }
+    if !listed.iter().any(|(at, _)| same_path(at, spare)) {
+        return Err(kept("it is no longer a worktree of the repository".into()));
+    }
+    if crate::git::branch_exists(root, branch) {
+        return Err(kept(format!("the lane branch `{branch}` exists already")));
+    }
+    if path.exists() {
+        return Err(kept(format!("`{}` exists already", path.display())));
+    }
+    if !crate::git::is_clean(spare, &[]).map_err(kept)? {
+        return Err(kept("it has uncommitted or untracked changes".into()));
+    }
+    // git will not move a worktree with a submodule checked out in it, and once switched, a spare
+    // that cannot move fails the step: a repository with submodules adds its worktrees.
+    if spare.join(".gitmodules").exists() {
+        return Err(kept(
+            "it holds submodules, which `git worktree move` refuses".into(),
+        ));
+    }
+    crate::git::run(spare, &["switch", "-q", "-c", branch, base]).map_err(kept)?;
+    crate::failpoint::hit("worktree-reuse-after-switch");
+    clean_and_move(ctx, spare, path, branch).map(|()| moved_aside)
+}
+
+/// The second half of `reuse_spare`, once `branch` is checked out in the spare: what git ignores
+/// removed, then the worktree moved to `path`.
+fn clean_and_move(
+    ctx: &Ctx<'_>,
+    spare: &Path,
+    path: &Path,
+    branch: &str,
+) -> Result<(), SpareRefused> {
+    let failed = SpareRefused::Failed;
+    crate::git::run(spare, &["clean", "-ffdxq"]).map_err(failed)?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
+    }
+    let (from, to) = (spare.display().to_string(), path.display().to_string());
+    let mut moved = crate::git::run(&ctx.repo.root, &["worktree", "move", &from, &to]);
+    // The `git worktree move` of a call that died may still be running (it outlives that call)
+    // and have moved it first: adopted once git lists the branch at `path`. Bounded.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while moved.is_err() && std::time::Instant::now() < give_up {
+        if crate::git::worktree_of_branch(&ctx.repo.root, branch)
+            .is_some_and(|at| same_path(&at, path))
+        {
+            moved = Ok(String::new());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    moved.map_err(failed)?;
+    crate::failpoint::hit("worktree-reuse-after-move");
+    Ok(())
 }
 
 /// `git worktree add -b`: the branch and its worktree at once, one git. git refuses a branch that

@@ -266,10 +266,17 @@ impl Case {
             1,
             "{context}: exactly one `iced: deliver` commit on the lane branch"
         );
+        // A delivered lane's worktree stays at its path unless a later lane of its run took it
+        // as a spare (SPEC 23.2); a case builds one unit, so nobody takes it, and it must be
+        // there, on the lane branch. (crash/reuse.rs checks the worktrees a project run reuses.)
         let worktree = state.runs[&run].lanes[0]
             .worktree
             .clone()
             .expect("a delivered lane has a worktree");
+        assert!(
+            state.runs[&run].spares.is_empty(),
+            "{context}: a run of one lane offers no spare"
+        );
         let status = Command::new("git")
             .args(["status", "--porcelain", "--untracked-files=all"])
             .current_dir(&worktree)

@@ -44,6 +44,7 @@ mod land_stash;
 mod memory;
 mod relaunch;
 mod remote;
+mod reuse;
 mod review;
 mod tester;
 mod walks;

@@ -167,6 +167,9 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // Moving aside a lane branch an earlier run left (SPEC 20.4).
     ("worktree-after-move-worktree", "stale_branch.rs"),
     ("worktree-after-move-aside", "stale_branch.rs"),
+    // A spare worktree a later lane of a project run takes (SPEC 23.2).
+    ("worktree-reuse-after-switch", "crash/reuse.rs"),
+    ("worktree-reuse-after-move", "crash/reuse.rs"),
     // A remote lane's branch published, and what its agent pushed fetched (SPEC 20.19).
     ("remote-after-push", "crash/remote.rs"),
     ("receipt-after-fetch", "crash/remote.rs"),
@@ -220,6 +223,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "brief-after-write",
             "worktree-after-move-worktree",
             "worktree-after-move-aside",
+            "worktree-reuse-after-switch",
+            "worktree-reuse-after-move",
             "worktree-after-add",
             "launch-after-record",
             "launch-after-spawn",
