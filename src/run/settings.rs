@@ -178,8 +178,7 @@ pub struct Settings {
     /// The pace a new run records (SPEC 20.11): lanes and agents at once, backoff, work window.
     pub pace: super::pace::Pace,
     pub worktree_dir: Option<PathBuf>,
-    /// `build.drivers` (SPEC 20.1): the threads one `iced build` steps a run of several lanes
-    /// with, at most; None: the machine's CPUs, at most 4.
+    /// `build.drivers` (SPEC 20.1), checked when the config was read: null, or 1 to 8.
     pub drivers: Option<usize>,
     pub lock_wait: Duration,
     pub kill_grace: Duration,
@@ -442,10 +441,6 @@ impl Settings {
             Some(Value::String(s)) => Some(PathBuf::from(s)),
             Some(_) => return Err(invalid(step, "build.worktreeDir", "must be a path")),
         };
-        // Checked when the config was read: null, or 1 to 8.
-        let drivers = at("/build/drivers")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok());
         let lock_wait = seconds(at("/run/lockWaitSec"), 10)
             .ok_or_else(|| invalid(step, "run.lockWaitSec", "must be a positive number"))?;
         let kill_grace = seconds(at("/run/killGraceSec"), 5)
@@ -495,7 +490,9 @@ impl Settings {
             land,
             pace: pace_with(config, &super::pace::Flags::default(), step)?,
             worktree_dir,
-            drivers,
+            drivers: at("/build/drivers")
+                .and_then(Value::as_u64)
+                .map(|n| n as usize),
             lock_wait,
             kill_grace,
             max_crash_retries,
