@@ -51,8 +51,28 @@ impl ActivitySpec {
         for (k, template) in &self.env_templates {
             env.insert(k.clone(), expand_vars(template, vars));
         }
+        no_housekeeping(&mut env);
         env
     }
+}
+
+/// git's automatic housekeeping off for everything an activity runs (SPEC 24.7): a detached
+/// `git maintenance run --auto` the sweep of survivors kills while it holds
+/// `.git/packed-refs.lock` leaves every later branch creation waiting out git's lock timeout.
+/// Appended to any `GIT_CONFIG_COUNT` pairs `env` holds, so those still apply.
+fn no_housekeeping(env: &mut BTreeMap<String, String>) {
+    let held = env
+        .get("GIT_CONFIG_COUNT")
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    for (i, (key, value)) in [("gc.auto", "0"), ("maintenance.auto", "false")]
+        .into_iter()
+        .enumerate()
+    {
+        env.insert(format!("GIT_CONFIG_KEY_{}", held + i), key.to_owned());
+        env.insert(format!("GIT_CONFIG_VALUE_{}", held + i), value.to_owned());
+    }
+    env.insert("GIT_CONFIG_COUNT".to_owned(), (held + 2).to_string());
 }
 
 /// `template` with every `${NAME}` replaced by `NAME`'s value in `vars` (unset is empty); a `$`
@@ -89,6 +109,73 @@ pub fn expand_vars(template: &str, vars: &[(String, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An activity's `git commit` packs nothing, though the repository asks for housekeeping at
+    /// once (`gc.auto=1`, in the foreground so that it is seen): without the configuration the
+    /// same commit packs the loose objects. Pairs the environment held are kept.
+    #[test]
+    fn an_activitys_git_does_no_housekeeping() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = |env: &BTreeMap<String, String>, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(root)
+                .env_clear()
+                .envs(env)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let path = std::env::var("PATH").unwrap_or_default();
+        let mut plain = BTreeMap::from([
+            ("PATH".to_owned(), path),
+            ("GIT_CONFIG_COUNT".to_owned(), "1".to_owned()),
+            ("GIT_CONFIG_KEY_0".to_owned(), "user.name".to_owned()),
+            ("GIT_CONFIG_VALUE_0".to_owned(), "t".to_owned()),
+            ("GIT_AUTHOR_EMAIL".to_owned(), "t@t.invalid".to_owned()),
+            ("GIT_COMMITTER_EMAIL".to_owned(), "t@t.invalid".to_owned()),
+        ]);
+        git(&plain, &["init", "-q", "-b", "main"]);
+        for (k, v) in [
+            ("gc.auto", "1"),
+            ("gc.autoDetach", "false"),
+            ("maintenance.autoDetach", "false"),
+        ] {
+            git(&plain, &["config", k, v]);
+        }
+        let mut guarded = plain.clone();
+        no_housekeeping(&mut guarded);
+        assert_eq!(guarded["GIT_CONFIG_COUNT"], "3");
+        assert_eq!(guarded["GIT_CONFIG_KEY_0"], "user.name");
+        // git guesses how many objects are loose from `.git/objects/17/` alone, and with
+        // `gc.auto=1` packs once it holds two: the blobs of "263\n" (175b6c5d...) and "410\n"
+        // (17e344e7...) go there, so from the second commit on it would pack.
+        let commit = |env: &BTreeMap<String, String>, n: usize| {
+            let text = match n {
+                1 => "263\n".to_owned(),
+                2 => "410\n".to_owned(),
+                _ => format!("{n}\n"),
+            };
+            std::fs::write(root.join(format!("f{n}.txt")), text).unwrap();
+            git(env, &["add", "."]);
+            git(env, &["commit", "-q", "-m", &format!("c{n}")]);
+            git(env, &["count-objects", "-v"])
+        };
+        let packs = |counted: &str| {
+            counted
+                .lines()
+                .any(|l| l.starts_with("packs:") && l != "packs: 0")
+        };
+        assert!(!packs(&commit(&guarded, 1)), "the activity's commit packed");
+        assert!(!packs(&commit(&guarded, 2)), "the activity's commit packed");
+        plain.insert("GIT_CONFIG_COUNT".to_owned(), "1".to_owned());
+        assert!(
+            packs(&commit(&plain, 3)),
+            "without it git packs: the test sees nothing"
+        );
+    }
 
     #[test]
     fn templates_name_variables_and_prefixes_pass_them_on() {
