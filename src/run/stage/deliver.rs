@@ -171,10 +171,17 @@ fn offer_spare(run: &mut Run, lane_id: &str) {
     let Some(worktree) = run.lane(lane_id).and_then(|l| l.worktree.clone()) else {
         return;
     };
+    // A lane whose worktree step has begun took a spare or is adding its own worktree: it wants
+    // none (with threads stepping the run, its step may be under way right now, SPEC 20.1).
+    let begun = |l: &Lane| {
+        l.steps
+            .iter()
+            .any(|r| r.step == StepKey::Worktree && r.status == StepStatus::Started)
+    };
     let wanted = run
         .lanes
         .iter()
-        .any(|l| l.id != lane_id && l.worktree.is_none() && !l.stage.is_final());
+        .any(|l| l.id != lane_id && l.worktree.is_none() && !l.stage.is_final() && !begun(l));
     if wanted && !run.spares.contains(&worktree) {
         run.spares.push(worktree);
     }

@@ -354,38 +354,38 @@ pub fn remote_head(root: &Path, remote: &str, branch: &str) -> Result<Option<Str
     Ok(out.split_whitespace().next().map(str::to_owned))
 }
 
-/// `<remote>/<branch>` as the remote has it now, its commit fetched. No ref and no `FETCH_HEAD` is
-/// written: two calls fetching at once (two drivers, or one `build`'s threads, SPEC 20.1) would
-/// otherwise read each other's `FETCH_HEAD`, or none while git rewrites it. A branch moved
-/// between the listing and the fetch leaves a commit not fetched: listed again, a few times.
+/// `<remote>/<branch>` as the remote has it now, its commit fetched. `FETCH_HEAD` is not written
+/// nor read: two calls fetching at once (two drivers, or one `build`'s threads, SPEC 20.1) would
+/// otherwise read each other's, or none while git rewrites it. The remote-tracking branch follows
+/// as a fetch makes it; a fetch that fails (another holding its lock) or a branch moved between
+/// the listing and the fetch is tried again, a few times.
 pub fn fetch(root: &Path, remote: &str, branch: &str) -> Result<String, String> {
     let reference = format!("refs/heads/{branch}");
     let have = |sha: &str| git(root, &["cat-file", "-e", &format!("{sha}^{{commit}}")]).is_ok();
+    let mut failed = None;
     for _ in 0..5 {
         let sha = remote_head(root, remote, branch)?
             .ok_or_else(|| format!("the remote `{remote}` has no branch `{branch}`"))?;
-        if have(&sha) {
-            return Ok(sha);
-        }
-        git(
+        // Fetched even when the commit is here: the remote-tracking branch follows.
+        let fetched = git(
             root,
             &[
                 "fetch",
                 "--quiet",
                 "--no-tags",
                 "--no-write-fetch-head",
-                "--refmap=",
                 remote,
                 &reference,
             ],
-        )?;
+        );
         if have(&sha) {
             return Ok(sha);
         }
+        failed = fetched.err();
     }
-    Err(format!(
-        "`{branch}` on the remote `{remote}` moved every time this call fetched it"
-    ))
+    Err(failed.unwrap_or_else(|| {
+        format!("`{branch}` on the remote `{remote}` moved every time this call fetched it")
+    }))
 }
 
 /// Run a forge command (argv, never a shell) in `dir` and return its stdout.
