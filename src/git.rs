@@ -129,16 +129,11 @@ pub fn branch_exists(dir: &Path, branch: &str) -> bool {
 
 /// The worktree that has `branch` checked out, if any.
 pub fn worktree_of_branch(dir: &Path, branch: &str) -> Option<PathBuf> {
-    let list = output(dir, &["worktree", "list", "--porcelain"])?;
-    let mut path: Option<&str> = None;
-    for line in list.lines() {
-        if let Some(p) = line.strip_prefix("worktree ") {
-            path = Some(p);
-        } else if line == format!("branch refs/heads/{branch}") {
-            return path.map(PathBuf::from);
-        }
-    }
-    None
+    worktrees(dir)
+        .ok()?
+        .into_iter()
+        .find(|(_, on)| on.as_deref() == Some(branch))
+        .map(|(path, _)| path)
 }
 
 /// Every worktree git lists for the repository of `dir`, with the branch checked out there (None

@@ -110,7 +110,6 @@ impl<'a> Ctx<'a> {
     /// that transaction's save and no other's.
     pub fn fork(&self) -> Ctx<'a> {
         Ctx {
-            releases: std::sync::Mutex::new(Vec::new()),
             asked: std::sync::Arc::clone(&self.asked),
             ..Ctx::with(
                 self.repo,

@@ -134,10 +134,7 @@ pub fn to_end(
             };
             told(&report);
             let waiting = report.action == Action::Waiting;
-            if report.is_final()
-                || awaits_someone_else(ctx.settings.land.mode, &report)
-                || (no_wait && waiting)
-            {
+            if ends_driving(ctx, &report) || (no_wait && waiting) {
                 break Ok(report);
             }
             threads.retain(|t| !t.is_finished());
@@ -159,6 +156,11 @@ pub fn to_end(
         }
         result
     })
+}
+
+/// After `report`, no driver of the run steps on: the run ended, or waits on a forge or a person.
+fn ends_driving(ctx: &Ctx<'_>, report: &StepReport) -> bool {
+    report.is_final() || awaits_someone_else(ctx.settings.land.mode, report)
 }
 
 /// How many helper threads may step `run` beside its driver (SPEC 20.1).
@@ -191,9 +193,7 @@ fn help(ctx: &Ctx<'_>, run: &str, stop: &AtomicBool, send: &mpsc::Sender<StepRep
         let Ok((report, decided)) = stepper::step_deciding(&ctx, run) else {
             return;
         };
-        let done = decided == Decided::Waited
-            || report.is_final()
-            || awaits_someone_else(ctx.settings.land.mode, &report);
+        let done = decided == Decided::Waited || ends_driving(&ctx, &report);
         // A wait says nothing the driver's own steps do not.
         if decided == Decided::Moved && send.send(report).is_err() {
             return;
