@@ -166,9 +166,17 @@ fn main() {
         std::hint::black_box(State::load(&paths, "bench").expect("loads"));
     });
     let save = time(runs, || state.save(&paths, "bench").expect("saves"));
+    // What a transaction does beside: a copy of the state to tell whether it changed, and the
+    // comparison that tells it.
+    let clone = time(runs, || {
+        std::hint::black_box(state.clone());
+    });
+    let compare = time(runs, || {
+        std::hint::black_box(std::hint::black_box(&again) == &state);
+    });
     let lanes: usize = state.runs.values().map(|r| r.lanes.len()).sum();
     println!(
-        "state of {lanes} lanes, {} bytes as written, in {}: parse {parse:.2?}, load {load:.2?}, save {save:.2?} (medians of {runs})",
+        "state of {lanes} lanes, {} bytes as written, in {}: parse {parse:.2?}, load {load:.2?}, save {save:.2?}, clone {clone:.2?}, compare {compare:.2?} (medians of {runs})",
         written.len(),
         base.display()
     );

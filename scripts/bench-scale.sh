@@ -142,6 +142,8 @@ for i in range(n):
 script = os.path.join(os.path.dirname(repo), "agent.txt")
 with open(script, "w") as f:
     f.write("commit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n")
+    # The agent's own CPU time, its script's and its children's (bash's `times`), a line each.
+    f.write(f"times {os.path.join(os.path.dirname(repo), 'agent-times.log')}\n")
 path = os.path.join(repo, ".iced", "config.json")
 config = json.load(open(path))
 config["verify"]["independent"] = False
@@ -167,7 +169,7 @@ PY
 )"
   # The build, the state sampler and the step probe, in one python process that reads the logs.
   python3 - "$iced" "$repo" "$n" "$work/bin" "$work/n$n" "$project" "${ICED_BENCH_TIMEOUT:-900}" <<'PY'
-import collections, json, os, re, statistics, subprocess, sys, threading, time
+import collections, json, os, re, resource, statistics, subprocess, sys, threading, time
 iced, repo, n, bindir, out, project, timeout = sys.argv[1:8]
 n, timeout = int(n), float(timeout)
 state = os.path.join(repo, ".iced", "run", "state.json")
@@ -186,7 +188,13 @@ def size():
     except OSError:
         return 0
 
-largest, probes, next_probe = 0, [], time.monotonic() + 1.0
+def children_cpu():
+    # The CPU time of this process's children that have ended and been waited for, with theirs.
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+largest, probes, next_probe, probe_cpu = 0, [], time.monotonic() + 1.0, 0.0
+cpu_before = children_cpu()
 start = time.monotonic()
 build = subprocess.Popen([iced, "build", project, "--json"], cwd=repo, env=env,
                          stdout=subprocess.PIPE, text=True,
@@ -208,10 +216,11 @@ while build.poll() is None:
         timed_out = True
         break
     if now >= next_probe:
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), children_cpu()
         p = subprocess.run([iced, "implement", "step", "--json"], cwd=repo, env=probe_env,
                            capture_output=True, text=True)
         ms = (time.monotonic() - t0) * 1000
+        probe_cpu += children_cpu() - c0
         if build.poll() is None:
             try:
                 answer = json.loads(p.stdout)
@@ -226,6 +235,7 @@ while build.poll() is None:
     time.sleep(0.1)
 wall = time.monotonic() - start
 build.wait()
+build_cpu = children_cpu() - cpu_before - probe_cpu
 largest = max(largest, size())
 
 time.sleep(0.2)  # the reader's last line
@@ -264,6 +274,19 @@ if counting:
           f"the killed `cat-file --batch` left out)")
 else:
     print("  git: not counted (ICED_BENCH_COUNT_GIT=0)")
+# CPU: the build's whole tree (iced, the supervisors, every git, the agents: each waited for by
+# its parent), less what the agents' scripts say they and their children took.
+def seconds(field):
+    m = re.fullmatch(r"(\d+)m([\d.]+)s", field)
+    return int(m.group(1)) * 60 + float(m.group(2)) if m else 0.0
+try:
+    agent_lines = open(os.path.join(out, "agent-times.log")).read().split()
+except OSError:
+    agent_lines = []
+agents_cpu = sum(seconds(f) for f in agent_lines)
+print(f"  CPU (user and system, summed over the cores): the build's processes {build_cpu / n * 1000:.0f} ms a lane; "
+      f"the agents' {agents_cpu / n * 1000:.0f} ({len(agent_lines) // 4} reported), "
+      f"the loop's {(build_cpu - agents_cpu) / n * 1000:.0f}")
 # Where the driver's time goes: the time before each line it printed, by the line's stage and
 # action (the step that line reports, or the wait before it).
 spent, before = collections.Counter(), 0.0

@@ -164,16 +164,23 @@ pub struct Status {
 }
 
 /// The status of the worktree `dir` and its HEAD, through one git
-/// (`status --porcelain=v2 --branch`).
+/// (`status --porcelain=v2 --branch`). An untracked folder is named once, not file by file
+/// (`--untracked-files=normal`): that is the mode git's untracked cache serves, which this
+/// status keeps in the worktree's index, so the next status of the worktree reads again only
+/// the folders that changed since (issue 16). git trusts a folder's cached list only while its
+/// stat data, its change time among them, is what it recorded, and not if it changed within
+/// the index's own second: no file made since is missed.
 pub fn status(dir: &Path) -> Result<Status, String> {
     let out = run(
         dir,
         &[
+            "-c",
+            "core.untrackedCache=true",
             "status",
             "--porcelain=v2",
             "-z",
             "--branch",
-            "--untracked-files=all",
+            "--untracked-files=normal",
         ],
     )?;
     let mut status = Status {
@@ -200,6 +207,40 @@ pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
     let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--"];
     args.extend(paths);
     run(dir, &args).map(|out| out.is_empty())
+}
+
+/// What a worktree holds beside its HEAD's tree.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Besides {
+    /// Nothing: no change, no untracked file, no ignored file.
+    Nothing,
+    /// Ignored files only (build products, say).
+    Ignored,
+    /// A change against HEAD or an untracked file.
+    Changes,
+}
+
+/// What the worktree `dir` holds beside HEAD, by one walk (`status --ignored=matching`, which
+/// names an ignored directory without walking it).
+pub fn besides_head(dir: &Path) -> Result<Besides, String> {
+    let out = run(
+        dir,
+        &[
+            "status",
+            "--porcelain",
+            "-z",
+            "--ignored=matching",
+            "--untracked-files=all",
+        ],
+    )?;
+    let mut found = Besides::Nothing;
+    for entry in out.split('\0').filter(|f| !f.is_empty()) {
+        if !entry.starts_with("!! ") {
+            return Ok(Besides::Changes);
+        }
+        found = Besides::Ignored;
+    }
+    Ok(found)
 }
 
 /// The paths under `paths` that differ from HEAD or are untracked (ignored files aside), as
@@ -504,6 +545,71 @@ pub(crate) mod tests {
         git(&["checkout", "-q", "--detach"]);
         let s = status(root).unwrap();
         assert_eq!((s.branch, s.head, s.clean), (None, Some(head), true));
+    }
+
+    /// The untracked cache the status keeps never hides a file made since: made right after a
+    /// status (within its second), in a folder whose modification time is then set back to
+    /// what it was (as an agent may), or in a new folder.
+    #[test]
+    fn status_sees_a_file_made_after_the_last_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = git_in(root);
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/f.txt"), "f\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        assert!(status(root).unwrap().clean);
+        assert!(status(root).unwrap().clean, "the cache read back");
+        let index = std::fs::read(root.join(".git/index")).unwrap();
+        assert!(
+            index.windows(4).any(|w| w == b"UNTR"),
+            "the status keeps git's untracked cache in the index"
+        );
+        std::fs::write(root.join("a/b/new.txt"), "n\n").unwrap();
+        assert!(!status(root).unwrap().clean, "made right after");
+        std::fs::remove_file(root.join("a/b/new.txt")).unwrap();
+        assert!(status(root).unwrap().clean);
+        let folder = root.join("a/b");
+        let was = std::fs::metadata(&folder).unwrap().modified().unwrap();
+        std::fs::write(folder.join("hidden.txt"), "h\n").unwrap();
+        std::fs::File::open(&folder)
+            .unwrap()
+            .set_modified(was)
+            .unwrap();
+        assert_eq!(std::fs::metadata(&folder).unwrap().modified().unwrap(), was);
+        assert!(!status(root).unwrap().clean, "the folder's time set back");
+        std::fs::remove_file(folder.join("hidden.txt")).unwrap();
+        assert!(status(root).unwrap().clean);
+        std::fs::create_dir_all(root.join("a/c")).unwrap();
+        std::fs::write(root.join("a/c/deep.txt"), "d\n").unwrap();
+        assert!(!status(root).unwrap().clean, "a new folder");
+    }
+
+    /// What a worktree holds beside HEAD, by one walk: nothing; ignored files only (a folder
+    /// that matches a pattern named once, not walked); then a change, an untracked file.
+    #[test]
+    fn besides_head_tells_ignored_files_from_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = git_in(root);
+        git(&["init", "-q"]);
+        std::fs::write(root.join(".gitignore"), "target/\n*.o\n").unwrap();
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        assert_eq!(besides_head(root).unwrap(), Besides::Nothing);
+        std::fs::create_dir_all(root.join("target/deep")).unwrap();
+        std::fs::write(root.join("target/deep/x"), "x").unwrap();
+        std::fs::create_dir_all(root.join("build")).unwrap();
+        std::fs::write(root.join("build/y.o"), "y").unwrap();
+        assert_eq!(besides_head(root).unwrap(), Besides::Ignored);
+        std::fs::write(root.join("build/notes.txt"), "n").unwrap();
+        assert_eq!(besides_head(root).unwrap(), Besides::Changes, "untracked");
+        std::fs::remove_file(root.join("build/notes.txt")).unwrap();
+        std::fs::write(root.join("a.txt"), "changed\n").unwrap();
+        assert_eq!(besides_head(root).unwrap(), Besides::Changes, "changed");
     }
 
     /// What `git status` says of several folders, through one git: a changed file, an untracked

@@ -83,12 +83,14 @@ pub fn transact<T>(
 ) -> Result<T, Refusal> {
     let _lock = StateLock::acquire(paths, step, wait)?;
     check_logs(paths, step)?;
-    let mut state = State::load(paths, step)?;
-    let before = state.clone();
+    // The state as read is shared with this process's next read when nothing changes (and its
+    // copy is what changes): one copy a transaction, no parse of what this process wrote.
+    let before = State::load_known(paths, step)?;
+    let mut state = before.state.clone();
     let out = f(&mut state)?;
-    if state != before {
+    if state != before.state {
         super::ended::move_out(paths, &mut state, step)?;
-        state.save(paths, step)?;
+        state.save_known(paths, step)?;
     }
     Ok(out)
 }

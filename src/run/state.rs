@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const SCHEMA: u32 = 1;
 pub const STATE_LIMIT: u64 = 4 * 1024 * 1024;
@@ -269,6 +270,9 @@ pub struct ReviewTarget {
 #[path = "state_forms.rs"]
 mod forms;
 pub use forms::Ended;
+#[path = "state_known.rs"]
+mod known;
+pub(crate) use known::Known;
 
 /// One metric event of a lane, with the time it happened (`ts`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -591,21 +595,50 @@ impl State {
     /// Read the state file; a missing one is an empty state.
     pub fn load(paths: &RunPaths, step: &str) -> Result<State, Refusal> {
         let path = paths.state();
-        match std::fs::symlink_metadata(&path) {
+        match State::read_file(&path, step)? {
+            None => Ok(State::empty()),
+            Some(bytes) => match known::get(&path, &bytes) {
+                Some(known) => Ok(known.state.clone()),
+                None => State::parse_file(&path, &bytes, step),
+            },
+        }
+    }
+
+    /// Read the state file as `load` does, and keep what it reads as, to be shared: what a
+    /// transaction changes a copy of, and compares with (`known`).
+    pub(crate) fn load_known(paths: &RunPaths, step: &str) -> Result<Arc<Known>, Refusal> {
+        let path = paths.state();
+        match State::read_file(&path, step)? {
+            None => Ok(Arc::new(Known::of_nothing(State::empty()))),
+            Some(bytes) => match known::get(&path, &bytes) {
+                Some(known) => Ok(known),
+                None => {
+                    let state = State::parse_file(&path, &bytes, step)?;
+                    Ok(known::keep(&path, bytes, state))
+                }
+            },
+        }
+    }
+
+    fn empty() -> State {
+        State {
+            schema: SCHEMA,
+            runs: BTreeMap::new(),
+        }
+    }
+
+    /// The state file's bytes, checked; None when there is none.
+    fn read_file(path: &Path, step: &str) -> Result<Option<Vec<u8>>, Refusal> {
+        match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(invalid(
                     step,
-                    &path,
+                    path,
                     "is a symbolic link; iced reads its state only from a regular file",
                 ))
             }
             Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(State {
-                    schema: SCHEMA,
-                    runs: BTreeMap::new(),
-                })
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {
                 return Err(crate::refusal::io_error(
                     step,
@@ -613,17 +646,21 @@ impl State {
                 ))
             }
         }
-        let bytes = store::read_no_follow(&path, STATE_LIMIT).map_err(|e| match e {
-            StoreError::TooLarge { .. } => invalid(step, &path, "is over 4 MiB"),
+        let bytes = store::read_no_follow(path, STATE_LIMIT).map_err(|e| match e {
+            StoreError::TooLarge { .. } => invalid(step, path, "is over 4 MiB"),
             StoreError::Symlink(_) => invalid(
                 step,
-                &path,
+                path,
                 "is a symbolic link; iced reads its state only from a regular file",
             ),
             e @ StoreError::NotRegular { .. } => crate::repo::store_refusal(step, e),
             e => crate::refusal::io_error(step, e),
         })?;
-        State::parse(&bytes).map_err(|why| match why {
+        Ok(Some(bytes))
+    }
+
+    fn parse_file(path: &Path, bytes: &[u8], step: &str) -> Result<State, Refusal> {
+        State::parse(bytes).map_err(|why| match why {
             ParseError::Newer(n) => Refusal::new(
                 step,
                 "state-newer",
@@ -633,7 +670,7 @@ impl State {
                 ),
                 "upgrade iced; the file is left as it is",
             ),
-            ParseError::Invalid(why) => invalid(step, &path, format!("does not parse: {why}")),
+            ParseError::Invalid(why) => invalid(step, path, format!("does not parse: {why}")),
         })
     }
 
@@ -660,6 +697,23 @@ impl State {
     /// Write the state atomically (0600), each lane in a short form on a line of its own (SPEC
     /// 21.2, `forms::file_text`).
     pub fn save(&self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
+        self.write(paths, step).map(drop)
+    }
+
+    /// `save`, then keep the state as what the file now reads as (`known`), for this process's
+    /// next load: the lanes written in their ended form are taken in it.
+    pub(crate) fn save_known(mut self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
+        let text = self.write(paths, step)?;
+        for run in self.runs.values_mut() {
+            let lanes = std::mem::take(&mut run.lanes);
+            run.lanes = lanes.into_iter().map(forms::as_read_back).collect();
+        }
+        known::keep(&paths.state(), text, self);
+        Ok(())
+    }
+
+    /// Write the file; its text.
+    fn write(&self, paths: &RunPaths, step: &str) -> Result<Vec<u8>, Refusal> {
         let text = forms::file_text(self);
         // A state a read would refuse is never written: the file stays as it was, and every run in
         // it stays readable (SPEC 24.5).
@@ -682,7 +736,8 @@ impl State {
                 "is a symbolic link; iced writes its state only to a regular file",
             ),
             e => crate::refusal::io_error(step, e),
-        })
+        })?;
+        Ok(text)
     }
 
     /// The live run of a unit, if any (not ended).

@@ -113,8 +113,7 @@ pub(super) fn lanes_out<S: serde::Serializer>(lanes: &[Lane], s: S) -> Result<S:
 
 /// A short form as one line of compact JSON.
 fn line(form: &impl Serialize) -> Box<RawValue> {
-    RawValue::from_string(serde_json::to_string(form).expect("a lane serialises"))
-        .expect("serde_json writes JSON")
+    serde_json::value::to_raw_value(form).expect("a lane serialises")
 }
 
 /// A run's lanes read back: a lane with an `ended` field is in its ended form, one with `waiting`
@@ -142,19 +141,22 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 fn lane_in(text: &str) -> Result<Lane, serde_json::Error> {
-    use serde::de::Error;
+    // Most lanes of a long run are in a short form, which this file writes with its mark last:
+    // that form is tried first. Each names every field it may have, so a lane in another form
+    // fails it at its first other field, and is read as below.
+    if text.ends_with(r#","waiting":true}"#) {
+        if let Ok(waiting) = serde_json::from_str::<WaitingLane>(text) {
+            return waiting.into_briefing_lane();
+        }
+    } else if let Ok(ended) = serde_json::from_str::<EndedLane>(text) {
+        return Ok(ended.into_lane());
+    }
     // Not an object at all: the whole lane's parse says what it should have been.
     let form = serde_json::from_str::<FormOf>(text).unwrap_or_default();
     if form.ended {
         serde_json::from_str::<EndedLane>(text).map(EndedLane::into_lane)
     } else if form.waiting {
-        serde_json::from_str::<WaitingLane>(text).and_then(|w| match w.stage {
-            Stage::Brief | Stage::Plan => Ok(w.into_lane()),
-            other => Err(serde_json::Error::custom(format!(
-                "a waiting lane briefs or plans, not `{}`",
-                other.as_str()
-            ))),
-        })
+        serde_json::from_str::<WaitingLane>(text).and_then(WaitingLane::into_briefing_lane)
     } else {
         serde_json::from_str::<Lane>(text)
     }
@@ -174,6 +176,24 @@ fn without_position(e: &serde_json::Error) -> String {
 /// A lane's unit as a short form writes it: left out when it is the lane's id.
 fn unit_unless_id(lane: &Lane) -> Option<String> {
     (lane.unit != lane.id).then(|| lane.unit.clone())
+}
+
+/// The lane as the state file's text reads back: a lane that has ended keeps only what its
+/// ended form keeps (every other lane is written whole, or in a form it reads back as).
+pub(super) fn as_read_back(lane: Lane) -> Lane {
+    let Some(ended) = lane.ended.clone() else {
+        return lane;
+    };
+    EndedLane {
+        unit: (lane.unit != lane.id).then_some(lane.unit),
+        id: lane.id,
+        stage: lane.stage,
+        attempt: lane.attempt,
+        branch: lane.branch,
+        reason: lane.reason,
+        ended,
+    }
+    .into_lane()
 }
 
 /// The lane in its ended form, `ended` kept beside its id, unit, stage, attempt, branch and reason.
@@ -239,6 +259,18 @@ impl WaitingLane {
             waiting: Yes,
         };
         (form.clone().into_lane() == *lane).then_some(form)
+    }
+
+    /// The lane, when it is one a waiting form may be read as: a lane that briefs or plans.
+    fn into_briefing_lane(self) -> Result<Lane, serde_json::Error> {
+        use serde::de::Error;
+        match self.stage {
+            Stage::Brief | Stage::Plan => Ok(self.into_lane()),
+            other => Err(serde_json::Error::custom(format!(
+                "a waiting lane briefs or plans, not `{}`",
+                other.as_str()
+            ))),
+        }
     }
 
     fn into_lane(self) -> Lane {

@@ -23,7 +23,7 @@ pub(crate) fn make_lane_worktree(
         return Ok(None);
     }
     let aside = move_aside_stale(ctx, run, lane, path, branch, base)?;
-    adopt_or_add(ctx, path, branch, base).map(|()| aside)
+    adopt_or_add(ctx, path, branch, base).map(|()| aside.moved_to())
 }
 
 /// How the worktree step made the lane's worktree: from the spare it took, or as usual (with the
@@ -88,12 +88,15 @@ pub(crate) fn reuse_spare(
     let root = &ctx.repo.root;
     let kept = SpareRefused::Kept;
     // Only a branch at the base is this run's (a killed call's, before any commit).
-    let moved_aside = move_aside_stale(ctx, run, lane, path, branch, base).map_err(kept)?;
+    let stale = move_aside_stale(ctx, run, lane, path, branch, base).map_err(kept)?;
+    let at_base = stale == Stale::AtBase;
+    let moved_aside = stale.moved_to();
     let listed = crate::git::worktrees(root).map_err(kept)?;
     match listed.iter().find(|(_, b)| b.as_deref() == Some(branch)) {
         Some((at, _)) if same_path(at, path) => return Ok(moved_aside),
         Some((at, _)) if same_path(at, spare) => {
-            return clean_and_move(ctx, spare, path, branch).map(|()| moved_aside)
+            // A call killed after its switch: what it saw before is unknown, so it is cleaned.
+            return clean_and_move(ctx, spare, path, branch, true).map(|()| moved_aside);
         }
         Some((at, _)) => {
             return Err(kept(format!(
@@ -106,13 +109,15 @@ pub(crate) fn reuse_spare(
     if !listed.iter().any(|(at, _)| same_path(at, spare)) {
         return Err(kept("it is no longer a worktree of the repository".into()));
     }
-    if crate::git::branch_exists(root, branch) {
+    if at_base {
         return Err(kept(format!("the lane branch `{branch}` exists already")));
     }
     if path.exists() {
         return Err(kept(format!("`{}` exists already", path.display())));
     }
-    if !crate::git::is_clean(spare, &[]).map_err(kept)? {
+    // One walk says both whether it is clean and whether there is anything ignored to remove.
+    let besides = crate::git::besides_head(spare).map_err(kept)?;
+    if besides == crate::git::Besides::Changes {
         return Err(kept("it has uncommitted or untracked changes".into()));
     }
     // git will not move a worktree with a submodule checked out in it, and once switched, a spare
@@ -124,19 +129,25 @@ pub(crate) fn reuse_spare(
     }
     crate::git::run(spare, &["switch", "-q", "-c", branch, base]).map_err(kept)?;
     crate::failpoint::hit("worktree-reuse-after-switch");
-    clean_and_move(ctx, spare, path, branch).map(|()| moved_aside)
+    // The switch removes only tracked files: with nothing ignored before it, there is nothing
+    // to clean after it.
+    let clean = besides == crate::git::Besides::Ignored;
+    clean_and_move(ctx, spare, path, branch, clean).map(|()| moved_aside)
 }
 
 /// The second half of `reuse_spare`, once `branch` is checked out in the spare: what git ignores
-/// removed, then the worktree moved to `path`.
+/// removed (when `clean`), then the worktree moved to `path`.
 fn clean_and_move(
     ctx: &Ctx<'_>,
     spare: &Path,
     path: &Path,
     branch: &str,
+    clean: bool,
 ) -> Result<(), SpareRefused> {
     let failed = SpareRefused::Failed;
-    crate::git::run(spare, &["clean", "-ffdxq"]).map_err(failed)?;
+    if clean {
+        crate::git::run(spare, &["clean", "-ffdxq"]).map_err(failed)?;
+    }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
@@ -241,7 +252,7 @@ fn adopt_or_add(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<
 /// this run's starting point: its tip is not the lane's base, which a branch this run made (a
 /// killed call's, before any commit) always has. It is moved aside to `<branch>-<12 hex of its
 /// tip>`, its worktree too when that is at `path`, so the worktree step makes the lane fresh from
-/// the base (SPEC 20.4). The name it went to, when this call moved it. Re-entrant: a call killed
+/// the base (SPEC 20.4). What it found, with the name it went to when this call moved it. Re-entrant: a call killed
 /// after the worktree's move finds the branch checked out elsewhere and renames it; one killed
 /// after the rename finds no branch.
 fn move_aside_stale(
@@ -251,10 +262,10 @@ fn move_aside_stale(
     path: &Path,
     branch: &str,
     base: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Stale, String> {
     let root = &ctx.repo.root;
     if !crate::git::branch_exists(root, branch) {
-        return Ok(None);
+        return Ok(Stale::Absent);
     }
     let commit_of = |name: &str| {
         crate::git::run(
@@ -264,7 +275,7 @@ fn move_aside_stale(
     };
     let tip = commit_of(&format!("refs/heads/{branch}"))?;
     if tip == commit_of(base)? {
-        return Ok(None);
+        return Ok(Stale::AtBase);
     }
     let short = &tip[..12.min(tip.len())];
     let moved_to = format!("{branch}-{short}");
@@ -292,7 +303,27 @@ fn move_aside_stale(
         }),
     );
     crate::failpoint::hit("worktree-after-move-aside");
-    Ok(Some(moved_to))
+    Ok(Stale::MovedTo(moved_to))
+}
+
+/// The lane branch as `move_aside_stale` left it.
+#[derive(Debug, PartialEq)]
+enum Stale {
+    /// There is none.
+    Absent,
+    /// There is one at the base: this run's.
+    AtBase,
+    /// An earlier run's, moved aside to this name: the lane's name is free.
+    MovedTo(String),
+}
+
+impl Stale {
+    fn moved_to(self) -> Option<String> {
+        match self {
+            Stale::MovedTo(name) => Some(name),
+            Stale::Absent | Stale::AtBase => None,
+        }
+    }
 }
 
 /// `existing` (as git lists a worktree) is `path`.
