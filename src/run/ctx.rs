@@ -2,6 +2,7 @@
 //! the iced binary (to launch supervisors), the verb (named in refusals), and where each of a
 //! run's files lives. Nothing here reads the state or decides.
 
+use super::budget::Budgeted;
 use super::claims::Claims;
 use super::claims_remote::RemoteClaims;
 use super::keys::StepKey;
@@ -33,14 +34,13 @@ pub struct Ctx<'a> {
 
 /// What a call learned from git that holds for all its threads: what a commit holds, what lies
 /// between two commits, and a worktree's index as this call left it never change under it.
-#[derive(Default)]
 struct Asked {
     /// The repository's claims, found on first use (one `git rev-parse` per call).
     claims: std::sync::OnceLock<Claims>,
     /// Files read at a commit this call, by (commit, path, limit): what a commit holds never
     /// changes, and a driver renders each live lane's brief again at every step to check its
-    /// inputs (issue 16: a `git cat-file` a live lane a step).
-    at_commit: std::sync::Mutex<std::collections::HashMap<AtCommit, Option<Vec<u8>>>>,
+    /// inputs (issue 16: a `git cat-file` a live lane a step). Under a budget (`ASKED_BUDGET`).
+    at_commit: std::sync::Mutex<Budgeted<AtCommit, Option<Vec<u8>>>>,
     /// The one `git cat-file --batch` this call reads files at commits through, started at the
     /// first read (issue 16: a git process a read was about four a lane).
     blobs: std::sync::Mutex<Option<crate::git::Blobs>>,
@@ -48,11 +48,29 @@ struct Asked {
     identity: std::sync::OnceLock<(bool, bool)>,
     /// git's answers about the range between two commits this call, by the git arguments: what
     /// lies between two commits never changes, and the receipt and the delivery of a lane ask the
-    /// same (issue 16: the guard's `diff` and the commit list, a git each, twice a lane).
-    between: std::sync::Mutex<std::collections::HashMap<Vec<String>, String>>,
+    /// same (issue 16: the guard's `diff` and the commit list, a git each, twice a lane). Under a
+    /// budget (`ASKED_BUDGET`).
+    between: std::sync::Mutex<Budgeted<Vec<String>, String>>,
     /// Worktrees this call found clean on their lane branch (the receipt): the head their index
     /// then held exactly, and the index file as it was right after (`index_stamp`).
     clean_index: std::sync::Mutex<std::collections::HashMap<PathBuf, (String, IndexStamp)>>,
+}
+
+/// The bytes of answers each of `Asked`'s maps keeps: the files and diffs of the lanes live at
+/// once, many times over, while a build of a thousand lanes stays as small as one of ten.
+const ASKED_BUDGET: usize = 4 * 1024 * 1024;
+
+impl Default for Asked {
+    fn default() -> Asked {
+        Asked {
+            claims: std::sync::OnceLock::new(),
+            at_commit: std::sync::Mutex::new(Budgeted::new(ASKED_BUDGET)),
+            blobs: std::sync::Mutex::new(None),
+            identity: std::sync::OnceLock::new(),
+            between: std::sync::Mutex::new(Budgeted::new(ASKED_BUDGET)),
+            clean_index: std::sync::Mutex::default(),
+        }
+    }
 }
 
 /// A file's identity and times, changed by any write to it (git writes an index anew and renames
@@ -171,15 +189,16 @@ impl<'a> Ctx<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if let Some(bytes) = kept.get(&key) {
-            return Ok(bytes.clone());
+            return Ok(bytes);
         }
         drop(kept);
         let bytes = self.read_blob(commit, path, limit)?;
+        let size = bytes.as_ref().map_or(0, Vec::len) + key.0.len() + key.1.len();
         self.asked
             .at_commit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, bytes.clone());
+            .insert(key, bytes.clone(), size);
         Ok(bytes)
     }
 
@@ -198,15 +217,16 @@ impl<'a> Ctx<'a> {
         let key: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         let kept = self.asked.between.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(out) = kept.get(&key) {
-            return Ok(out.clone());
+            return Ok(out);
         }
         drop(kept);
         let out = crate::git::run(dir, args)?;
+        let size = out.len() + key.iter().map(String::len).sum::<usize>();
         self.asked
             .between
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, out.clone());
+            .insert(key, out.clone(), size);
         Ok(out)
     }
 

@@ -4,6 +4,7 @@
 
 pub mod alive;
 pub mod answer;
+pub mod budget;
 pub mod claims;
 pub mod claims_remote;
 pub mod config_keys;
