@@ -6,7 +6,7 @@ use super::budget::Budgeted;
 use super::claims::Claims;
 use super::claims_remote::RemoteClaims;
 use super::keys::StepKey;
-use super::lock::transact;
+use super::lock::transact_seeing;
 use super::settings::Settings;
 use super::state::{Driver, RunPaths, State};
 use crate::config::Config;
@@ -357,7 +357,15 @@ impl<'a> Ctx<'a> {
         &self,
         f: impl FnOnce(&mut State) -> Result<T, Refusal>,
     ) -> Result<T, Refusal> {
-        let done = transact(&self.paths, self.verb, self.settings.lock_wait, f);
+        self.transact_seeing(|_, state| f(state))
+    }
+
+    /// [`Ctx::transact`], `f` shown the state as read too (`lock::transact_seeing`).
+    pub(super) fn transact_seeing<T>(
+        &self,
+        f: impl FnOnce(&State, &mut State) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        let done = transact_seeing(&self.paths, self.verb, self.settings.lock_wait, f);
         let releases =
             std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
         let done = done?;

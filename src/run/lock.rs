@@ -81,13 +81,24 @@ pub fn transact<T>(
     wait: Duration,
     f: impl FnOnce(&mut State) -> Result<T, Refusal>,
 ) -> Result<T, Refusal> {
+    transact_seeing(paths, step, wait, |_, state| f(state))
+}
+
+/// [`transact`], `f` shown the state as read beside the copy it changes: what changed is told
+/// without a copy of its own.
+pub fn transact_seeing<T>(
+    paths: &RunPaths,
+    step: &str,
+    wait: Duration,
+    f: impl FnOnce(&State, &mut State) -> Result<T, Refusal>,
+) -> Result<T, Refusal> {
     let _lock = StateLock::acquire(paths, step, wait)?;
     check_logs(paths, step)?;
     // The state as read is shared with this process's next read when nothing changes (and its
     // copy is what changes): one copy a transaction, no parse of what this process wrote.
     let before = State::load_known(paths, step)?;
     let mut state = before.state.clone();
-    let out = f(&mut state)?;
+    let out = f(&before.state, &mut state)?;
     if state != before.state {
         super::ended::move_out(paths, &mut state, step)?;
         state.save_known(paths, step)?;

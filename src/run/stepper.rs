@@ -77,7 +77,7 @@ pub enum Decided {
 /// Do one step of `run_id`.
 pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Decided), Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
-    let (next, snapshot, before, decided) = ctx.transact(|state| {
+    let (next, snapshot, started, decided) = ctx.transact_seeing(|read, state| {
         // The agents of the other runs that are still alive (SPEC 20.9).
         let elsewhere: usize = state
             .runs
@@ -96,8 +96,8 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
                 super::records::release_claims_after_save(ctx, &run);
                 return Ok((
                     Pending::Report(Box::new(ended_report(&run))),
-                    run.clone(),
                     run,
+                    None,
                     Decided::Moved,
                 ));
             }
@@ -107,7 +107,8 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
                 "`iced run list` shows the runs",
             ));
         };
-        let before = run.clone();
+        // The run as read, before this step changed anything.
+        let before = read.runs.get(run_id).expect("the copy holds what was read");
         if run.status.is_ended() {
             super::records::release_claims_after_save(ctx, run);
         }
@@ -147,17 +148,53 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
         super::host::end_stranded(ctx, run);
         // Only a step that changed something is an update: asking again (a host polling for its
         // `start_agent`) must write nothing (SPEC 20.2).
-        if *run != before {
+        if run != before {
             run.updated_at = crate::clock::now_iso();
         }
-        let snapshot = run.clone();
+        let started = started_step(&applied).map(|(lane, step)| {
+            let attempt = run.lane(lane).map_or(0, |l| l.attempt);
+            // A step a killed call began (its record was started before this call) is taken up
+            // again, not started: the story has one `step_start` per step and attempt (SPEC 21.5).
+            let replay = before.lane(lane).is_some_and(|l| {
+                l.attempt == attempt
+                    && l.steps.iter().any(|r| {
+                        r.step.to_string() == step
+                            || (step == "validate" && matches!(r.step, StepKey::Validate(_)))
+                    })
+            });
+            (lane.to_owned(), step, attempt, replay)
+        });
         // A delivery that landed and retired leaves the state; its record stays (SPEC 23.3).
-        if snapshot.status == RunStatus::Delivered && is_retired(&snapshot) {
-            state.runs.remove(run_id);
-        }
-        Ok((applied, snapshot, before, decided))
+        let snapshot = if run.status == RunStatus::Delivered && is_retired(run) {
+            state.runs.remove(run_id).expect("the run is in the state")
+        } else {
+            run.clone()
+        };
+        Ok((applied, snapshot, started, decided))
     })?;
-    let started_step = match &next {
+    if let Some((lane, step, attempt, replay)) = started {
+        emit(
+            &ctx.paths,
+            run_id,
+            if replay {
+                Event::StepReplay
+            } else {
+                Event::StepStart
+            },
+            json!({"lane": lane, "step": step, "attempt": attempt}),
+        );
+    }
+    // Phase 2: act outside the lock, when the decision has a side effect.
+    let report = outside_lock::act(ctx, &snapshot, next)?;
+    if report.action == Action::Blocked {
+        blocked(ctx, run_id)?;
+    }
+    Ok((report, decided))
+}
+
+/// The lane and the step a pending move starts, when it starts one (logged as `step_start`).
+fn started_step(next: &Pending) -> Option<(&str, String)> {
+    let (lane, step) = match next {
         Pending::AddWorktree { lane, .. } => Some((lane, StepKey::Worktree.to_string())),
         Pending::LaunchImplementer { lane, .. } => Some((lane, StepKey::Implement.to_string())),
         Pending::CheckReceipt { lane } => Some((lane, StepKey::Receipt.to_string())),
@@ -185,35 +222,8 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
         | Pending::LaunchDod { .. }
         | Pending::LaunchValidators { .. }
         | Pending::CheckValidator { .. } => None,
-    };
-    if let Some((lane, step)) = started_step {
-        let attempt = snapshot.lane(lane).map_or(0, |l| l.attempt);
-        // A step a killed call began (its record was started before this call) is taken up
-        // again, not started: the story has one `step_start` per step and attempt (SPEC 21.5).
-        let replay = before.lane(lane).is_some_and(|l| {
-            l.attempt == attempt
-                && l.steps.iter().any(|r| {
-                    r.step.to_string() == step
-                        || (step == "validate" && matches!(r.step, StepKey::Validate(_)))
-                })
-        });
-        emit(
-            &ctx.paths,
-            run_id,
-            if replay {
-                Event::StepReplay
-            } else {
-                Event::StepStart
-            },
-            json!({"lane": lane, "step": step, "attempt": attempt}),
-        );
-    }
-    // Phase 2: act outside the lock, when the decision has a side effect.
-    let report = outside_lock::act(ctx, &snapshot, next)?;
-    if report.action == Action::Blocked {
-        blocked(ctx, run_id)?;
-    }
-    Ok((report, decided))
+    }?;
+    Some((lane.as_str(), step))
 }
 
 /// A step done outside the lock blocked its lane: the run is blocked, unless (a project run) its
