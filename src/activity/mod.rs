@@ -29,9 +29,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The hidden subcommand that runs [`supervise`]: `iced __supervise <dir>`.
@@ -212,40 +210,69 @@ pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<Launched, A
     let (registered, ready) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| launch_error(io::Error::from(e)))?;
     let ready = above_stdio(ready).map_err(launch_error)?;
-    let ready_fd = ready.as_raw_fd();
-    let mut command = Command::new(exe);
-    command
-        .arg(SUPERVISE_SUBCOMMAND)
-        .arg(dir)
-        .arg(READY_FD_OPTION)
-        .arg(ready_fd.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: setsid and fcntl are async-signal-safe and nothing allocates between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            // A session of its own: no terminal's hangup or Ctrl-C reaches it, and it outlives
-            // the caller's process group.
-            nix::unistd::setsid()?;
-            // The write end, and only it, crosses the exec.
-            if nix::libc::fcntl(ready_fd, nix::libc::F_SETFD, 0) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let spawned = command.spawn();
+    let spawned = spawn_supervisor(exe, dir, ready.as_raw_fd());
     // The supervisor holds the only write end now: its close (or its death) ends the pipe.
     drop(ready);
-    let mut child = spawned.map_err(launch_error)?;
-    let pid = child.id();
+    let pid = spawned.map_err(launch_error)?;
     // A long-lived caller must not collect zombies; a short-lived one exits and the supervisor is
     // reparented. If no thread can be started, the zombie is the lesser harm.
     let _ = std::thread::Builder::new()
         .name("activity-reap".into())
-        .spawn(move || child.wait());
+        .spawn(move || nix::sys::wait::waitpid(pid, None));
+    let pid = pid.as_raw() as u32;
     Ok(Launched { pid, registered })
+}
+
+/// Start `exe __supervise <dir> --ready-fd <fd>` in a session of its own (no terminal's hangup or
+/// Ctrl-C reaches it, and it outlives the caller's process group), stdin, stdout and stderr on
+/// `/dev/null`, the registration pipe's write end `ready` its only other descriptor, SIGPIPE at
+/// its default and no signal blocked. By `posix_spawn`, which starts the program without copying
+/// the caller: a build forks no copy of itself a lane (issue 16).
+fn spawn_supervisor(exe: &Path, dir: &Path, ready: RawFd) -> io::Result<nix::unistd::Pid> {
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use nix::sys::signal::{SigSet, Signal};
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))
+    };
+    // The descriptor it is told of: a copy of `ready` made by `dup2`, which clears close-on-exec
+    // (a `dup2` onto itself would leave it set).
+    let fd = if ready == 3 { 4 } else { 3 };
+    let args = [
+        c(exe.as_os_str().as_bytes())?,
+        c(SUPERVISE_SUBCOMMAND.as_bytes())?,
+        c(dir.as_os_str().as_bytes())?,
+        c(READY_FD_OPTION.as_bytes())?,
+        c(fd.to_string().as_bytes())?,
+    ];
+    let env = std::env::vars_os()
+        .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<io::Result<Vec<_>>>()?;
+    // Opened here, close-on-exec and above the standard descriptors (so that every `dup2` below
+    // makes a copy), and closed when this returns.
+    let null = above_stdio(OwnedFd::from(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?,
+    ))?;
+    let mut actions = PosixSpawnFileActions::init()?;
+    for stdio in 0..=2 {
+        actions.add_dup2(null.as_raw_fd(), stdio)?;
+    }
+    actions.add_dup2(ready, fd)?;
+    let mut attr = PosixSpawnAttr::init()?;
+    let setsid =
+        PosixSpawnFlags::from_bits_retain(nix::libc::c_int::from(nix::libc::POSIX_SPAWN_SETSID));
+    attr.set_flags(
+        setsid | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
+    attr.set_sigmask(&SigSet::empty())?;
+    let mut default = SigSet::empty();
+    default.add(Signal::SIGPIPE);
+    attr.set_sigdefault(&default)?;
+    Ok(nix::spawn::posix_spawn(exe, &actions, &attr, &args, &env)?)
 }
 
 /// `fd`, or (a caller started with a standard descriptor closed got it as one) a copy of it above

@@ -401,11 +401,11 @@ fn stop_signals_the_supervisor() {
 fn launch_starts_a_detached_supervisor_and_reaps_it() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("fake-iced");
-    // The fake supervisor reports its arguments, session, pid, stdin and what its `--ready-fd`
-    // is, then waits to be told to exit.
+    // The fake supervisor reports its arguments, session, pid, stdin, what its `--ready-fd` is and
+    // the signals it blocks and ignores, then waits to be told to exit.
     let script = r#"#!/bin/sh
 d="$2"
-{ echo "$1 $2 $3"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; readlink /proc/$$/fd/$4; } > "$d/report.tmp"
+{ echo "$1 $2 $3"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; readlink /proc/$$/fd/$4; grep -E '^Sig(Blk|Ign)' /proc/$$/status; } > "$d/report.tmp"
 mv "$d/report.tmp" "$d/report"
 while [ ! -e "$d/go" ]; do sleep 0.01; done
 "#;
@@ -450,6 +450,13 @@ while [ ! -e "$d/go" ]; do sleep 0.01; done
     assert_eq!(lines[2], pid.to_string());
     assert_eq!(lines[3], "/dev/null");
     assert!(lines[4].starts_with("pipe:"), "{report}");
+    // Nothing blocked, and SIGPIPE (13: bit 12) not ignored as this test's process ignores it.
+    let mask = |line: &str, name: &str| {
+        let hex = line.strip_prefix(name).expect(name).trim();
+        u64::from_str_radix(hex, 16).expect("hex")
+    };
+    assert_eq!(mask(lines[5], "SigBlk:"), 0, "{report}");
+    assert_eq!(mask(lines[6], "SigIgn:") & (1 << 12), 0, "{report}");
     // The wait for its registration lasts while it lives without registering, and ends with it.
     let began = Instant::now();
     let waiting = std::thread::spawn(move || launched.await_registration(Duration::from_secs(30)));
