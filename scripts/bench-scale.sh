@@ -16,8 +16,9 @@
 #   the agents' (the fake agent's `git add`/`commit`, told apart by ICED_ROLE in their
 #   environment), and the loop's most frequent subcommands (first two words after git's global
 #   options). A `git` wrapper first on PATH appends a line per process and runs the real git.
-# - where the time goes: the loop's git processes' time summed, a lane; and the time before each
-#   line `build --json` printed (the step it reports, or the wait before it) by stage and action.
+# - where the time goes: the loop's git processes' time summed, a lane, in all and for the kinds
+#   that took the most; and the time before each line `build --json` printed (the step it
+#   reports, or the wait before it) by stage and action.
 # - worktrees: how many git lists at the end (with `land.mode: none` a delivered lane's worktree is
 #   a spare the run's next lane takes, so about `pace.lanes` of them and the checkout).
 # - state.json: its size at its largest, sampled every 0.1 s while the run goes, and at the end.
@@ -92,7 +93,7 @@ t0="\$EPOCHREALTIME"
 "$real_git" "\$@"
 rc=\$?
 t1="\$EPOCHREALTIME"
-printf 't %s %s\n' "\$who" "\$(( \${t1/./} - \${t0/./} ))" >>"\$log"
+printf 't %s %s %s\n' "\$who" "\$(( \${t1/./} - \${t0/./} ))" "\${words[*]:-?}" >>"\$log"
 exit "\$rc"
 GIT
 chmod +x "$work/bin/git"
@@ -260,7 +261,13 @@ def words(w):
     return f"{sub} {arg}".strip()
 
 loop = collections.Counter(words(w) for kind, who, w in calls if kind == "n" and who == "loop")
-loop_ms = sum(int(us) for kind, who, us in calls if kind == "t" and who == "loop") / 1000
+# `t <who> <microseconds> <words>`: a process's time, with what it was.
+timed = [(who, *rest.partition(" ")[::2]) for kind, who, rest in calls if kind == "t"]
+loop_ms = sum(int(us) for who, us, _ in timed if who == "loop") / 1000
+loop_time = collections.Counter()
+for who, us, w in timed:
+    if who == "loop" and not w.startswith("cat-file --batch"):
+        loop_time[words(w)] += int(us) / 1000
 agent = sum(1 for kind, who, _ in calls if kind == "n" and who == "agent")
 probe_git = sum(1 for kind, _, _ in read(probe_log) if kind == "n")
 total_loop = sum(loop.values())
@@ -272,6 +279,8 @@ if counting:
     print(f"  loop's git a lane, most frequent: {top}")
     print(f"  loop's git time: {loop_ms / n:.0f} ms a lane (git processes end to end, summed; "
           f"the killed `cat-file --batch` left out)")
+    top_time = ", ".join(f"{w} {ms / n:.1f}" for w, ms in loop_time.most_common(8))
+    print(f"  loop's git time a lane, ms, the most: {top_time}")
 else:
     print("  git: not counted (ICED_BENCH_COUNT_GIT=0)")
 # CPU: the build's whole tree (iced, the supervisors, every git, the agents: each waited for by
