@@ -91,6 +91,8 @@ pub struct Claims {
     /// `<common>/iced/claims` (below it the iced root's path in its work tree, when the root is
     /// not the top); `None` outside git, where no run can start.
     dir: Option<PathBuf>,
+    /// The repository's common git directory, canonical; `None` outside git.
+    common: Option<PathBuf>,
     /// `.iced/run/claims` of this checkout, where an older iced wrote claims.
     legacy: PathBuf,
     /// This checkout's root, canonical: what a claim's `root` is compared with.
@@ -101,7 +103,7 @@ impl Claims {
     pub fn open(root: &Path) -> Claims {
         let legacy = RunPaths::new(root).claims();
         let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
-        let dir = crate::git::run(&root, &["rev-parse", "--git-common-dir", "--show-prefix"])
+        let asked = crate::git::run(&root, &["rev-parse", "--git-common-dir", "--show-prefix"])
             .ok()
             .and_then(|out| {
                 let mut lines = out.lines();
@@ -114,13 +116,25 @@ impl Claims {
                 };
                 let common = common.canonicalize().unwrap_or(common);
                 let dir = common.join("iced").join("claims");
-                Some(if prefix.is_empty() {
+                let dir = if prefix.is_empty() {
                     dir
                 } else {
                     dir.join(prefix)
-                })
+                };
+                Some((dir, common))
             });
-        Claims { dir, legacy, root }
+        let (dir, common) = asked.unzip();
+        Claims {
+            dir,
+            common,
+            legacy,
+            root,
+        }
+    }
+
+    /// The repository's common git directory, canonical; `None` outside git.
+    pub fn common_dir(&self) -> Option<&Path> {
+        self.common.as_deref()
     }
 
     /// This checkout's root, as claims name it.

@@ -326,3 +326,84 @@ fn a_spare_is_reused_for_a_lane_whose_branch_an_earlier_run_left() {
     assert_eq!(step["outcome"]["moved_aside"], aside.as_str(), "{step:#}");
     assert_eq!(worktrees(&p).len(), 2, "{:?}", worktrees(&p));
 }
+
+/// A spare something replaced after its lane was delivered (an escaped process of the agent's,
+/// say) is not the worktree git made: the next lane does not take it, and no git runs in what is
+/// there now, so the person's checkout, which it leads to, keeps its branch, its head and its
+/// files. The lane gets a fresh worktree of its own.
+fn a_replaced_spare_is_not_taken(tamper: impl FnOnce(&Project, &Path), why: &str) {
+    let p = project(2, 1);
+    let (a, b) = (p.children[0].clone(), p.children[1].clone());
+    let created = p.env.iced_json(&["build", &p.id, "--no-wait"]);
+    assert_eq!(created.code, 0, "{created:#?}");
+    step_until(&p.env, |s| {
+        s["lane"] == a.as_str() && s["stage"] == "delivered"
+    });
+    let spare = worktree_of(&p.env, &a);
+    let head = p.env.git_out(&["rev-parse", "HEAD"]);
+    let status = p.env.git_out(&["status", "--porcelain", "--ignored"]);
+    tamper(&p, &spare);
+    step_until(&p.env, |s| s["action"] == "delivered");
+
+    let kept: Vec<Value> = events(&p)
+        .into_iter()
+        .filter(|e| e["event"] == "worktree_kept")
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    assert_eq!(kept[0]["lane"], b.as_str());
+    let reason = str_of(&kept[0], "reason");
+    assert!(
+        reason.starts_with("it is not the worktree git made: ") && reason.contains(why),
+        "{reason}"
+    );
+    // The person's checkout: on main, at the same head, its files as they were.
+    let on = p.env.git_out(&["branch", "--show-current"]);
+    assert_eq!(on.trim(), "main");
+    assert_eq!(p.env.git_out(&["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        p.env.git_out(&["status", "--porcelain", "--ignored"]),
+        status
+    );
+    // The next lane made its own worktree, from the base, and took nothing.
+    assert_eq!(taken(&p), [(a.clone(), None), (b.clone(), None)]);
+    let fresh = worktree_of(&p.env, &b);
+    assert_clean(&fresh);
+    assert_own_work(&p);
+}
+
+#[test]
+fn a_spare_replaced_by_a_link_to_the_checkout_is_not_taken() {
+    a_replaced_spare_is_not_taken(
+        |p, spare| {
+            std::fs::rename(spare, spare.with_extension("moved")).unwrap();
+            std::os::unix::fs::symlink(p.env.root(), spare).unwrap();
+        },
+        "no folder",
+    );
+}
+
+#[test]
+fn a_spare_replaced_by_a_fifo_is_not_taken() {
+    a_replaced_spare_is_not_taken(
+        |_, spare| {
+            std::fs::rename(spare, spare.with_extension("moved")).unwrap();
+            nix::unistd::mkfifo(spare, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        },
+        "no folder",
+    );
+}
+
+#[test]
+fn a_spare_whose_git_file_names_the_checkouts_repository_is_not_taken() {
+    a_replaced_spare_is_not_taken(
+        |p, spare| {
+            let main_git = p.env.root().join(".git");
+            std::fs::write(
+                spare.join(".git"),
+                format!("gitdir: {}\n", main_git.display()),
+            )
+            .unwrap();
+        },
+        "not a worktree of this repository",
+    );
+}

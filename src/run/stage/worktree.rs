@@ -115,6 +115,10 @@ pub(crate) fn reuse_spare(
     if path.exists() {
         return Err(kept(format!("`{}` exists already", path.display())));
     }
+    // Every git below runs in the spare: it must be the worktree git made, not a link to another
+    // checkout or a folder whose `.git` names another repository's (SPEC 23.2).
+    own_worktree(ctx, spare)
+        .map_err(|why| kept(format!("it is not the worktree git made: {why}")))?;
     // One walk says both whether it is clean and whether there is anything ignored to remove.
     let besides = crate::git::besides_head(spare).map_err(kept)?;
     if besides == crate::git::Besides::Changes {
@@ -133,6 +137,52 @@ pub(crate) fn reuse_spare(
     // to clean after it.
     let clean = besides == crate::git::Besides::Ignored;
     clean_and_move(ctx, spare, path, branch, clean).map(|()| moved_aside)
+}
+
+/// `spare` is a linked worktree as git made it: a folder (no symbolic link), whose `.git` is a
+/// file naming git's folder for it in the repository's `worktrees/`, which names it back. What
+/// is wrong, else.
+fn own_worktree(ctx: &Ctx<'_>, spare: &Path) -> Result<(), String> {
+    let is = |p: &Path, dir: bool| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| {
+            if dir {
+                m.file_type().is_dir()
+            } else {
+                m.file_type().is_file()
+            }
+        })
+    };
+    if !is(spare, true) {
+        return Err("no folder (a link, a file or nothing) is at its path".into());
+    }
+    let dot_git = spare.join(".git");
+    if !is(&dot_git, false) {
+        return Err("its `.git` is not a file".into());
+    }
+    // A path git wrote: absolute, or (`worktree.useRelativePaths`) relative to the file's folder.
+    let named = |file: &Path| -> Option<std::path::PathBuf> {
+        let text = crate::store::read_no_follow(file, 4096).ok()?;
+        let text = String::from_utf8(text).ok()?;
+        let line = text.lines().next()?;
+        let named = Path::new(line.strip_prefix("gitdir:").unwrap_or(line).trim());
+        file.parent()?.join(named).canonicalize().ok()
+    };
+    let admin = named(&dot_git).ok_or("its `.git` names no folder")?;
+    let worktrees = ctx
+        .claims()
+        .common_dir()
+        .map(|c| c.join("worktrees"))
+        .and_then(|w| w.canonicalize().ok());
+    if worktrees.is_none() || admin.parent() != worktrees.as_deref() {
+        return Err(format!(
+            "its `.git` names `{}`, not a worktree of this repository",
+            admin.display()
+        ));
+    }
+    if named(&admin.join("gitdir")) != dot_git.canonicalize().ok() {
+        return Err(format!("`{}` does not name it back", admin.display()));
+    }
+    Ok(())
 }
 
 /// The second half of `reuse_spare`, once `branch` is checked out in the spare: what git ignores
