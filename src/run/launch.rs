@@ -196,6 +196,26 @@ pub(crate) fn gate_value(
 }
 
 pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(), Refusal> {
+    // An activity runs in the checkout or in a worktree git made (or a folder of either): never
+    // in what an agent left at a worktree's path (a link to the person's checkout, say). The
+    // worktree is the nearest folder up from where it runs that holds a `.git`.
+    let worktree = spec
+        .cwd
+        .ancestors()
+        .find(|a| std::fs::symlink_metadata(a.join(".git")).is_ok());
+    if let Some(worktree) = worktree.filter(|w| *w != ctx.repo.root) {
+        super::stage::worktree::own_worktree(ctx, worktree).map_err(|why| {
+            let run = spec.gate.get("run").and_then(Value::as_str).unwrap_or("<run>");
+            ctx.refuse(
+                "worktree-replaced",
+                format!(
+                    "`{}` is not the worktree git made: {why}; nothing was started in it",
+                    worktree.display()
+                ),
+                format!("look at what is there now (an agent may have replaced it); `iced run abandon {run}` ends the run and keeps its branch"),
+            )
+        })?;
+    }
     ensure_dir(dir, ctx.verb)?;
     let launched = activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
     // Its supervisor is waited for until it has registered (at most 5 s), without the lock and

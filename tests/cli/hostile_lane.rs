@@ -486,3 +486,64 @@ fn an_implementer_may_append_to_its_own_decision_log() {
         .read(&format!("intent/{id}/decisions.md"))
         .contains("- Decision: sessions refresh on any request"));
 }
+
+/// An implementer that replaces its worktree with a link to the person's checkout before it
+/// reports: every activity the loop would start in the worktree (the definition of done, the
+/// next attempt's implementer) would run in the checkout instead. None is started: the step that
+/// would start one refuses (`worktree-replaced`), nothing is delivered, and the checkout keeps its
+/// branch, its head and its files.
+#[test]
+fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
+    let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
+        "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
+    let (_run, agent) = host_run(&env, &id);
+    let worktree = worktree_of(&env, &id);
+    agent_commit(
+        &worktree,
+        "src/session.rs",
+        "sessions refresh on activity\n",
+    );
+    let head = env.git_out(&["rev-parse", "HEAD"]);
+    let status = env.git_out(&["status", "--porcelain"]);
+    std::fs::rename(&worktree, worktree.with_extension("moved")).unwrap();
+    std::os::unix::fs::symlink(env.root(), &worktree).unwrap();
+    let receipt = str_of(&agent, "receipt_path").to_owned();
+    std::fs::write(&receipt, GOOD_REPORT).unwrap();
+    hand_in(&env, &receipt);
+    // The receipt's checks are recorded; the step that would start the definition of done
+    // refuses, and so does every later one that would relaunch it, until the launch's crash
+    // budget is spent and the lane blocks. A refused launch counts as crashed: the call after a
+    // refusal relaunches (and is refused again), so the text and `--json` refusals are two calls.
+    let step = ["implement", "step"];
+    assert_eq!(env.iced_json(&step).json()["action"], "advanced");
+    let text = env.iced(&step);
+    assert_eq!(env.iced_json(&step).json()["action"], "advanced");
+    let json = env.iced_json(&step);
+    let refusal = json.refused(3, "worktree-replaced");
+    assert_eq!(
+        str_of(&refusal, "reason"),
+        format!(
+            "`{}` is not the worktree git made: a link, a file or nothing is at its path, not a folder; nothing was started in it",
+            worktree.display()
+        )
+    );
+    assert!(
+        str_of(&refusal, "remedy").contains("iced run abandon run-"),
+        "{refusal:#}"
+    );
+    crate::snap::assert_read!(
+        &env,
+        "refused_worktree-replaced",
+        crate::snap::refusal_blocks(&step, &text, &json, 3, "worktree-replaced")
+    );
+    let outs: Vec<_> = (0..10).map(|_| env.iced_json(&step)).collect();
+    let last = outs.last().expect("steps").json();
+    assert_eq!(last["action"], "blocked", "{outs:#?}");
+
+    assert_nothing_delivered(&env, &id);
+    assert!(!env.root().join("the-definition-of-done-ran-here").exists());
+    let on = env.git_out(&["branch", "--show-current"]);
+    assert_eq!(on.trim(), "main");
+    assert_eq!(env.git_out(&["rev-parse", "HEAD"]), head);
+    assert_eq!(env.git_out(&["status", "--porcelain"]), status);
+}

@@ -28,6 +28,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("unit-too-large", In("snap_refusals")),
     ("path-symlink", In("snap_refusals")),
     ("not-a-regular-file", In("snap_refusals")),
+    ("worktree-replaced", In("hostile_lane")),
     ("config-invalid", In("snap_refusals")),
     ("lint-errors", In("snap_refusals")),
     ("transition-illegal", In("snap_refusals")),

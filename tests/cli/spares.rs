@@ -118,6 +118,17 @@ pub(crate) fn taken(p: &Project) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// The one `worktree_kept` event of the run, which must be `lane`'s.
+fn kept_once(p: &Project, lane: &str) -> Value {
+    let mut kept: Vec<Value> = events(p)
+        .into_iter()
+        .filter(|e| e["event"] == "worktree_kept")
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    assert_eq!(kept[0]["lane"], lane, "{kept:#?}");
+    kept.remove(0)
+}
+
 pub(crate) fn files_under(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
@@ -239,19 +250,14 @@ fn a_spare_written_into_after_its_delivery_is_left_for_a_person() {
     std::fs::write(spare.join("notes.txt"), "a person's notes\n").unwrap();
     step_until(&p.env, |s| s["action"] == "delivered");
 
-    let kept: Vec<Value> = events(&p)
-        .into_iter()
-        .filter(|e| e["event"] == "worktree_kept")
-        .collect();
-    assert_eq!(kept.len(), 1, "{kept:#?}");
-    assert_eq!(kept[0]["lane"], b.as_str());
+    let kept = kept_once(&p, &b);
     assert!(
-        crate::loop_e2e::same_file(str_of(&kept[0], "worktree"), &spare),
-        "{kept:#?}"
+        crate::loop_e2e::same_file(str_of(&kept, "worktree"), &spare),
+        "{kept:#}"
     );
     assert_eq!(
-        kept[0]["reason"], "it has uncommitted or untracked changes",
-        "{kept:#?}"
+        kept["reason"], "it has uncommitted or untracked changes",
+        "{kept:#}"
     );
     // Untouched: the note, the lane's own ignored file, its branch.
     assert_eq!(
@@ -345,13 +351,8 @@ fn a_replaced_spare_is_not_taken(tamper: impl FnOnce(&Project, &Path), why: &str
     tamper(&p, &spare);
     step_until(&p.env, |s| s["action"] == "delivered");
 
-    let kept: Vec<Value> = events(&p)
-        .into_iter()
-        .filter(|e| e["event"] == "worktree_kept")
-        .collect();
-    assert_eq!(kept.len(), 1, "{kept:#?}");
-    assert_eq!(kept[0]["lane"], b.as_str());
-    let reason = str_of(&kept[0], "reason");
+    let kept = kept_once(&p, &b);
+    let reason = str_of(&kept, "reason");
     assert!(
         reason.starts_with("it is not the worktree git made: ") && reason.contains(why),
         "{reason}"
@@ -378,7 +379,7 @@ fn a_spare_replaced_by_a_link_to_the_checkout_is_not_taken() {
             std::fs::rename(spare, spare.with_extension("moved")).unwrap();
             std::os::unix::fs::symlink(p.env.root(), spare).unwrap();
         },
-        "no folder",
+        "not a folder",
     );
 }
 
@@ -389,7 +390,7 @@ fn a_spare_replaced_by_a_fifo_is_not_taken() {
             std::fs::rename(spare, spare.with_extension("moved")).unwrap();
             nix::unistd::mkfifo(spare, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         },
-        "no folder",
+        "not a folder",
     );
 }
 

@@ -139,23 +139,24 @@ pub(crate) fn reuse_spare(
     clean_and_move(ctx, spare, path, branch, clean).map(|()| moved_aside)
 }
 
-/// `spare` is a linked worktree as git made it: a folder (no symbolic link), whose `.git` is a
-/// file naming git's folder for it in the repository's `worktrees/`, which names it back. What
-/// is wrong, else.
-fn own_worktree(ctx: &Ctx<'_>, spare: &Path) -> Result<(), String> {
-    let is = |p: &Path, dir: bool| {
+/// `dir` is a linked worktree as git made it: a folder (no symbolic link), whose `.git` is a file
+/// naming git's folder for it in the repository's `worktrees/`, which names it back. Asked of a
+/// spare before it is switched, and of any folder but the checkout an activity is started in.
+/// What is wrong, else.
+pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<(), String> {
+    let is = |p: &Path, folder: bool| {
         std::fs::symlink_metadata(p).is_ok_and(|m| {
-            if dir {
+            if folder {
                 m.file_type().is_dir()
             } else {
                 m.file_type().is_file()
             }
         })
     };
-    if !is(spare, true) {
-        return Err("no folder (a link, a file or nothing) is at its path".into());
+    if !is(dir, true) {
+        return Err("a link, a file or nothing is at its path, not a folder".into());
     }
-    let dot_git = spare.join(".git");
+    let dot_git = dir.join(".git");
     if !is(&dot_git, false) {
         return Err("its `.git` is not a file".into());
     }
