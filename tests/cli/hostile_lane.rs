@@ -496,7 +496,7 @@ fn an_implementer_may_append_to_its_own_decision_log() {
 fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
     let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
         "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
-    let (_run, agent) = host_run(&env, &id);
+    let (run, agent) = host_run(&env, &id);
     let worktree = worktree_of(&env, &id);
     agent_commit(
         &worktree,
@@ -539,6 +539,13 @@ fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
     let outs: Vec<_> = (0..10).map(|_| env.iced_json(&step)).collect();
     let last = outs.last().expect("steps").json();
     assert_eq!(last["action"], "blocked", "{outs:#?}");
+    // The receipt names the gap, and ran no git in the link (it would have found `main`).
+    let shown = run_show(&env, &run).to_string();
+    assert!(
+        shown.contains("the worktree is not the worktree git made: a link, a file or nothing is at its path, not a folder"),
+        "{shown}"
+    );
+    assert!(!shown.contains("the worktree is on `main`"), "{shown}");
 
     assert_nothing_delivered(&env, &id);
     assert!(!env.root().join("the-definition-of-done-ran-here").exists());

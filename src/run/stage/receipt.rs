@@ -32,8 +32,27 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         } else {
             Vec::new()
         };
-    // The worktree's status, with the branch it is on and its head (one git).
-    let status = crate::git::status(&worktree);
+    // No git runs in what an agent left at the worktree's path (a link to the person's checkout,
+    // say): a replaced worktree is a gap, and the branch is read in the checkout (SPEC 24.6).
+    let checked = if worktree == ctx.repo.root {
+        Ok(())
+    } else {
+        super::worktree::own_worktree(ctx, &worktree)
+    };
+    let replaced = match checked {
+        Ok(()) => false,
+        Err(why) => {
+            missing.push(format!("the worktree is not the worktree git made: {why}"));
+            true
+        }
+    };
+    let (worktree, status) = if replaced {
+        (ctx.repo.root.clone(), Err("not read".to_owned()))
+    } else {
+        // The worktree's status, with the branch it is on and its head (one git).
+        let status = crate::git::status(&worktree);
+        (worktree, status)
+    };
     // The head this receipt judges, and its tree: the definition of done, the validators and
     // the delivery all refer to exactly this commit (SPEC 24.3). On the lane branch, its head is
     // the status's (the tree read from the commit through the call's `cat-file`); otherwise the
@@ -49,7 +68,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     });
     let (at, on_branch) = from_status.unwrap_or_else(|| crate::git::branch_at(&worktree, &branch));
     let on_lane_branch = on_branch.as_deref() == Some(branch.as_str());
-    if !on_lane_branch {
+    if !on_lane_branch && !replaced {
         missing.push(format!(
             "the worktree is on `{}`, not on the lane branch `{branch}`",
             on_branch.unwrap_or_else(|| "a detached HEAD".into())
@@ -86,6 +105,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         Ok(true) if on_lane_branch && !head.is_empty() => ctx.saw_clean_index(&worktree, &head),
         Ok(true) => {}
         Ok(false) => missing.push("the worktree has uncommitted or untracked changes".into()),
+        Err(_) if replaced => {}
         Err(e) => missing.push(format!("the worktree's status could not be read: {e}")),
     }
     let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
