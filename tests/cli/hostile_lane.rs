@@ -11,6 +11,7 @@ use crate::validation::{
     build_to_end, confirm, finding, implementer, lane_dir, section, validated, FAIL_S2, PASS,
 };
 use serde_json::{json, Value};
+use std::path::PathBuf;
 
 fn branch(id: &str) -> String {
     format!("iced/{id}/{id}")
@@ -37,6 +38,19 @@ fn lane_of(show: &Value) -> &Value {
     &show["lanes"][0]
 }
 
+/// A host-driven run whose implementer has committed its change and not yet reported: the run,
+/// the handed-out implementer and its worktree.
+fn host_run_committed(env: &TestEnv, id: &str) -> (String, Value, PathBuf) {
+    let (run, agent) = host_run(env, id);
+    let worktree = worktree_of(env, id);
+    agent_commit(
+        &worktree,
+        "src/session.rs",
+        "sessions refresh on activity\n",
+    );
+    (run, agent, worktree)
+}
+
 /// A host-driven unit with one `full` validator and no refuter, the host having handed in the
 /// implementer's report and a passing answer: the next `implement step` delivers. Returns the run
 /// and the judged head.
@@ -44,13 +58,7 @@ fn judged_by_host(patch: Value) -> (TestEnv, String, String, String) {
     let mut config = json!({"verify": {"independent": true, "lenses": ["full"], "commands": [], "refute": false}});
     crate::env::merge_json(&mut config, &patch);
     let (env, id) = TestEnv::buildable(config);
-    let (run, agent) = host_run(&env, &id);
-    let worktree = worktree_of(&env, &id);
-    agent_commit(
-        &worktree,
-        "src/session.rs",
-        "sessions refresh on activity\n",
-    );
+    let (run, agent, _) = host_run_committed(&env, &id);
     let receipt = str_of(&agent, "receipt_path").to_owned();
     std::fs::write(&receipt, GOOD_REPORT).unwrap();
     hand_in(&env, &receipt).ok();
@@ -496,13 +504,7 @@ fn an_implementer_may_append_to_its_own_decision_log() {
 fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
     let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
         "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
-    let (run, agent) = host_run(&env, &id);
-    let worktree = worktree_of(&env, &id);
-    agent_commit(
-        &worktree,
-        "src/session.rs",
-        "sessions refresh on activity\n",
-    );
+    let (run, agent, worktree) = host_run_committed(&env, &id);
     let head = env.git_out(&["rev-parse", "HEAD"]);
     let status = env.git_out(&["status", "--porcelain"]);
     std::fs::rename(&worktree, worktree.with_extension("moved")).unwrap();

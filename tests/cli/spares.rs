@@ -227,11 +227,9 @@ fn two_lanes_at_a_time_keep_at_most_three_worktrees() {
     assert_eq!(spares.len(), n, "a spare taken twice");
 }
 
-/// A spare that something wrote into after its lane was delivered is not clean: the next lane
-/// does not take it (event `worktree_kept`), nothing in it is cleaned or moved, and the lane gets a
-/// fresh worktree of its own.
-#[test]
-fn a_spare_written_into_after_its_delivery_is_left_for_a_person() {
+/// A project of two children run one lane at a time, stepped until the first is delivered: the
+/// project and its two children, first and second.
+fn first_of_two_delivered() -> (Project, String, String) {
     let p = project(2, 1);
     let (a, b) = (p.children[0].clone(), p.children[1].clone());
     let created = p.env.iced_json(&["build", &p.id, "--no-wait"]);
@@ -239,6 +237,15 @@ fn a_spare_written_into_after_its_delivery_is_left_for_a_person() {
     step_until(&p.env, |s| {
         s["lane"] == a.as_str() && s["stage"] == "delivered"
     });
+    (p, a, b)
+}
+
+/// A spare that something wrote into after its lane was delivered is not clean: the next lane
+/// does not take it (event `worktree_kept`), nothing in it is cleaned or moved, and the lane gets a
+/// fresh worktree of its own.
+#[test]
+fn a_spare_written_into_after_its_delivery_is_left_for_a_person() {
+    let (p, a, b) = first_of_two_delivered();
     let state: Value = serde_json::from_str(&p.env.read(".iced/run/state.json")).unwrap();
     let run = state["runs"].as_object().unwrap().values().next().unwrap();
     let spare = worktree_of(&p.env, &a);
@@ -338,13 +345,7 @@ fn a_spare_is_reused_for_a_lane_whose_branch_an_earlier_run_left() {
 /// there now, so the person's checkout, which it leads to, keeps its branch, its head and its
 /// files. The lane gets a fresh worktree of its own.
 fn a_replaced_spare_is_not_taken(tamper: impl FnOnce(&Project, &Path), why: &str) {
-    let p = project(2, 1);
-    let (a, b) = (p.children[0].clone(), p.children[1].clone());
-    let created = p.env.iced_json(&["build", &p.id, "--no-wait"]);
-    assert_eq!(created.code, 0, "{created:#?}");
-    step_until(&p.env, |s| {
-        s["lane"] == a.as_str() && s["stage"] == "delivered"
-    });
+    let (p, a, b) = first_of_two_delivered();
     let spare = worktree_of(&p.env, &a);
     let head = p.env.git_out(&["rev-parse", "HEAD"]);
     let status = p.env.git_out(&["status", "--porcelain", "--ignored"]);
