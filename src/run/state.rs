@@ -272,6 +272,8 @@ mod forms;
 pub use forms::Ended;
 #[path = "state_known.rs"]
 mod known;
+#[path = "state_lines.rs"]
+mod lines;
 pub(crate) use known::Known;
 
 /// One metric event of a lane, with the time it happened (`ts`).

@@ -96,19 +96,27 @@ pub(super) fn lanes_out<S: serde::Serializer>(lanes: &[Lane], s: S) -> Result<S:
     enum Out<'a> {
         Whole(&'a Lane),
         Ended(EndedLane),
-        Line(Box<RawValue>),
+        Line(&'a RawValue),
     }
-    let in_file = IN_FILE.get();
     let several = lanes.len() > 1;
-    s.collect_seq(lanes.iter().map(|l| match (&l.ended, in_file) {
-        (Some(ended), false) => Out::Ended(EndedLane::of(l, ended)),
-        (Some(ended), true) => Out::Line(line(&EndedLane::of(l, ended))),
-        (None, true) if several => match WaitingLane::of(l) {
-            Some(form) => Out::Line(line(&form)),
+    if !IN_FILE.get() {
+        return s.collect_seq(lanes.iter().map(|l| match &l.ended {
+            Some(ended) => Out::Ended(EndedLane::of(l, ended)),
             None => Out::Whole(l),
-        },
-        (None, _) => Out::Whole(l),
-    }))
+        }));
+    }
+    // In the file: each lane's short form, when it has one, as a line this thread keeps.
+    let make = |l: &Lane| match &l.ended {
+        Some(ended) => Some(line(&EndedLane::of(l, ended))),
+        None if several => WaitingLane::of(l).map(|form| line(&form)),
+        None => None,
+    };
+    super::lines::with_lines(lanes, several, make, |lines| {
+        s.collect_seq(lanes.iter().zip(lines).map(|(l, line)| match line {
+            Some(line) => Out::Line(line),
+            None => Out::Whole(l),
+        }))
+    })
 }
 
 /// A short form as one line of compact JSON.
@@ -181,6 +189,18 @@ fn unit_unless_id(lane: &Lane) -> Option<String> {
 /// The lane as the state file's text reads back: a lane that has ended keeps only what its
 /// ended form keeps (every other lane is written whole, or in a form it reads back as).
 pub(super) fn as_read_back(lane: Lane) -> Lane {
+    if is_read_back(&lane) {
+        debug_assert!(
+            lane.ended.is_none() || read_back(lane.clone()) == lane,
+            "lane `{}` is taken as read back and is not",
+            lane.id
+        );
+        return lane;
+    }
+    read_back(lane)
+}
+
+fn read_back(lane: Lane) -> Lane {
     let Some(ended) = lane.ended.clone() else {
         return lane;
     };
@@ -194,6 +214,54 @@ pub(super) fn as_read_back(lane: Lane) -> Lane {
         ended,
     }
     .into_lane()
+}
+
+/// Whether the lane is as its text reads back already: not ended, or ended with nothing beside
+/// what its ended form keeps (as every ended lane a load or a save made is). Named field by
+/// field, so a field added to `Lane` is a question asked here.
+fn is_read_back(lane: &Lane) -> bool {
+    let Lane {
+        id: _,
+        unit: _,
+        stage: _,
+        attempt: _,
+        branch: _,
+        reason: _,
+        ended,
+        crashes,
+        worktree,
+        steps,
+        findings,
+        mutations,
+        validators,
+        land_round,
+        depends,
+        released,
+        attempts_before,
+        arm_requested,
+        metrics,
+        rejected,
+        escalation,
+        unit_text,
+        review,
+    } = lane;
+    ended.is_none()
+        || (*crashes == 0
+            && worktree.is_none()
+            && steps.is_empty()
+            && findings.is_empty()
+            && *mutations == 0
+            && validators.is_empty()
+            && *land_round == 0
+            && depends.is_empty()
+            && !released
+            && *attempts_before == 0
+            && !arm_requested
+            && metrics.is_empty()
+            && rejected.is_none()
+            && escalation.is_none()
+            && unit_text.is_none()
+            && review.is_none())
 }
 
 /// The lane in its ended form, `ended` kept beside its id, unit, stage, attempt, branch and reason.

@@ -1,0 +1,143 @@
+//! The lines of a state file's short-form lanes, kept by the thread that wrote them (issue 16).
+//! In a run of a thousand lanes nearly every lane is ended or waiting, and each save wrote each of
+//! them again: a form made and serialised a lane, a thousand times a save, though an ended lane
+//! never changes. A line is kept with the lane it was made from and taken again only for a lane
+//! equal to that one, so the text written is the text the lane serialises to, whatever changed.
+
+use super::Lane;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+/// At most this many lanes' lines are kept; past it they are all dropped and made again.
+const KEPT_AT_MOST: usize = 20_000;
+
+/// A lane as its line was made from it, whether it was in a run of several, and its line (none
+/// when the lane is written whole).
+struct Kept {
+    lane: Lane,
+    several: bool,
+    line: Option<Box<RawValue>>,
+}
+
+thread_local! {
+    static LINES: RefCell<HashMap<String, Kept>> = RefCell::new(HashMap::new());
+}
+
+/// Whether a lane may have a short form: ended, or briefing or planning (waiting). Only these are
+/// kept; a lane at work changes with every step and is written whole.
+pub(super) fn may_be_short(lane: &Lane) -> bool {
+    lane.ended.is_some() || matches!(lane.stage, super::Stage::Brief | super::Stage::Plan)
+}
+
+/// `f` given `lanes`' lines, in their order (`None`: the lane is written whole), each made by
+/// `make` only when this thread has not made it for the lane as it is now. A lane whose id another
+/// of `lanes` has too gets its line made afresh, never one kept for the other.
+pub(super) fn with_lines<T>(
+    lanes: &[Lane],
+    several: bool,
+    make: impl Fn(&Lane) -> Option<Box<RawValue>>,
+    f: impl FnOnce(&[Option<Cow<'_, RawValue>>]) -> T,
+) -> T {
+    LINES.with_borrow_mut(|lines| {
+        if lines.len() > KEPT_AT_MOST {
+            lines.clear();
+        }
+        let mut seen = HashSet::new();
+        let mut twice = HashSet::new();
+        for lane in lanes.iter().filter(|l| may_be_short(l)) {
+            if !seen.insert(lane.id.as_str()) {
+                twice.insert(lane.id.as_str());
+                continue;
+            }
+            match lines.get(&lane.id) {
+                Some(kept) if kept.several == several && kept.lane == *lane => {
+                    // Every test and every debug build checks that the kept line is the line.
+                    if cfg!(debug_assertions) {
+                        let made = make(lane);
+                        assert_eq!(
+                            made.as_deref().map(RawValue::get),
+                            kept.line.as_deref().map(RawValue::get),
+                            "the line kept for lane `{}` is not what it serialises to",
+                            lane.id
+                        );
+                    }
+                }
+                _ => {
+                    let kept = Kept {
+                        lane: lane.clone(),
+                        several,
+                        line: make(lane),
+                    };
+                    lines.insert(lane.id.clone(), kept);
+                }
+            }
+        }
+        let out: Vec<Option<Cow<'_, RawValue>>> = lanes
+            .iter()
+            .map(|lane| {
+                if !may_be_short(lane) {
+                    None
+                } else if twice.contains(lane.id.as_str()) {
+                    make(lane).map(Cow::Owned)
+                } else {
+                    lines[&lane.id].line.as_deref().map(Cow::Borrowed)
+                }
+            })
+            .collect();
+        f(&out)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{forms::file_text, State};
+
+    fn state() -> State {
+        State::parse(
+            br#"{"schema": 1, "runs": {"r": {
+            "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
+            "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
+            "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null,
+            "lanes": [
+                {"id":"002-a","stage":"delivered","attempt":1,"branch":"iced/001-p/002-a","ended":{"close":"first"}},
+                {"id":"003-b","stage":"brief","waiting":true}]}}}"#,
+        )
+        .unwrap()
+    }
+
+    fn text(state: &State) -> String {
+        let text = String::from_utf8(file_text(state)).unwrap();
+        assert_eq!(&State::parse(text.as_bytes()).unwrap(), state);
+        text
+    }
+
+    /// A lane changed after this thread wrote its line is written as it is now: an ended lane's
+    /// new close, a waiting lane that started (whole), a second lane of the same id (its own).
+    #[test]
+    fn a_line_is_taken_again_only_for_the_very_lane_it_was_made_from() {
+        let mut state = state();
+        let first = text(&state);
+        assert!(first.contains(r#""close":"first""#), "{first}");
+        assert!(first.contains(r#"{"id":"003-b","stage":"brief","waiting":true}"#));
+
+        let lanes = &mut state.runs.get_mut("r").unwrap().lanes;
+        lanes[0].ended.as_mut().unwrap().close = Some("second".into());
+        lanes[1].attempt = 2;
+        let second = text(&state);
+        assert!(second.contains(r#""close":"second""#), "{second}");
+        assert!(!second.contains(r#""close":"first""#), "{second}");
+        assert!(!second.contains(r#""waiting""#), "{second}");
+
+        let lanes = &mut state.runs.get_mut("r").unwrap().lanes;
+        let mut twin = lanes[0].clone();
+        twin.ended.as_mut().unwrap().close = Some("twin".into());
+        lanes.push(twin);
+        let third = text(&state);
+        assert!(
+            third.contains(r#""close":"second""#) && third.contains(r#""close":"twin""#),
+            "{third}"
+        );
+    }
+}
