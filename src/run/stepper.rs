@@ -74,10 +74,18 @@ pub enum Decided {
     Waited,
 }
 
+/// What a step does once its decision is recorded: report it, or act on the run as decided (a
+/// copy, taken under the lock). A report acts on nothing, so a run of a thousand lanes is not
+/// copied to say that it waits.
+enum Then {
+    Report(Box<StepReport>),
+    Act(Box<Run>, Pending),
+}
+
 /// Do one step of `run_id`.
 pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Decided), Refusal> {
     // Phase 1, under the lock: record what finished activities say, then decide.
-    let (next, snapshot, started, decided) = ctx.transact_seeing(|read, state| {
+    let (then, started, decided) = ctx.transact_seeing(|read, state| {
         // The agents of the other runs that are still alive (SPEC 20.9).
         let elsewhere: usize = state
             .runs
@@ -95,8 +103,7 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
                 // Its end is saved: claims a call killed before releasing them left go now.
                 super::records::release_claims_after_save(ctx, &run);
                 return Ok((
-                    Pending::Report(Box::new(ended_report(&run))),
-                    run,
+                    Then::Report(Box::new(ended_report(&run))),
                     None,
                     Decided::Moved,
                 ));
@@ -165,12 +172,26 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
             (lane.to_owned(), step, attempt, replay)
         });
         // A delivery that landed and retired leaves the state; its record stays (SPEC 23.3).
-        let snapshot = if run.status == RunStatus::Delivered && is_retired(run) {
-            state.runs.remove(run_id).expect("the run is in the state")
-        } else {
-            run.clone()
+        // What acts outside the lock gets a copy of the run; a report acts on nothing, and a
+        // run of a thousand lanes is not copied to say that it waits.
+        let leaves = run.status == RunStatus::Delivered && is_retired(run);
+        let then = match applied {
+            Pending::Report(report) => {
+                if leaves {
+                    state.runs.remove(run_id);
+                }
+                Then::Report(report)
+            }
+            applied => Then::Act(
+                Box::new(if leaves {
+                    state.runs.remove(run_id).expect("the run is in the state")
+                } else {
+                    run.clone()
+                }),
+                applied,
+            ),
         };
-        Ok((applied, snapshot, started, decided))
+        Ok((then, started, decided))
     })?;
     if let Some((lane, step, attempt, replay)) = started {
         emit(
@@ -185,7 +206,10 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
         );
     }
     // Phase 2: act outside the lock, when the decision has a side effect.
-    let report = outside_lock::act(ctx, &snapshot, next)?;
+    let report = match then {
+        Then::Report(report) => *report,
+        Then::Act(run, next) => outside_lock::act(ctx, &run, next)?,
+    };
     if report.action == Action::Blocked {
         blocked(ctx, run_id)?;
     }
