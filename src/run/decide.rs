@@ -965,7 +965,7 @@ fn receipt(
             Next::CheckReceipt { lane: id }
         };
     };
-    if checks.handback.is_some() || checks.escalation.is_some() {
+    if checks.ends_at_checks() {
         return Next::FinishReceipt { lane: id };
     }
     // The test writer once the receipt's own checks passed, before the definition of done.

@@ -49,12 +49,24 @@ pub struct ReceiptFound<'a> {
     pub escalation: Option<&'a crate::run::escalation::Escalation>,
     /// Why the test writer's work is refused (SPEC 20.17), when it is.
     pub tests_refused: Option<&'a str>,
+    /// Why the lane's worktree is not the one git made, when it is not (SPEC 24.6).
+    pub replaced: Option<&'a str>,
 }
 
 /// After the receipt (SPEC 20.4): handed back; verified, to validation (or straight to delivery
 /// without independent validators); otherwise a new attempt whose brief lists what was missing, or,
 /// with the attempts spent, blocked.
 pub fn after_receipt(lane: &Lane, view: &DecideView, found: &ReceiptFound<'_>) -> LaneMove {
+    // Nothing more is started in what an agent left at the worktree's path (SPEC 24.6): no new
+    // attempt, whatever else the receipt found.
+    if let Some(why) = found.replaced {
+        return LaneMove::Block {
+            reason: format!(
+                "the worktree `{}` is not the worktree git made: {why}; nothing more is started in it",
+                lane.worktree.as_deref().unwrap_or("")
+            ),
+        };
+    }
     if let Some(reason) = found.handback.or(found.tests_refused) {
         return LaneMove::Handback {
             reason: reason.to_owned(),

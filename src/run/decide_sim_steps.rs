@@ -471,6 +471,7 @@ impl Sim {
         );
         let found = ReceiptFound {
             tests_refused: None,
+            replaced: None,
             escalation: None,
             verified,
             handback: handback.as_deref(),

@@ -124,6 +124,7 @@ fn the_test_writer_comes_between_the_receipts_checks_and_the_definition_of_done(
         missing: &[],
         escalation: None,
         tests_refused: Some(&why),
+        replaced: None,
     };
     assert_eq!(
         after_receipt(&lane("a", Stage::Receipt, vec![]), &v, &found),

@@ -293,6 +293,7 @@ fn after_the_receipt_each_row_of_spec_20_4() {
         v.independent = independent;
         let found = ReceiptFound {
             tests_refused: None,
+            replaced: None,
             escalation: None,
             verified,
             handback,
@@ -314,6 +315,7 @@ fn after_a_resume_the_attempts_count_from_the_resumed_one() {
     let listed = "- `make test` exited 2, expected [0]";
     let found = ReceiptFound {
         tests_refused: None,
+        replaced: None,
         escalation: None,
         verified: false,
         handback: None,
@@ -849,6 +851,7 @@ fn an_escalation_blocks_the_lane_for_a_person() {
     for (e, attempt, expected) in rows {
         let found = ReceiptFound {
             tests_refused: None,
+            replaced: None,
             escalation: Some(&e),
             verified: false,
             handback: None,
@@ -985,3 +988,6 @@ fn a_review_lane_skips_the_implementer_and_delivers_its_findings() {
         );
     }
 }
+
+#[path = "decide_replaced_tests.rs"]
+mod replaced;

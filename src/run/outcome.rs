@@ -97,6 +97,17 @@ pub struct ReceiptOutcome {
     pub handback: Option<String>,
     /// The implementer's escalation or questions, numbered by the loop (SPEC 20.7).
     pub escalation: Option<crate::run::escalation::Escalation>,
+    /// Why the lane's worktree is not the one git made, when it is not (SPEC 24.6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<String>,
+}
+
+impl ReceiptOutcome {
+    /// The receipt ends with its own checks, no definition of done run: the implementer stopped
+    /// for a person, or nothing may be started in the worktree.
+    pub fn ends_at_checks(&self) -> bool {
+        self.handback.is_some() || self.escalation.is_some() || self.replaced.is_some()
+    }
 }
 
 /// A path of the test writer's commits the guard denied (SPEC 20.17).

@@ -495,29 +495,68 @@ fn an_implementer_may_append_to_its_own_decision_log() {
         .contains("- Decision: sessions refresh on any request"));
 }
 
-/// An implementer that replaces its worktree with a link to the person's checkout before it
-/// reports: every activity the loop would start in the worktree (the definition of done, the
-/// next attempt's implementer) would run in the checkout instead. None is started: the step that
-/// would start one refuses (`worktree-replaced`), nothing is delivered, and the checkout keeps its
-/// branch, its head and its files.
+/// The implementer replaced its worktree with a link to the person's checkout before it reported:
+/// the receipt finds it so, runs no git and no definition of done in it, and the lane blocks at
+/// once, naming the worktree (SPEC 24.6). The checkout keeps its branch, head and status.
 #[test]
 fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
     let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
         "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
     let (run, agent, worktree) = host_run_committed(&env, &id);
-    let head = env.git_out(&["rev-parse", "HEAD"]);
-    let status = env.git_out(&["status", "--porcelain"]);
+    let (head, status) = (
+        env.git_out(&["rev-parse", "HEAD"]),
+        env.git_out(&["status", "--porcelain"]),
+    );
     std::fs::rename(&worktree, worktree.with_extension("moved")).unwrap();
     std::os::unix::fs::symlink(env.root(), &worktree).unwrap();
     let receipt = str_of(&agent, "receipt_path").to_owned();
     std::fs::write(&receipt, GOOD_REPORT).unwrap();
     hand_in(&env, &receipt);
-    // The receipt's checks are recorded; the step that would start the definition of done
-    // refuses, and so does every later one that would relaunch it, until the launch's crash
-    // budget is spent and the lane blocks. A refused launch counts as crashed: the call after a
-    // refusal relaunches (and is refused again), so the text and `--json` refusals are two calls.
     let step = ["implement", "step"];
     assert_eq!(env.iced_json(&step).json()["action"], "advanced");
+    let out = env.iced_json(&step);
+    assert_eq!(out.json()["action"], "blocked", "{out:#?}");
+    let why = "a link, a file or nothing is at its path, not a folder";
+    let state: Value = serde_json::from_str(&env.read(".iced/run/state.json")).unwrap();
+    assert_eq!(
+        state["runs"][&run]["lanes"][0]["reason"],
+        format!(
+            "the worktree `{}` is not the worktree git made: {why}; nothing more is started in it",
+            worktree.display()
+        )
+    );
+    // The receipt names the gap and why, and ran no git in the link (it would have found `main`).
+    let shown = run_show(&env, &run).to_string();
+    assert!(
+        shown.contains(&format!("the worktree is not the worktree git made: {why}")),
+        "{shown}"
+    );
+    assert!(!shown.contains("the worktree is on `main`"), "{shown}");
+    assert_eq!(env.iced_json(&step).json()["action"], "blocked");
+    assert_replaced_link_did_nothing(&env, &id, (&head, &status));
+}
+
+/// The worktree replaced after the receipt's checks passed, before the definition of done starts:
+/// the launch refuses (`worktree-replaced`), starts nothing, and every later launch does the same
+/// until the crash budget is spent and the lane blocks.
+#[test]
+fn a_launch_in_a_worktree_replaced_after_the_receipts_checks_is_refused() {
+    let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
+        "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
+    let (_, agent, worktree) = host_run_committed(&env, &id);
+    let (head, status) = (
+        env.git_out(&["rev-parse", "HEAD"]),
+        env.git_out(&["status", "--porcelain"]),
+    );
+    let receipt = str_of(&agent, "receipt_path").to_owned();
+    std::fs::write(&receipt, GOOD_REPORT).unwrap();
+    hand_in(&env, &receipt);
+    let step = ["implement", "step"];
+    assert_eq!(env.iced_json(&step).json()["action"], "advanced");
+    std::fs::rename(&worktree, worktree.with_extension("moved")).unwrap();
+    std::os::unix::fs::symlink(env.root(), &worktree).unwrap();
+    // A refused launch counts as crashed: the call after a refusal relaunches (and is refused
+    // again), so the text and `--json` refusals are two calls.
     let text = env.iced(&step);
     assert_eq!(env.iced_json(&step).json()["action"], "advanced");
     let json = env.iced_json(&step);
@@ -541,15 +580,13 @@ fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
     let outs: Vec<_> = (0..10).map(|_| env.iced_json(&step)).collect();
     let last = outs.last().expect("steps").json();
     assert_eq!(last["action"], "blocked", "{outs:#?}");
-    // The receipt names the gap, and ran no git in the link (it would have found `main`).
-    let shown = run_show(&env, &run).to_string();
-    assert!(
-        shown.contains("the worktree is not the worktree git made: a link, a file or nothing is at its path, not a folder"),
-        "{shown}"
-    );
-    assert!(!shown.contains("the worktree is on `main`"), "{shown}");
+    assert_replaced_link_did_nothing(&env, &id, (&head, &status));
+}
 
-    assert_nothing_delivered(&env, &id);
+/// Nothing was delivered, the definition of done did not run in the checkout, and the checkout
+/// keeps its branch, its head and its status.
+fn assert_replaced_link_did_nothing(env: &TestEnv, id: &str, (head, status): (&str, &str)) {
+    assert_nothing_delivered(env, id);
     assert!(!env.root().join("the-definition-of-done-ran-here").exists());
     let on = env.git_out(&["branch", "--show-current"]);
     assert_eq!(on.trim(), "main");

@@ -39,13 +39,11 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     } else {
         super::worktree::own_worktree(ctx, &worktree)
     };
-    let replaced = match checked {
-        Ok(()) => false,
-        Err(why) => {
-            missing.push(format!("the worktree is not the worktree git made: {why}"));
-            true
-        }
-    };
+    let replaced_why = checked.err();
+    if let Some(why) = &replaced_why {
+        missing.push(format!("the worktree is not the worktree git made: {why}"));
+    }
+    let replaced = replaced_why.is_some();
     let (worktree, status) = if replaced {
         (ctx.repo.root.clone(), Err("not read".to_owned()))
     } else {
@@ -165,7 +163,11 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
             missing.insert(0, format!("the implementer {how}"));
         }
     }
-    json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "escalation": escalation, "report": kept})
+    let mut checks = json!({"missing": missing, "ahead": ahead, "head": head, "tree": tree, "guard": guard, "handback": handback, "escalation": escalation, "report": kept});
+    if let Some(why) = replaced_why {
+        checks["replaced"] = why.into();
+    }
+    checks
 }
 
 /// The report's escalation or questions as the lane will record them (SPEC 20.7): questions are
@@ -330,7 +332,13 @@ pub(crate) fn finish_receipt(
         } else {
             StepStatus::Failed
         },
-        json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": head, "tree": tree, "guard": checks.guard, "report": checks.report, "handback": handback, "escalation": escalation}),
+        {
+            let mut outcome = json!({"verified": verified, "missing": missing, "commands": commands, "ahead": checks.ahead, "head": head, "tree": tree, "guard": checks.guard, "report": checks.report, "handback": handback, "escalation": escalation});
+            if let Some(why) = &checks.replaced {
+                outcome["replaced"] = why.as_str().into();
+            }
+            outcome
+        },
     );
     emit(
         &ctx.paths,
@@ -351,6 +359,7 @@ pub(crate) fn finish_receipt(
             missing: &missing,
             escalation: escalation.as_ref(),
             tests_refused: tests_refused.as_deref(),
+            replaced: checks.replaced.as_deref(),
         },
     );
     if escalation.is_some() {
