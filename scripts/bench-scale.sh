@@ -315,8 +315,11 @@ ended = list(per_lane.values())
 if len(ended) >= 4:
     k = min(10, len(ended) // 3)
     first, end = statistics.median(ended[:k]), statistics.median(ended[-k:])
+    # Lines printed at once by several drivers leave a lane next to no time of its own: the
+    # ratio then says nothing, and is not printed.
+    ratio = f": {end / first:.2f} times" if first >= 0.001 else " (the first too close to 0 to compare)"
     print(f"  the build's time a lane: median of the first {k} lanes to end {first * 1000:.0f} ms, "
-          f"of the last {k} {end * 1000:.0f} ms: {end / first:.2f} times")
+          f"of the last {k} {end * 1000:.0f} ms{ratio}")
 print(f"  state.json: largest {largest / 1024:.1f} KB, at the end {size() / 1024:.1f} KB")
 # Worktrees git knows at the end, the person's checkout among them: git's own `worktree add`,
 # `branch` and `checkout` read every one, so they must not grow with the lanes delivered.
