@@ -500,13 +500,7 @@ fn an_implementer_may_append_to_its_own_decision_log() {
 /// once, naming the worktree (SPEC 24.6). The checkout keeps its branch, head and status.
 #[test]
 fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
-    let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
-        "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
-    let (run, agent, worktree) = host_run_committed(&env, &id);
-    let (head, status) = (
-        env.git_out(&["rev-parse", "HEAD"]),
-        env.git_out(&["status", "--porcelain"]),
-    );
+    let (env, id, (run, agent, worktree), checkout) = committed_with_a_marking_dod();
     std::fs::rename(&worktree, worktree.with_extension("moved")).unwrap();
     std::os::unix::fs::symlink(env.root(), &worktree).unwrap();
     let receipt = str_of(&agent, "receipt_path").to_owned();
@@ -533,7 +527,7 @@ fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
     );
     assert!(!shown.contains("the worktree is on `main`"), "{shown}");
     assert_eq!(env.iced_json(&step).json()["action"], "blocked");
-    assert_replaced_link_did_nothing(&env, &id, (&head, &status));
+    assert_replaced_link_did_nothing(&env, &id, &checkout);
 }
 
 /// The worktree replaced after the receipt's checks passed, before the definition of done starts:
@@ -541,13 +535,7 @@ fn a_worktree_replaced_by_a_link_to_the_checkout_is_not_worked_in() {
 /// until the crash budget is spent and the lane blocks.
 #[test]
 fn a_launch_in_a_worktree_replaced_after_the_receipts_checks_is_refused() {
-    let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
-        "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
-    let (_, agent, worktree) = host_run_committed(&env, &id);
-    let (head, status) = (
-        env.git_out(&["rev-parse", "HEAD"]),
-        env.git_out(&["status", "--porcelain"]),
-    );
+    let (env, id, (_, agent, worktree), checkout) = committed_with_a_marking_dod();
     let receipt = str_of(&agent, "receipt_path").to_owned();
     std::fs::write(&receipt, GOOD_REPORT).unwrap();
     hand_in(&env, &receipt);
@@ -580,16 +568,30 @@ fn a_launch_in_a_worktree_replaced_after_the_receipts_checks_is_refused() {
     let outs: Vec<_> = (0..10).map(|_| env.iced_json(&step)).collect();
     let last = outs.last().expect("steps").json();
     assert_eq!(last["action"], "blocked", "{outs:#?}");
-    assert_replaced_link_did_nothing(&env, &id, (&head, &status));
+    assert_replaced_link_did_nothing(&env, &id, &checkout);
+}
+
+/// A host-driven unit whose definition of done marks the folder it runs in, its implementer
+/// committed and not yet reported: the env, the unit, the run, the implementer and its worktree,
+/// and the checkout's head and status.
+fn committed_with_a_marking_dod() -> (TestEnv, String, (String, Value, PathBuf), (String, String)) {
+    let (env, id) = TestEnv::buildable(json!({"verify": {"independent": false,
+        "commands": [{"argv": ["touch", "the-definition-of-done-ran-here"], "timeoutSec": 30}]}}));
+    let lane = host_run_committed(&env, &id);
+    let checkout = (
+        env.git_out(&["rev-parse", "HEAD"]),
+        env.git_out(&["status", "--porcelain"]),
+    );
+    (env, id, lane, checkout)
 }
 
 /// Nothing was delivered, the definition of done did not run in the checkout, and the checkout
 /// keeps its branch, its head and its status.
-fn assert_replaced_link_did_nothing(env: &TestEnv, id: &str, (head, status): (&str, &str)) {
+fn assert_replaced_link_did_nothing(env: &TestEnv, id: &str, (head, status): &(String, String)) {
     assert_nothing_delivered(env, id);
     assert!(!env.root().join("the-definition-of-done-ran-here").exists());
     let on = env.git_out(&["branch", "--show-current"]);
     assert_eq!(on.trim(), "main");
-    assert_eq!(env.git_out(&["rev-parse", "HEAD"]), head);
-    assert_eq!(env.git_out(&["status", "--porcelain"]), status);
+    assert_eq!(&env.git_out(&["rev-parse", "HEAD"]), head);
+    assert_eq!(&env.git_out(&["status", "--porcelain"]), status);
 }
