@@ -368,3 +368,70 @@ fn abandoning_the_run_deletes_its_kubernetes_job() {
     );
     gone(env, &format!("jobs/{name}.pid"));
 }
+
+/// The Kubernetes recipe puts each value in the Job's manifest as the YAML double-quoted string
+/// that reads back as the value: a `&`, a `|`, a quote, a backslash or a line break in an image
+/// or a remote URL is neither a sed replacement nor a break out of the string.
+#[test]
+fn the_kubernetes_recipe_quotes_each_value_it_puts_in_the_manifest() {
+    let env = TestEnv::new();
+    let (bin, jobs) = (env.outside("fakebin"), env.outside("jobs"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::os::unix::fs::symlink(
+        Path::new(MANIFEST_DIR).join("fixtures/fake-kubectl"),
+        bin.join("kubectl"),
+    )
+    .unwrap();
+    std::fs::write(env.outside("container.sh"), "exit 0\n").unwrap();
+    let (image, url) = (
+        r#"registry.test/a&b|c"d\e:1"#,
+        "https://forge.test/r.git?x=1&y=2\nnext: line",
+    );
+    let out = std::process::Command::new("bash")
+        .arg(Path::new(MANIFEST_DIR).join("docs/recipes/kubernetes/run-job.sh"))
+        .arg(env.outside("out.txt"))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("FAKE_KUBECTL_DIR", &jobs)
+        .env("FAKE_KUBECTL_CONTAINER", env.outside("container.sh"))
+        .env("ICED_K8S_IMAGE", image)
+        .env("ICED_REMOTE_URL", url)
+        .envs([
+            ("ICED_BRANCH", "iced/u/u"),
+            ("ICED_BASE", "b"),
+            ("ICED_HEAD", "h"),
+        ])
+        .envs([
+            ("ICED_ROLE", "implementer"),
+            ("ICED_RUN", "run-1"),
+            ("ICED_LANE", "u"),
+        ])
+        .env("ICED_ATTEMPT", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let manifest = std::fs::read_dir(&jobs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .expect("the manifest applied");
+    // A YAML double-quoted scalar of these characters is a JSON string.
+    let value_of = |line: &str, key: &str| -> String {
+        let text = line.trim_start().strip_prefix(key);
+        serde_json::from_str(text.unwrap_or_else(|| panic!("{key} in {manifest}")).trim()).unwrap()
+    };
+    let image_line = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("image:"));
+    assert_eq!(value_of(image_line.expect("an image"), "image:"), image);
+    let url_line = manifest
+        .lines()
+        .skip_while(|l| !l.contains("name: ICED_REMOTE_URL"))
+        .nth(1);
+    assert_eq!(value_of(url_line.expect("its value"), "value:"), url);
+}

@@ -33,12 +33,31 @@ waiters=()
 trap stopped INT TERM
 
 kubectl "${ns[@]}" create configmap "$name" --from-file=brief.md=/dev/stdin >/dev/null || exit 70
-fill() { sed -e "s|@$1@|$2|g"; }
-fill NAME "$name" <"$here/job.yaml" | fill IMAGE "$image" | fill REMOTE_URL "$ICED_REMOTE_URL" |
-  fill BRANCH "$ICED_BRANCH" | fill BASE "$ICED_BASE" | fill HEAD "$ICED_HEAD" |
-  fill ROLE "$ICED_ROLE" | fill LENS "${ICED_LENS:-}" | fill RUN "$ICED_RUN" |
-  fill LANE "$ICED_LANE" | fill ATTEMPT "$ICED_ATTEMPT" |
-  kubectl "${ns[@]}" apply -f - >/dev/null || { cleanup; exit 70; }
+# Every @KEY@ of job.yaml sits in a YAML double-quoted string: each value goes in escaped for one
+# (a backslash, a quote, a line break), and in as it is otherwise, `&` and `|` included: no sed, no
+# value read as a pattern or a replacement.
+job="$(<"$here/job.yaml")"
+fill() {
+  local v=$2
+  v=${v//\\/\\\\}
+  v=${v//\"/\\\"}
+  v=${v//$'\n'/\\n}
+  v=${v//$'\r'/\\r}
+  v=${v//$'\t'/\\t}
+  job=${job//"@$1@"/"$v"}
+}
+fill NAME "$name"
+fill IMAGE "$image"
+fill REMOTE_URL "$ICED_REMOTE_URL"
+fill BRANCH "$ICED_BRANCH"
+fill BASE "$ICED_BASE"
+fill HEAD "$ICED_HEAD"
+fill ROLE "$ICED_ROLE"
+fill LENS "${ICED_LENS:-}"
+fill RUN "$ICED_RUN"
+fill LANE "$ICED_LANE"
+fill ATTEMPT "$ICED_ATTEMPT"
+printf '%s\n' "$job" | kubectl "${ns[@]}" apply -f - >/dev/null || { cleanup; exit 70; }
 
 # Complete or failed, whichever comes first; waited for in the background so a signal is handled
 # at once.
