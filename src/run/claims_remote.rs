@@ -16,6 +16,7 @@ use super::claims::{blocks, Claim, Standing};
 use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::Refusal;
 use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -113,6 +114,44 @@ impl RemoteClaims {
             ),
             "other machines are claiming and releasing it right now: build again",
         ))
+    }
+
+    /// The units whose claim refs are on the remote now: one `ls-remote` of them all. `unit` is
+    /// the one a refusal names (the unit about to be claimed).
+    pub fn listed(&self, unit: &str, step: &str) -> Result<BTreeSet<String>, Refusal> {
+        let pattern = format!("{REF_PREFIX}*");
+        let out = self
+            .git(&["ls-remote", &self.remote, &pattern])
+            .map_err(|e| self.unreachable(unit, &e, step))?;
+        if !out.status.success() {
+            return Err(self.unreachable(unit, &last_line(&out.stderr), step));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(text
+            .lines()
+            .filter_map(|line| line.split_once('\t')?.1.strip_prefix(REF_PREFIX))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// What an admit of `unit` would be refused now because of its claim on the remote, when a
+    /// claim there holds it: a run of this checkout that `state` says lives, or another machine's
+    /// run within its lease (an expired or orphaned claim is the admit's to take over).
+    pub fn held_against(
+        &self,
+        unit: &str,
+        state: &State,
+        step: &str,
+    ) -> Result<Option<Refusal>, Refusal> {
+        let Some(held) = self.read(unit, step)? else {
+            return Ok(None);
+        };
+        let holds = if self.is_mine(&held) {
+            blocks(Standing::of(state, &held.claim.run))
+        } else {
+            !self.expired(&held.claim)
+        };
+        Ok(holds.then(|| self.claimed(unit, &held, step)))
     }
 
     /// The commit `reference` names on the remote, if it exists.

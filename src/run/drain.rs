@@ -155,7 +155,9 @@ pub fn drain(
         let (unit, picked) = match left_running {
             Some(unit) => (unit, None),
             None => {
-                let mut survey = queue::survey(ctx)?;
+                // A remote the survey cannot ask is met again by the admit, whose refusal the
+                // drain reports with what it built so far.
+                let mut survey = queue::survey_to_pick(ctx).or_else(|_| queue::survey(ctx))?;
                 survey.eligible.retain(|r| {
                     !built.contains(&r.unit) && !passed.iter().any(|p| p.unit == r.unit)
                 });

@@ -121,6 +121,47 @@ pub fn survey(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
     Ok(survey)
 }
 
+/// [`survey`], to pick from: with the readiest units another machine holds on the remote passed
+/// over (`passed_over_on_remote`).
+pub fn survey_to_pick(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
+    let mut survey = survey(ctx)?;
+    let state = State::load(&ctx.paths, ctx.verb)?;
+    passed_over_on_remote(ctx, &state, &mut survey)?;
+    Ok(survey)
+}
+
+/// With `land.remote` set (SPEC 24.9.1): the readiest units that a claim on the remote holds (a
+/// run of another machine, within its lease) leave the eligible for the skipped, until one is
+/// free, so that `build next` builds what it can instead of being refused what another machine
+/// builds. One `ls-remote` lists every claim; only the units it names are read. The units after
+/// the first free one are not asked: the admit that claims one still judges its claim.
+fn passed_over_on_remote(ctx: &Ctx<'_>, state: &State, survey: &mut Survey) -> Result<(), Refusal> {
+    let (Some(remote), Some(first)) = (ctx.remote_claims(), survey.eligible.first()) else {
+        return Ok(());
+    };
+    let listed = remote.listed(&first.unit, ctx.verb)?;
+    while let Some(next) = survey.eligible.first() {
+        if !listed.contains(&next.unit) {
+            break;
+        }
+        let refusal = match remote.held_against(&next.unit, state, ctx.verb) {
+            Ok(None) => break,
+            Ok(Some(refusal)) => refusal,
+            // A claim ref iced cannot read is this unit's refusal; an unreachable remote is the
+            // survey's.
+            Err(refusal) if refusal.code == "unit-claimed" => refusal,
+            Err(refusal) => return Err(refusal),
+        };
+        let unit = survey.eligible.remove(0).unit;
+        survey.skipped.push(Skipped {
+            unit,
+            code: refusal.code.to_owned(),
+            reason: refusal.reason,
+        });
+    }
+    Ok(())
+}
+
 fn scalar_text(s: &Scalar) -> String {
     match s {
         Scalar::Null => "null".to_owned(),

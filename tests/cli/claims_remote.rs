@@ -530,3 +530,42 @@ fn a_claim_ref_iced_cannot_read_is_refused_and_left_alone() {
     assert_eq!(m.remote_git(&["rev-parse", &reference]).trim(), head.trim());
     assert!(m.runs(m.a()).is_empty());
 }
+
+/// `build next` on one machine while another builds the first unit of the queue: the unit claimed
+/// on the remote is passed over (skipped, `unit-claimed`, naming the machine's claim) and the next
+/// one is built, as a drain does; never a refusal while another unit is ready.
+#[test]
+fn build_next_passes_over_a_unit_another_machine_is_building() {
+    let m = Machines::new(2, "hang\n", json!({}));
+    let (first, second) = (m.units[0].clone(), m.units[1].clone());
+    let other = run(&mut m.iced(&m.b, NOW, None, &["build", &first, "--no-wait"]));
+    assert_eq!(other.code, 0, "{other:#?}");
+    assert!(m.remote_claim(&first).is_some());
+    let out =
+        run(m
+            .env
+            .command_in(m.a())
+            .env("ICED_NOW", NOW)
+            .args(["build", "next", "--no-wait"]));
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr.lines().any(
+            |l| l.starts_with(&format!("skipped {first}: unit-claimed: "))
+                && l.contains("on the remote `origin`")
+        ),
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains(&format!("next: {second}")), "{out:#?}");
+    let runs = m.runs(m.a());
+    assert_eq!(runs.len(), 1, "{out:#?}");
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(m.a().join(".iced/run/state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["runs"][&runs[0]]["unit"], second.as_str());
+    for (dir, run) in [(m.a(), runs[0].clone())]
+        .into_iter()
+        .chain(m.runs(&m.b).into_iter().map(|r| (m.b.as_path(), r)))
+    {
+        abandon(&m, dir, &run);
+    }
+}

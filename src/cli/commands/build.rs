@@ -69,7 +69,7 @@ pub fn run(args: BuildArgs, json: bool) -> Result<Output, Refusal> {
     let say = |line: &str| crate::cli::render::say(json, line);
     // `next`: the queue chooses, and says why before anything starts (SPEC 20.13).
     let picked = if args.id == crate::unit::id::RESERVED {
-        let survey = crate::run::queue::survey(&ctx)?;
+        let survey = crate::run::queue::survey_to_pick(&ctx)?;
         let picked = crate::run::queue::picked("next", &survey)
             .ok_or_else(|| crate::run::queue::empty(&ctx, &survey))?;
         for line in crate::cli::render::queue::survey_lines(&survey) {
