@@ -146,12 +146,20 @@ impl RemoteClaims {
         let Some(held) = self.read(unit, step)? else {
             return Ok(None);
         };
-        let holds = if self.is_mine(&held) {
+        Ok(self
+            .holds(&held, state)
+            .then(|| self.claimed(unit, &held, step)))
+    }
+
+    /// Whether `held` keeps a new run of its unit out: this checkout's, when its state says the
+    /// run lives (admits here are in a row, so a claim not in the state is an orphan, not one
+    /// being recorded); another machine's, until its lease runs out.
+    fn holds(&self, held: &Held, state: &State) -> bool {
+        if self.is_mine(held) {
             blocks(Standing::of(state, &held.claim.run))
         } else {
             !self.expired(&held.claim)
-        };
-        Ok(holds.then(|| self.claimed(unit, &held, step)))
+        }
     }
 
     /// The commit `reference` names on the remote, if it exists.
@@ -358,13 +366,7 @@ impl RemoteClaims {
             if held.sha == sha {
                 return Ok(Ok(sha));
             }
-            if self.is_mine(&held) {
-                // This checkout's: its state says whether the run lives (admits here are in a
-                // row, so a claim not in the state is an orphan, not one being recorded).
-                if blocks(Standing::of(state, &held.claim.run)) {
-                    return Ok(Err(held));
-                }
-            } else if !self.expired(&held.claim) {
+            if self.holds(&held, state) {
                 return Ok(Err(held));
             }
             if self.swap(unit, Some(&sha), Some(&held.sha), step)? {

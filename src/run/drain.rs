@@ -155,9 +155,10 @@ pub fn drain(
         let (unit, picked) = match left_running {
             Some(unit) => (unit, None),
             None => {
+                let mut survey = queue::survey_in(ctx, &state)?;
                 // A remote the survey cannot ask is met again by the admit, whose refusal the
                 // drain reports with what it built so far.
-                let mut survey = queue::survey_to_pick(ctx).or_else(|_| queue::survey(ctx))?;
+                let _ = queue::passed_over_on_remote(ctx, &state, &mut survey);
                 survey.eligible.retain(|r| {
                     !built.contains(&r.unit) && !passed.iter().any(|p| p.unit == r.unit)
                 });

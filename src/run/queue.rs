@@ -38,8 +38,12 @@ const SKIPPED_KEPT: usize = 32;
 
 /// Ask every unit of the queue what `build` would ask of it, and rank those that pass.
 pub fn survey(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
+    survey_in(ctx, &State::load(&ctx.paths, ctx.verb)?)
+}
+
+/// [`survey`] against `state`, read by the caller.
+pub fn survey_in(ctx: &Ctx<'_>, state: &State) -> Result<Survey, Refusal> {
     let (step, repo) = (ctx.verb, ctx.repo);
-    let state = State::load(&ctx.paths, step)?;
     let ids = repo.unit_ids(step)?;
     let numbers = crate::repo::Numbers::new(&ids);
     let mut survey = Survey::default();
@@ -107,7 +111,7 @@ pub fn survey(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
                 continue;
             }
         };
-        match admit::plan(ctx, &state, &id, &numbers) {
+        match admit::plan(ctx, state, &id, &numbers) {
             Ok(_) => survey.eligible.push(Ranked {
                 unit: id.clone(),
                 priority,
@@ -124,8 +128,8 @@ pub fn survey(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
 /// [`survey`], to pick from: with the readiest units another machine holds on the remote passed
 /// over (`passed_over_on_remote`).
 pub fn survey_to_pick(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
-    let mut survey = survey(ctx)?;
     let state = State::load(&ctx.paths, ctx.verb)?;
+    let mut survey = survey_in(ctx, &state)?;
     passed_over_on_remote(ctx, &state, &mut survey)?;
     Ok(survey)
 }
@@ -135,7 +139,11 @@ pub fn survey_to_pick(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
 /// free, so that `build next` builds what it can instead of being refused what another machine
 /// builds. One `ls-remote` lists every claim; only the units it names are read. The units after
 /// the first free one are not asked: the admit that claims one still judges its claim.
-fn passed_over_on_remote(ctx: &Ctx<'_>, state: &State, survey: &mut Survey) -> Result<(), Refusal> {
+pub fn passed_over_on_remote(
+    ctx: &Ctx<'_>,
+    state: &State,
+    survey: &mut Survey,
+) -> Result<(), Refusal> {
     let (Some(remote), Some(first)) = (ctx.remote_claims(), survey.eligible.first()) else {
         return Ok(());
     };

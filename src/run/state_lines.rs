@@ -8,7 +8,7 @@ use super::Lane;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// At most this many lanes' lines are kept; past it they are all dropped and made again.
 const KEPT_AT_MOST: usize = 20_000;
@@ -44,15 +44,10 @@ pub(super) fn with_lines<T>(
         if lines.len() > KEPT_AT_MOST {
             lines.clear();
         }
-        let mut seen = HashSet::new();
-        let mut twice = HashSet::new();
+        let is_kept = |kept: &Kept, lane: &Lane| kept.several == several && kept.lane == *lane;
         for lane in lanes.iter().filter(|l| may_be_short(l)) {
-            if !seen.insert(lane.id.as_str()) {
-                twice.insert(lane.id.as_str());
-                continue;
-            }
             match lines.get(&lane.id) {
-                Some(kept) if kept.several == several && kept.lane == *lane => {
+                Some(kept) if is_kept(kept, lane) => {
                     // Every test and every debug build checks that the kept line is the line.
                     if cfg!(debug_assertions) {
                         let made = make(lane);
@@ -74,16 +69,14 @@ pub(super) fn with_lines<T>(
                 }
             }
         }
+        // Each lane's kept line is taken only for the very lane it was made from: of two lanes
+        // of one id, the one whose line another replaced has its own made here.
         let out: Vec<Option<Cow<'_, RawValue>>> = lanes
             .iter()
-            .map(|lane| {
-                if !may_be_short(lane) {
-                    None
-                } else if twice.contains(lane.id.as_str()) {
-                    make(lane).map(Cow::Owned)
-                } else {
-                    lines[&lane.id].line.as_deref().map(Cow::Borrowed)
-                }
+            .map(|lane| match lines.get(&lane.id) {
+                _ if !may_be_short(lane) => None,
+                Some(kept) if is_kept(kept, lane) => kept.line.as_deref().map(Cow::Borrowed),
+                _ => make(lane).map(Cow::Owned),
             })
             .collect();
         f(&out)

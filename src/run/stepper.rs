@@ -176,21 +176,12 @@ pub(crate) fn step_once(ctx: &Ctx<'_>, run_id: &str) -> Result<(StepReport, Deci
         // run of a thousand lanes is not copied to say that it waits.
         let leaves = run.status == RunStatus::Delivered && is_retired(run);
         let then = match applied {
-            Pending::Report(report) => {
-                if leaves {
-                    state.runs.remove(run_id);
-                }
-                Then::Report(report)
-            }
-            applied => Then::Act(
-                Box::new(if leaves {
-                    state.runs.remove(run_id).expect("the run is in the state")
-                } else {
-                    run.clone()
-                }),
-                applied,
-            ),
+            Pending::Report(report) => Then::Report(report),
+            applied => Then::Act(Box::new(run.clone()), applied),
         };
+        if leaves {
+            state.runs.remove(run_id);
+        }
         Ok((then, started, decided))
     })?;
     if let Some((lane, step, attempt, replay)) = started {
