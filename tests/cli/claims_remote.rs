@@ -569,3 +569,38 @@ fn build_next_passes_over_a_unit_another_machine_is_building() {
         abandon(&m, dir, &run);
     }
 }
+
+/// A claim ref on the readiest unit that iced cannot read: `build next` leaves it alone, names it
+/// in the skipped, and builds the next unit.
+#[test]
+fn build_next_passes_over_a_claim_ref_it_cannot_read() {
+    let m = Machines::new(2, "hang\n", json!({}));
+    let (first, second) = (m.units[0].clone(), m.units[1].clone());
+    let reference = format!("refs/iced/claims/{first}");
+    let head = m.env.git_out(&["rev-parse", "HEAD"]);
+    m.env.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("{}:{reference}", head.trim()),
+    ]);
+    let out =
+        run(m
+            .env
+            .command_in(m.a())
+            .env("ICED_NOW", NOW)
+            .args(["build", "next", "--no-wait"]));
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr.lines().any(
+            |l| l.starts_with(&format!("skipped {first}: unit-claimed: "))
+                && l.contains("is not a claim iced can read")
+        ),
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains(&format!("next: {second}")), "{out:#?}");
+    assert_eq!(m.remote_git(&["rev-parse", &reference]).trim(), head.trim());
+    for run in m.runs(m.a()) {
+        abandon(&m, m.a(), &run);
+    }
+}
