@@ -103,6 +103,20 @@ impl Machines {
         Some(serde_json::from_str(body).expect("the claim is JSON"))
     }
 
+    /// Push this checkout's HEAD, a commit that holds no claim, as `unit`'s claim ref: the ref
+    /// and the commit.
+    pub(crate) fn push_unreadable_claim(&self, unit: &str) -> (String, String) {
+        let reference = format!("refs/iced/claims/{unit}");
+        let head = self.env.git_out(&["rev-parse", "HEAD"]);
+        self.env.git(&[
+            "push",
+            "-q",
+            "origin",
+            &format!("{}:{reference}", head.trim()),
+        ]);
+        (reference, head)
+    }
+
     /// The runs `dir`'s state holds.
     pub(crate) fn runs(&self, dir: &Path) -> Vec<String> {
         let Ok(bytes) = std::fs::read(dir.join(".iced/run/state.json")) else {
@@ -507,14 +521,7 @@ fn a_drain_passes_over_a_unit_another_machine_landed() {
 fn a_claim_ref_iced_cannot_read_is_refused_and_left_alone() {
     let m = Machines::new(1, "hang\n", json!({}));
     let unit = m.units[0].clone();
-    let reference = format!("refs/iced/claims/{unit}");
-    let head = m.env.git_out(&["rev-parse", "HEAD"]);
-    m.env.git(&[
-        "push",
-        "-q",
-        "origin",
-        &format!("{}:{reference}", head.trim()),
-    ]);
+    let (reference, head) = m.push_unreadable_claim(&unit);
     let refused = m
         .env
         .iced_json(&["build", &unit])
@@ -541,21 +548,7 @@ fn build_next_passes_over_a_unit_another_machine_is_building() {
     let other = run(&mut m.iced(&m.b, NOW, None, &["build", &first, "--no-wait"]));
     assert_eq!(other.code, 0, "{other:#?}");
     assert!(m.remote_claim(&first).is_some());
-    let out =
-        run(m
-            .env
-            .command_in(m.a())
-            .env("ICED_NOW", NOW)
-            .args(["build", "next", "--no-wait"]));
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(
-        out.stderr.lines().any(
-            |l| l.starts_with(&format!("skipped {first}: unit-claimed: "))
-                && l.contains("on the remote `origin`")
-        ),
-        "{out:#?}"
-    );
-    assert!(out.stderr.contains(&format!("next: {second}")), "{out:#?}");
+    let out = build_next_skipping(&m, (&first, "on the remote `origin`"), &second);
     let runs = m.runs(m.a());
     assert_eq!(runs.len(), 1, "{out:#?}");
     let state: Value =
@@ -576,14 +569,17 @@ fn build_next_passes_over_a_unit_another_machine_is_building() {
 fn build_next_passes_over_a_claim_ref_it_cannot_read() {
     let m = Machines::new(2, "hang\n", json!({}));
     let (first, second) = (m.units[0].clone(), m.units[1].clone());
-    let reference = format!("refs/iced/claims/{first}");
-    let head = m.env.git_out(&["rev-parse", "HEAD"]);
-    m.env.git(&[
-        "push",
-        "-q",
-        "origin",
-        &format!("{}:{reference}", head.trim()),
-    ]);
+    let (reference, head) = m.push_unreadable_claim(&first);
+    build_next_skipping(&m, (&first, "is not a claim iced can read"), &second);
+    assert_eq!(m.remote_git(&["rev-parse", &reference]).trim(), head.trim());
+    for run in m.runs(m.a()) {
+        abandon(&m, m.a(), &run);
+    }
+}
+
+/// `iced build next --no-wait` on machine A: it succeeds, says it skipped `first` as
+/// `unit-claimed` for a reason holding `why`, and builds `second`.
+fn build_next_skipping(m: &Machines, (first, why): (&str, &str), second: &str) -> Run {
     let out =
         run(m
             .env
@@ -592,15 +588,11 @@ fn build_next_passes_over_a_claim_ref_it_cannot_read() {
             .args(["build", "next", "--no-wait"]));
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(
-        out.stderr.lines().any(
-            |l| l.starts_with(&format!("skipped {first}: unit-claimed: "))
-                && l.contains("is not a claim iced can read")
-        ),
+        out.stderr
+            .lines()
+            .any(|l| l.starts_with(&format!("skipped {first}: unit-claimed: ")) && l.contains(why)),
         "{out:#?}"
     );
     assert!(out.stderr.contains(&format!("next: {second}")), "{out:#?}");
-    assert_eq!(m.remote_git(&["rev-parse", &reference]).trim(), head.trim());
-    for run in m.runs(m.a()) {
-        abandon(&m, m.a(), &run);
-    }
+    out
 }
