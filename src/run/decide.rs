@@ -42,6 +42,9 @@ pub struct DecideView {
     pub plan_rounds: u32,
     /// `build.testWriter`: a test writer after each receipt's own checks (SPEC 20.17).
     pub test_writer: bool,
+    /// Validators run remote: preparing them publishes the lane branch, so it waits out a
+    /// backoff (SPEC 20.19).
+    pub remote_validators: bool,
 }
 
 /// A run's budget and its charge, as `decide` needs them (SPEC 20.12).
@@ -473,7 +476,7 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
                 why: launch_waits(view).expect("checked by the guard"),
             },
             (Driver::Host, None) => Next::HandToHost { lane: id },
-            (_, Some(r)) if r.status == StepStatus::Failed && rate_limited(r) => Next::Requeue {
+            (_, Some(r)) if r.status == StepStatus::Failed && backs_off(r) => Next::Requeue {
                 lane: id,
                 key: StepKey::Implement,
             },
@@ -585,7 +588,7 @@ fn validators(
                         // this one is thrown away too.
                         reason: format!("`{key}` changed its tree; this lane's validators have changed theirs {} times, more than max_mutations ({}) allows, and each such answer was thrown away", lane.mutations + 1, view.max_mutations),
                     }
-                } else if !mutated && !crash_budget_left && !rate_limited(record) {
+                } else if !mutated && !crash_budget_left && !backs_off(record) {
                     Next::Block {
                         lane: id,
                         reason: format!("`{key}` crashed and the crash budget is spent"),
@@ -642,10 +645,18 @@ fn validators(
     // A new agent (launched, or handed to the host) keeps the pace; one handed already does not.
     let wait = launch_waits(view);
     if !prepare.is_empty() {
-        Some(Next::PrepareValidators {
-            lane: id,
-            keys: prepare,
-        })
+        Some(
+            match view.paced_until.clone().filter(|_| view.remote_validators) {
+                Some(until) => Next::Wait {
+                    lane: id,
+                    why: Waiting::Paced { until },
+                },
+                None => Next::PrepareValidators {
+                    lane: id,
+                    keys: prepare,
+                },
+            },
+        )
     } else if !launch.is_empty() {
         if let Some(why) = wait {
             return Some(Next::Wait { lane: id, why });
@@ -714,23 +725,6 @@ fn moved(lane: &Lane, view: &DecideView, record: &super::state::StepRecord) -> N
     }
 }
 
-/// Why no new agent may start now (SPEC 20.9, 20.10, 24.8): the run is paced until a time, or the
-/// agents alive in the repository are at `pace.agents`. Either driver; a paused run never gets
-/// this far.
-fn launch_waits(view: &DecideView) -> Option<Waiting> {
-    if let Some(until) = &view.paced_until {
-        Some(Waiting::Paced {
-            until: until.clone(),
-        })
-    } else if view.agents_alive >= view.pace_agents {
-        Some(Waiting::Ceiling {
-            alive: view.agents_alive,
-        })
-    } else {
-        None
-    }
-}
-
 /// The lane is handed back when the run's charge has reached its budget (SPEC 20.12): no new
 /// agent starts. The reason says the charge, what unknown costs counted, and the remedy.
 fn over_budget(lane: &Lane, view: &DecideView) -> Option<Next> {
@@ -756,14 +750,6 @@ fn over_budget(lane: &Lane, view: &DecideView) -> Option<Next> {
             spend.charged_usd, spend.budget_usd, lane.unit
         ),
     })
-}
-
-/// An agent's record failed because the provider asked to slow down: not the agent's fault.
-pub fn rate_limited(record: &super::state::StepRecord) -> bool {
-    // The implementer's record and a validator's say it the same way.
-    record
-        .outcome_as::<ActivityOutcome>()
-        .is_some_and(|o| o.rate_limited)
 }
 
 /// A synchronous landing step: what it needs next, or None when it is done.

@@ -5,7 +5,7 @@
 //!
 //! Paths here are `crate::` paths: this file is `decide::moves`, kept beside `decide.rs`.
 
-use crate::run::decide::DecideView;
+use crate::run::decide::{DecideView, Waiting};
 use crate::run::keys::StepKey;
 use crate::run::settings::LandMode;
 use crate::run::state::{EscalationKind, Lane, RunStatus, Stage, StepRecord};
@@ -289,6 +289,27 @@ pub fn on_resume(lane: &Lane) -> OnResume {
     }
 }
 
+/// An agent's record failed because the provider asked to slow down: not the agent's fault.
+pub fn rate_limited(record: &StepRecord) -> bool {
+    // The implementer's record and a validator's say it the same way.
+    record
+        .outcome_as::<crate::run::outcome::ActivityOutcome>()
+        .is_some_and(|o| o.rate_limited)
+}
+
+/// A step that failed only because the remote could not be reached (SPEC 20.19).
+pub fn remote_unreachable(record: &StepRecord) -> bool {
+    record
+        .outcome_as::<crate::run::outcome::ActivityOutcome>()
+        .is_some_and(|o| o.unreachable)
+}
+
+/// A step that failed through no fault of its lane, and runs again once the run's backoff has
+/// passed (SPEC 20.10): rate limited, or its remote could not be reached.
+pub fn backs_off(record: &StepRecord) -> bool {
+    rate_limited(record) || remote_unreachable(record)
+}
+
 /// Why an implementer step could not publish its remote lane branch (SPEC 20.19), as the lane's
 /// reason.
 pub fn remote_failed(record: &StepRecord) -> Option<String> {
@@ -296,4 +317,21 @@ pub fn remote_failed(record: &StepRecord) -> Option<String> {
         .outcome_as::<crate::run::outcome::ActivityOutcome>()?
         .remote?;
     Some(format!("remote: {why}"))
+}
+
+/// Why no new agent may start now (SPEC 20.9, 20.10, 24.8): the run is paced until a time, or the
+/// agents alive in the repository are at `pace.agents`. Either driver; a paused run never gets
+/// this far.
+pub(super) fn launch_waits(view: &DecideView) -> Option<Waiting> {
+    if let Some(until) = &view.paced_until {
+        Some(Waiting::Paced {
+            until: until.clone(),
+        })
+    } else if view.agents_alive >= view.pace_agents {
+        Some(Waiting::Ceiling {
+            alive: view.agents_alive,
+        })
+    } else {
+        None
+    }
 }

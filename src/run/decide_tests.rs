@@ -30,6 +30,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         budget: None,
         plan_rounds: 2,
         test_writer: false,
+        remote_validators: false,
     }
 }
 
@@ -989,5 +990,7 @@ fn a_review_lane_skips_the_implementer_and_delivers_its_findings() {
     }
 }
 
+#[path = "decide_remote_tests.rs"]
+mod remote;
 #[path = "decide_replaced_tests.rs"]
 mod replaced;

@@ -279,16 +279,26 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
         }
     }
     match rate_limited {
-        Some(true) => pace_after_rate_limit(ctx, run),
+        Some(true) => pace_after(ctx, run, Backoff::RateLimited),
         Some(false) => run.paced = 0,
         None => {}
     }
     Ok(())
 }
 
-/// A rate-limited agent result: the run launches nothing before a backoff has passed, doubled
-/// for each such result in a row, capped, with up to 20% jitter either way (SPEC 20.10).
-pub(crate) fn pace_after_rate_limit(ctx: &Ctx<'_>, run: &mut Run) {
+/// What made a run back off (SPEC 20.10).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Backoff<'a> {
+    /// An agent's harness said it was rate limited.
+    RateLimited,
+    /// The remote a remote lane's branch goes to could not be reached (SPEC 20.19): git's error.
+    Unreachable(&'a str),
+}
+
+/// A rate-limited agent result, or a remote that could not be reached: the run launches nothing
+/// before a backoff has passed, doubled for each such result in a row, capped, with up to 20%
+/// jitter either way (SPEC 20.10).
+pub(crate) fn pace_after(ctx: &Ctx<'_>, run: &mut Run, cause: Backoff<'_>) {
     let pace = run_pace(ctx, run);
     let base = pace.backoff_sec * 1000.0;
     let cap = pace.backoff_max_sec * 1000.0;
@@ -313,7 +323,14 @@ pub(crate) fn pace_after_rate_limit(ctx: &Ctx<'_>, run: &mut Run) {
         &ctx.paths,
         &run.id,
         Event::Paced,
-        json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling}),
+        match cause {
+            Backoff::RateLimited => {
+                json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling})
+            }
+            Backoff::Unreachable(error) => {
+                json!({"until": until, "why": "remote_unreachable", "error": error, "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling})
+            }
+        },
     );
 }
 

@@ -60,6 +60,9 @@ pub struct ActivityOutcome {
     /// nothing was launched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
+    /// The remote could not be reached: the step runs again after a backoff (SPEC 20.10).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
 }
 
 /// What a harness reported of its run (SPEC 20.8), as far as the run record uses it.
@@ -203,6 +206,12 @@ pub struct ValidatorOutcome {
     pub pace_applied: bool,
     /// Why a host validator's attempt, lane or run ended before it answered.
     pub ended: Option<String>,
+    /// Why the lane branch could not be published before remote validators (SPEC 20.19).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// The remote could not be reached: the step runs again after a backoff (SPEC 20.10).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
 }
 
 /// A round's verdict.

@@ -61,6 +61,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         }),
         plan_rounds: ctx.settings.plan_rounds,
         test_writer: ctx.settings.test_writer.is_some(),
+        remote_validators: super::stage::validators::remote_validators(ctx),
     }
 }
 

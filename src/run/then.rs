@@ -59,9 +59,12 @@ pub enum Then {
         attempt: u32,
         reason: String,
     },
+    /// A step that failed through no fault of its lane runs again after the run's backoff:
+    /// rate limited, or (`unreachable`, git's error) its remote could not be reached.
     RateLimited {
         key: StepKey,
         until: String,
+        unreachable: Option<String>,
     },
     Crashed {
         key: StepKey,
@@ -168,6 +171,8 @@ pub enum Then {
 pub enum Redo {
     ChangedTree,
     RateLimited,
+    /// The lane branch could not be published to the remote before it (SPEC 20.19).
+    RemoteUnreachable,
     Crashed,
 }
 

@@ -230,6 +230,11 @@ pub(crate) fn apply(
             let old = run.lane_mut(lane).expect("lane").take_current(key);
             archive(ctx, &run_id, lane, &old)?;
             let until = run.next_eligible_at.clone().unwrap_or_default();
+            let unreachable = old
+                .iter()
+                .filter_map(|r| r.outcome_as::<super::outcome::ActivityOutcome>())
+                .find(|o| o.unreachable)
+                .and_then(|o| o.remote);
             report(
                 run,
                 lane,
@@ -237,6 +242,7 @@ pub(crate) fn apply(
                 Then::RateLimited {
                     key: key.clone(),
                     until,
+                    unreachable,
                 },
             )
         }

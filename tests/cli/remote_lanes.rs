@@ -635,3 +635,138 @@ fn a_remote_runner_is_refused_where_it_cannot_work() {
     );
     env.iced_json(&["list"]).ok();
 }
+
+/// A remote that cannot be reached when the lane branch is published before the implementer
+/// (SPEC 20.19, 20.10) is not the lane's fault: the run backs off and tries again, no attempt and
+/// no crash counted, no agent started; once the remote answers again, the lane goes on and lands.
+#[test]
+fn a_remote_that_cannot_be_reached_is_waited_for_and_the_lane_goes_on() {
+    let r = remote_env(AGENT, false);
+    let env = &r.env;
+    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
+    env.commit_all("a short backoff");
+    // Admitted (its claim taken on the remote, which answers then), the call killed right after.
+    let admitted = env
+        .command()
+        .args(["build", &r.id, "--no-wait", "--json"])
+        .env("ICED_FAILPOINT", "admit-after-state")
+        .output()
+        .expect("iced runs");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&admitted.status),
+        Some(9)
+    );
+    let state: Value = serde_json::from_str(&env.read(".iced/run/state.json")).unwrap();
+    let run = state["runs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // The remote goes away: `git daemon` no longer serves the repository.
+    let away = r.origin.with_file_name("away.git");
+    std::fs::rename(&r.origin, &away).unwrap();
+    let mut said = Vec::new();
+    for _ in 0..6 {
+        let out = env.iced_json(&["implement", "step", "--run", &run]);
+        assert!(out.code == 0 || out.code == 4, "{out:#?}");
+        let report = out.json();
+        said.push(str_of(&report, "next").to_owned());
+        if said.last().unwrap().contains("runs again from") {
+            break;
+        }
+    }
+    let backed_off = said.last().unwrap();
+    assert!(
+        backed_off.starts_with("`implement` did not start: the remote could not be reached: ")
+            && backed_off.ends_with(": call again"),
+        "{said:#?}"
+    );
+    // As the host reads it (the time it runs again from is the real clock's).
+    let at = backed_off.find("runs again from ").unwrap() + "runs again from ".len();
+    let shown = said
+        .iter()
+        .map(|s| s.replace(&backed_off[at..at + 20], "[UNTIL]") + "\n")
+        .collect::<String>();
+    assert_read!(env, "remote_unreachable_backs_off", shown);
+    let show = run_show(env, &run);
+    let lane = &show["lanes"][0];
+    assert_ne!(lane["stage"], "blocked", "{show:#}");
+    assert_eq!(lane["attempt"], 1, "{show:#}");
+    assert!(starts(&r).is_empty(), "no agent started: {:#?}", r.log());
+    let paced: Vec<Value> = events(env)
+        .into_iter()
+        .filter(|e| e["event"] == "paced")
+        .collect();
+    assert_eq!(paced.len(), 1, "{paced:#?}");
+    assert_eq!(paced[0]["why"], "remote_unreachable");
+    assert!(
+        str_of(&paced[0], "error").contains("could not be reached"),
+        "{paced:#?}"
+    );
+    // The remote answers again: the run goes on from where it waited and lands.
+    std::fs::rename(&away, &r.origin).unwrap();
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(str_of(&last, "run"), run);
+    assert_eq!(starts(&r).len(), 1, "{:#?}", r.log());
+    assert_eq!(
+        env.git_out(&["show", "main:src/session.txt"]),
+        "refreshed on activity\n"
+    );
+}
+
+/// The same for remote validators (SPEC 20.19, 20.10): the remote goes away after the receipt (the
+/// definition of done takes it away, as an outage would) and comes back once the run has backed
+/// off. The build waits it out: the validators are prepared again, no crash counted, and the lane
+/// lands in its first attempt.
+#[test]
+fn remote_validators_wait_for_a_remote_that_cannot_be_reached() {
+    let script = format!(
+        "{AGENT}{}",
+        section("*", "validator", "full", &format!("clone\nreport {PASS}"))
+    );
+    let r = remote_env(&script, true);
+    let env = &r.env;
+    let away = r.origin.with_file_name("away.git");
+    env.patch_config(&json!({
+        "pace": {"backoffSec": 1, "backoffMaxSec": 2},
+        "verify": {"commands": [{"argv": ["mv", r.origin, away], "timeoutSec": 30}]}
+    }));
+    env.commit_all("the remote goes away after the receipt");
+    // The outage ends once the run has backed off.
+    let log = env.root().join(".iced/run/events.jsonl");
+    let (origin, gone) = (r.origin.clone(), away.clone());
+    let outage = std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("\"remote_unreachable\"") {
+                std::fs::rename(&gone, &origin).unwrap();
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    });
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert!(outage.join().unwrap(), "the run never backed off: {out:#?}");
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let redone: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("the remote could not be reached"))
+        .collect();
+    assert!(!redone.is_empty(), "{out:#?}");
+    let validators = starts(&r)
+        .into_iter()
+        .filter(|s| s["role"] == "validator")
+        .count();
+    assert_eq!(validators, 1, "{:#?}", r.log());
+    let show = run_show(env, &run);
+    let lane = &show["run"]["lanes"][0];
+    assert_eq!(lane["attempt"], 1, "{show:#}");
+    assert_eq!(lane["crashes"], 0, "{show:#}");
+}

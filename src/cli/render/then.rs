@@ -51,9 +51,16 @@ pub fn words(then: &Then) -> String {
         Then::AttemptStarts { attempt, reason } => {
             format!("attempt {attempt} starts ({reason}); call again")
         }
-        Then::RateLimited { key, until } => {
-            format!("`{key}` was rate limited; it runs again from {until}: call again")
-        }
+        Then::RateLimited {
+            key,
+            until,
+            unreachable: None,
+        } => format!("`{key}` was rate limited; it runs again from {until}: call again"),
+        Then::RateLimited {
+            key,
+            until,
+            unreachable: Some(why),
+        } => format!("`{key}` did not start: {why}; it runs again from {until}: call again"),
         Then::Crashed { key } => format!("`{key}` crashed; it runs again: call again"),
         Then::ToRefuter => "blocking findings go to a refuter first; call again".into(),
         Then::PlanChecked {
@@ -117,6 +124,7 @@ pub fn words(then: &Then) -> String {
             match why {
                 Redo::ChangedTree => format!("`{key}` changed its tree; its answer is thrown away and it runs again on a clean checkout"),
                 Redo::RateLimited => format!("`{key}` was rate limited; it runs again once the run may launch agents"),
+                Redo::RemoteUnreachable => format!("`{key}` did not start: the remote could not be reached; it runs again once the run may launch agents"),
                 Redo::Crashed => format!("`{key}` crashed; it runs again"),
             }
         ),

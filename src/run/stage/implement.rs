@@ -8,9 +8,11 @@ use crate::run::ctx::Ctx;
 use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
-use crate::run::records::{finish, record_after};
+use crate::run::observe::Backoff;
+use crate::run::records::{finish, record_after_in_run};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
+use crate::run::stage::remote::Unpublished;
 use crate::run::state::Run;
 use crate::run::state::StepStatus;
 use crate::run::then::Then;
@@ -46,22 +48,38 @@ pub(crate) fn launch(
     ];
     if runner.remote {
         // The lane's head on the remote first (SPEC 20.19); a branch the run may not overwrite
-        // blocks the lane.
+        // blocks the lane, a remote that cannot be reached is tried again after a backoff.
         let branch = l.branch.clone().unwrap_or_default();
         let published = crate::git::run(&worktree, &["rev-parse", "--verify", "HEAD^{commit}"])
+            .map_err(Unpublished::refused)
             .and_then(|head| {
                 crate::run::stage::remote::publish(ctx, &snapshot.id, &lane, &branch, &head)
                     .map(|()| head)
             });
         match published {
             Ok(head) => values.extend(crate::run::stage::remote::values(ctx, snapshot, l, &head)),
-            Err(e) => {
-                return record_after(ctx, &snapshot.id, &lane, &StepKey::Implement, |_, r| {
-                    finish(r, StepStatus::Failed, json!({ "remote": e }));
-                    // Nothing was launched: no agent to count or to cost.
-                    r.nonce = None;
-                    Ok((Action::Advanced, Then::Reason(format!("remote: {e}"))))
-                });
+            Err(Unpublished { why, unreachable }) => {
+                return record_after_in_run(
+                    ctx,
+                    &snapshot.id,
+                    &lane,
+                    &StepKey::Implement,
+                    |run, r| {
+                        let (outcome, then) = if unreachable {
+                            crate::run::observe::pace_after(ctx, run, Backoff::Unreachable(&why));
+                            (
+                            json!({ "remote": why, "unreachable": true }),
+                            format!("the lane branch was not published: {why}; the run backs off: call again"),
+                        )
+                        } else {
+                            (json!({ "remote": why }), format!("remote: {why}"))
+                        };
+                        finish(r, StepStatus::Failed, outcome);
+                        // Nothing was launched: no agent to count or to cost.
+                        r.nonce = None;
+                        Ok((Action::Advanced, Then::Reason(then)))
+                    },
+                );
             }
         }
     }

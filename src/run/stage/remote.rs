@@ -65,50 +65,77 @@ pub(crate) fn remote_tip(ctx: &Ctx<'_>, branch: &str) -> Result<Option<String>, 
     }))
 }
 
+/// Why a lane branch was not published: the remote could not be reached (the lane is not at
+/// fault: the step runs again after a backoff), or it holds what the run may not overwrite.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Unpublished {
+    pub why: String,
+    pub unreachable: bool,
+}
+
+impl Unpublished {
+    pub(crate) fn refused(why: String) -> Unpublished {
+        Unpublished {
+            why,
+            unreachable: false,
+        }
+    }
+}
+
 /// Put the remote lane branch at `commit` (SPEC 20.19). The run's first publish never overwrites a
 /// branch someone else left; a later one replaces what the run's own agents pushed, with a lease on
-/// the value it just read. A branch already at `commit` is taken as published.
+/// the value it just read. A branch already at `commit` is taken as published. The remote could not
+/// be reached when listing the branch fails, before the push or after a push that failed.
 pub(crate) fn publish(
     ctx: &Ctx<'_>,
     run: &str,
     lane: &str,
     branch: &str,
     commit: &str,
-) -> Result<(), String> {
+) -> Result<(), Unpublished> {
     let root = ctx.repo.root.as_path();
-    let now = remote_tip(ctx, branch)?;
+    let remote = remote(ctx).map_err(Unpublished::refused)?;
+    let unreachable = |e: String| Unpublished {
+        why: format!("the remote could not be reached: {e}"),
+        unreachable: true,
+    };
+    let now = remote_tip(ctx, branch).map_err(unreachable)?;
     let first = seen(root, run, lane).is_none();
     if now.as_deref() != Some(commit) {
         if let (true, Some(other)) = (first, &now) {
-            return Err(format!(
+            return Err(Unpublished::refused(format!(
                 "the remote's `{branch}` is at {}, which this run did not put there; it is not overwritten: delete or rename it on the remote, then resume the run",
                 short(other)
-            ));
+            )));
         }
         let lease = format!(
             "--force-with-lease=refs/heads/{branch}:{}",
             now.as_deref().unwrap_or("")
         );
-        crate::git::run(
+        let pushed = crate::git::run(
             root,
             &[
                 "push",
                 "--quiet",
                 &lease,
-                remote(ctx)?,
+                remote,
                 &format!("{commit}:refs/heads/{branch}"),
             ],
-        )
-        .map_err(|e| {
-            format!(
+        );
+        if let Err(e) = pushed {
+            // A push the remote refused leaves it listable; one that never got there does not.
+            remote_tip(ctx, branch).map_err(unreachable)?;
+            return Err(Unpublished::refused(format!(
                 "the remote's `{branch}` could not be put at {}: {e}",
                 short(commit)
-            )
-        })?;
+            )));
+        }
         // Pushed, not yet known as the loop's: a replay finds the branch at `commit`.
         crate::failpoint::hit("remote-after-push");
     }
-    crate::git::run(root, &["update-ref", &seen_ref(run, lane), commit]).map(|_| ())
+    crate::git::run(root, &["update-ref", &seen_ref(run, lane), commit])
+        .map(|_| ())
+        .map_err(Unpublished::refused)
 }
 
 /// Once the lane is retired (SPEC 20.19): the remote lane branch is deleted, with a lease on where
@@ -225,7 +252,7 @@ fn fetch_into_worktree(
     }
     crate::failpoint::hit("receipt-after-fetch");
     if tip != judged {
-        publish(ctx, &run.id, &lane.id, &branch, &judged)?;
+        publish(ctx, &run.id, &lane.id, &branch, &judged).map_err(|u| u.why)?;
     }
     Ok(())
 }

@@ -109,7 +109,7 @@ pub fn pinned_validators(ctx: &Ctx<'_>, lane: &Lane) -> Vec<String> {
 }
 
 /// The validators' runner works remotely (SPEC 20.19).
-fn remote_validators(ctx: &Ctx<'_>) -> bool {
+pub(crate) fn remote_validators(ctx: &Ctx<'_>) -> bool {
     ctx.settings.validator.as_ref().is_some_and(|r| r.remote)
 }
 
@@ -213,9 +213,10 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &StepKey) -> Resu
             .is_some_and(|o| o.mutation.is_some())
     });
     let limited = old.iter().any(crate::run::decide::rate_limited);
+    let unreachable = old.iter().any(crate::run::decide::remote_unreachable);
     if mutated {
         lane.mutations += 1;
-    } else if !limited {
+    } else if !limited && !unreachable {
         lane.crashes += 1;
     }
     archive(ctx, run_id, &lane.id, &old)?;
@@ -225,6 +226,8 @@ pub fn redo(ctx: &Ctx<'_>, run_id: &str, lane: &mut Lane, key: &StepKey) -> Resu
             Redo::ChangedTree
         } else if limited {
             Redo::RateLimited
+        } else if unreachable {
+            Redo::RemoteUnreachable
         } else {
             Redo::Crashed
         },
@@ -278,9 +281,15 @@ pub fn prepare(
     }
     // Remote validators clone the remote lane branch: it is put at the judged head (SPEC 20.19).
     if remote_validators(ctx) {
-        if let Err(e) = super::remote::publish(ctx, &snapshot.id, lane_id, &branch, &head) {
-            let moved = json!({"judged": head, "head": "", "commits": [], "remote": e});
-            return record_moved(ctx, snapshot, lane_id, keys, moved);
+        match super::remote::publish(ctx, &snapshot.id, lane_id, &branch, &head) {
+            Ok(()) => {}
+            Err(u) if u.unreachable => {
+                return record_unreachable(ctx, snapshot, lane_id, keys, &u.why)
+            }
+            Err(u) => {
+                let moved = json!({"judged": head, "head": "", "commits": [], "remote": u.why});
+                return record_moved(ctx, snapshot, lane_id, keys, moved);
+            }
         }
     }
     let mut base = snapshot.base_of(lane).to_owned();
@@ -457,6 +466,45 @@ pub(crate) fn record_moved(
             lane,
             Action::Advanced,
             Then::LaneMovedAfterReceipt,
+        ))
+    })
+}
+
+/// The remote could not be reached to publish the lane branch before remote validators (SPEC
+/// 20.19): the validator steps this call prepares fail, through no fault of the lane, and run
+/// again once the run's backoff has passed (SPEC 20.10).
+fn record_unreachable(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane_id: &str,
+    keys: &[StepKey],
+    why: &str,
+) -> Result<StepReport, Refusal> {
+    let (mine, _) = me();
+    ctx.transact_pub(|state| {
+        let run = state.runs.get_mut(&snapshot.id).expect("run");
+        let lane = run.lane_mut(lane_id).expect("lane");
+        for key in keys {
+            if let Some(r) = lane
+                .record_mut(key)
+                .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
+            {
+                finish(
+                    r,
+                    StepStatus::Failed,
+                    json!({"remote": why, "unreachable": true}),
+                );
+            }
+        }
+        crate::run::observe::pace_after(ctx, run, crate::run::observe::Backoff::Unreachable(why));
+        let lane = run.lane(lane_id).expect("lane");
+        Ok(StepReport::for_lane(
+            run,
+            lane,
+            Action::Advanced,
+            Then::Reason(format!(
+                "the lane branch was not published: {why}; the run backs off: call again"
+            )),
         ))
     })
 }

@@ -1,0 +1,86 @@
+//! `decide` for a remote that could not be reached when a lane branch was published (SPEC 20.19,
+//! 20.10): not the lane's fault, so no attempt, no crash and no block; the step runs again once
+//! the run's backoff has passed. A branch the run may not overwrite still blocks. The state
+//! builders are `decide_tests.rs`', whose module this is.
+
+use super::super::*;
+use super::{lane, record, run, view};
+use crate::run::state::StepRecord;
+use serde_json::json;
+
+fn failed(step: &str, outcome: serde_json::Value) -> StepRecord {
+    let mut r = record(step, outcome);
+    r.status = StepStatus::Failed;
+    r
+}
+
+#[test]
+fn an_implementer_whose_remote_could_not_be_reached_is_queued_again_not_blocked() {
+    let v = view(Driver::Process);
+    let next_of = |outcome| {
+        let mut l = lane("a", Stage::Implement, vec![failed("implement", outcome)]);
+        // No crash budget left: a crash would block.
+        l.crashes = v.max_crash_retries;
+        decide(&run(Driver::Process, vec![l]), &v)
+    };
+    assert_eq!(
+        next_of(json!({"remote": "the remote could not be reached: x", "unreachable": true})),
+        Next::Requeue {
+            lane: "a".into(),
+            key: StepKey::Implement
+        }
+    );
+    assert_eq!(
+        next_of(json!({"remote": "the remote's branch is someone else's"})),
+        Next::Block {
+            lane: "a".into(),
+            reason: "remote: the remote's branch is someone else's".into()
+        }
+    );
+}
+
+#[test]
+fn a_validator_whose_remote_could_not_be_reached_is_prepared_again_whatever_the_crash_budget() {
+    let mut v = view(Driver::Process);
+    v.validators.insert("a".into(), vec!["full".into()]);
+    v.remote_validators = true;
+    let next_of = |outcome| {
+        let mut l = lane("a", Stage::Validate, vec![failed("validate-full", outcome)]);
+        l.crashes = v.max_crash_retries;
+        decide(&run(Driver::Process, vec![l]), &v)
+    };
+    assert_eq!(
+        next_of(json!({"remote": "the remote could not be reached: x", "unreachable": true})),
+        Next::RedoValidator {
+            lane: "a".into(),
+            key: "validate-full".parse().unwrap()
+        }
+    );
+    assert!(matches!(
+        next_of(json!({"crashed": true})),
+        Next::Block { .. }
+    ));
+}
+
+#[test]
+fn remote_validators_are_prepared_only_once_the_backoff_has_passed() {
+    let mut v = view(Driver::Process);
+    v.validators.insert("a".into(), vec!["full".into()]);
+    v.paced_until = Some("2026-09-30T11:05:00Z".into());
+    let r = run(Driver::Process, vec![lane("a", Stage::Validate, vec![])]);
+    // Local validators are prepared at once (only their launch keeps the pace).
+    assert!(matches!(decide(&r, &v), Next::PrepareValidators { .. }));
+    // Remote ones publish the lane branch as they are prepared: they wait.
+    v.remote_validators = true;
+    assert_eq!(
+        decide(&r, &v),
+        Next::Wait {
+            lane: "a".into(),
+            why: Waiting::Paced {
+                until: "2026-09-30T11:05:00Z".into()
+            }
+        }
+    );
+    v.paced_until = None;
+    assert!(matches!(decide(&r, &v), Next::PrepareValidators { .. }));
+}
