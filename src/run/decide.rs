@@ -65,6 +65,10 @@ pub enum Waiting {
     Paced {
         until: String,
     },
+    /// A remote lane's receipt could not fetch from the remote: checked again from `until`.
+    Unreachable {
+        until: String,
+    },
     /// `alive` agents are alive, the ceiling `pace.agents` allows.
     Ceiling {
         alive: usize,
@@ -951,6 +955,16 @@ fn receipt(
             Next::CheckReceipt { lane: id }
         };
     };
+    // The remote could not be reached (SPEC 20.19): checked again once the backoff has passed.
+    if checks.unreachable.is_some() {
+        return match view.paced_until.clone() {
+            Some(until) => Next::Wait {
+                lane: id,
+                why: Waiting::Unreachable { until },
+            },
+            None => Next::CheckReceipt { lane: id },
+        };
+    }
     if checks.ends_at_checks() {
         return Next::FinishReceipt { lane: id };
     }

@@ -84,3 +84,30 @@ fn remote_validators_are_prepared_only_once_the_backoff_has_passed() {
     v.paced_until = None;
     assert!(matches!(decide(&r, &v), Next::PrepareValidators { .. }));
 }
+
+#[test]
+fn a_receipt_that_could_not_reach_the_remote_is_checked_again_once_the_backoff_has_passed() {
+    let mut v = view(Driver::Process);
+    v.dod_shape = vec![1];
+    let checked = record(
+        "receipt",
+        json!({"unreachable": "the remote could not be reached: x"}),
+    );
+    let r = run(
+        Driver::Process,
+        vec![lane("a", Stage::Receipt, vec![checked])],
+    );
+    v.paced_until = Some("2026-09-30T11:05:00Z".into());
+    assert_eq!(
+        decide(&r, &v),
+        Next::Wait {
+            lane: "a".into(),
+            why: Waiting::Unreachable {
+                until: "2026-09-30T11:05:00Z".into()
+            }
+        }
+    );
+    // Not a gap: no definition of done, no new attempt; the checks again.
+    v.paced_until = None;
+    assert_eq!(decide(&r, &v), Next::CheckReceipt { lane: "a".into() });
+}

@@ -4,6 +4,7 @@
 
 pub mod alive;
 pub mod answer;
+pub mod backoff;
 pub mod budget;
 pub mod claims;
 pub mod claims_remote;

@@ -103,6 +103,10 @@ pub struct ReceiptOutcome {
     /// Why the lane's worktree is not the one git made, when it is not (SPEC 24.6).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replaced: Option<String>,
+    /// The remote could not be reached to fetch what a remote lane's agent pushed (SPEC 20.19):
+    /// why; nothing else was checked, and the checks run again after the run's backoff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
 }
 
 impl ReceiptOutcome {

@@ -173,11 +173,27 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
         Pending::CheckReceipt { lane } => {
             let l = snapshot.lane(&lane).expect("lane");
             let checks = receipt_checks(ctx, snapshot, l);
-            record_after(ctx, &snapshot.id, &lane, &StepKey::Receipt, |_, record| {
-                record.outcome = Some(checks.clone());
-                crate::failpoint::hit("receipt-after-record");
-                Ok((Action::Advanced, Then::ReceiptChecksRecorded))
-            })
+            let unreachable = checks
+                .get("unreachable")
+                .and_then(serde_json::Value::as_str);
+            record_after_in_run(
+                ctx,
+                &snapshot.id,
+                &lane,
+                &StepKey::Receipt,
+                |run, record| {
+                    record.outcome = Some(checks.clone());
+                    crate::failpoint::hit("receipt-after-record");
+                    let Some(why) = unreachable else {
+                        return Ok((Action::Advanced, Then::ReceiptChecksRecorded));
+                    };
+                    super::backoff::pace_after(ctx, run, super::backoff::Backoff::Unreachable(why));
+                    Ok((
+                    Action::Advanced,
+                    Then::Reason(format!("what the agent pushed was not fetched: {why}; the run backs off, then checks it again: call again")),
+                ))
+                },
+            )
         }
         Pending::Sync { lane, step } => {
             let l = snapshot.lane(&lane).expect("lane");

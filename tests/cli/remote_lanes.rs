@@ -770,3 +770,66 @@ fn remote_validators_wait_for_a_remote_that_cannot_be_reached() {
     assert_eq!(lane["attempt"], 1, "{show:#}");
     assert_eq!(lane["crashes"], 0, "{show:#}");
 }
+
+/// What the agent pushed, when the remote cannot be reached at the receipt (SPEC 20.19): no gap
+/// and no new attempt over work that is there, but the receipt checked again once the run has
+/// backed off; the agent's work is then taken and lands, its agent run once.
+#[test]
+fn a_receipt_that_cannot_reach_the_remote_checks_again_not_a_new_attempt() {
+    let r = remote_env(AGENT, false);
+    let env = &r.env;
+    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
+    env.commit_all("a short backoff");
+    // The run goes as far as its running implementer.
+    let (out, last) = build(env, &r.id, &["--no-wait"], 0);
+    let run = str_of(&last, "run").to_owned();
+    assert!(
+        out.stdout.contains("the implementer is running"),
+        "{out:#?}"
+    );
+    let ended = env.path(&format!(
+        ".iced/run/{run}/{}/activities/implement-1/outcome.json",
+        r.id
+    ));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ended.exists() {
+        assert!(std::time::Instant::now() < until, "the agent never ended");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(r.log().contains(&"end role=implementer rc=0".to_owned()));
+    // The agent has pushed its work; then the remote goes away.
+    let away = r.origin.with_file_name("away.git");
+    std::fs::rename(&r.origin, &away).unwrap();
+    let mut said = Vec::new();
+    for _ in 0..3 {
+        let out = env.iced_json(&["implement", "step", "--run", &run]);
+        assert!(out.code == 0 || out.code == 4, "{out:#?}");
+        said.push(str_of(&out.json(), "next").to_owned());
+    }
+    assert!(
+        said[0].starts_with(
+            "what the agent pushed was not fetched: the remote could not be reached: "
+        ) && said[0].ends_with("the run backs off, then checks it again: call again"),
+        "{said:#?}"
+    );
+    assert!(
+        said[1].starts_with(
+            "the remote could not be reached; what the agent pushed is fetched again from "
+        ),
+        "{said:#?}"
+    );
+    let show = run_show(env, &run);
+    assert_eq!(show["lanes"][0]["stage"], "receipt", "{show:#}");
+    assert_eq!(show["lanes"][0]["attempt"], 1, "{show:#}");
+    // Back: the receipt takes the agent's work, and the lane lands in its first attempt.
+    std::fs::rename(&away, &r.origin).unwrap();
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(starts(&r).len(), 1, "{:#?}", r.log());
+    assert_eq!(
+        env.git_out(&["show", "main:src/session.txt"]),
+        "refreshed on activity\n"
+    );
+    let show = run_show(env, &run);
+    assert_eq!(show["run"]["lanes"][0]["attempt"], 1, "{show:#}");
+}

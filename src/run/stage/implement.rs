@@ -4,11 +4,11 @@
 //! `run::host`.)
 
 use crate::refusal::Refusal;
+use crate::run::backoff::Backoff;
 use crate::run::ctx::Ctx;
 use crate::run::events::{emit, Event};
 use crate::run::keys::StepKey;
 use crate::run::launch::{agent_spec, gate_value, launch as start, AgentStart};
-use crate::run::observe::Backoff;
 use crate::run::records::{finish, record_after_in_run};
 use crate::run::reply::Action;
 use crate::run::reply::StepReport;
@@ -66,7 +66,7 @@ pub(crate) fn launch(
                     &StepKey::Implement,
                     |run, r| {
                         let (outcome, then) = if unreachable {
-                            crate::run::observe::pace_after(ctx, run, Backoff::Unreachable(&why));
+                            crate::run::backoff::pace_after(ctx, run, Backoff::Unreachable(&why));
                             (
                             json!({ "remote": why, "unreachable": true }),
                             format!("the lane branch was not published: {why}; the run backs off: call again"),

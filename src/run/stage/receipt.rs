@@ -28,7 +28,11 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let remote = ctx.settings.implementer.as_ref().is_some_and(|r| r.remote);
     let mut missing: Vec<String> =
         if remote && crate::run::stage::remote::is_remote_lane(ctx, &run.id, &lane.id) {
-            crate::run::stage::remote::take_pushed(ctx, run, lane)
+            match crate::run::stage::remote::take_pushed(ctx, run, lane) {
+                Ok(gaps) => gaps,
+                // Nothing is checked without the agent's work: the checks run again later.
+                Err(why) => return json!({ "unreachable": why }),
+            }
         } else {
             Vec::new()
         };

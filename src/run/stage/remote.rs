@@ -187,12 +187,18 @@ pub(crate) fn unpublish(
 /// report commit's report into the attempt's report path, fast-forward the loop's worktree of the
 /// lane to the judged head, and publish that head back. The gaps it found; none when the worktree
 /// now holds the pushed work and the report came as it should.
-pub(crate) fn take_pushed(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Vec<String> {
+pub(crate) fn take_pushed(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Vec<String>, String> {
     let mut gaps = Vec::new();
     if let Err(gap) = fetch_into_worktree(ctx, run, lane, &mut gaps) {
+        // A remote that cannot be reached says nothing of the agent's work: not a gap (which would
+        // start a new attempt over work that may well be there), but a receipt to check again.
+        let branch = lane.branch.clone().unwrap_or_default();
+        if let Err(e) = remote_tip(ctx, &branch) {
+            return Err(format!("the remote could not be reached: {e}"));
+        }
         gaps.push(gap);
     }
-    gaps
+    Ok(gaps)
 }
 
 fn fetch_into_worktree(

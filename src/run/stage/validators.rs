@@ -496,7 +496,7 @@ fn record_unreachable(
                 );
             }
         }
-        crate::run::observe::pace_after(ctx, run, crate::run::observe::Backoff::Unreachable(why));
+        crate::run::backoff::pace_after(ctx, run, crate::run::backoff::Backoff::Unreachable(why));
         let lane = run.lane(lane_id).expect("lane");
         Ok(StepReport::for_lane(
             run,
