@@ -65,8 +65,9 @@ pub enum Waiting {
     Paced {
         until: String,
     },
-    /// A remote lane's receipt could not fetch from the remote: checked again from `until`.
+    /// The remote could not be reached (SPEC 20.19): `step` runs again from `until`.
     Unreachable {
+        step: StepKey,
         until: String,
     },
     /// `alive` agents are alive, the ceiling `pace.agents` allows.
@@ -380,7 +381,7 @@ pub fn lanes_next(
             }
             if !lane.depends.is_empty() && lane.taken_base().is_none() {
                 // It starts from the target as its dependencies left it.
-                if let Some(next) = sync_step(lane, StepKey::Base) {
+                if let Some(next) = sync_step(lane, view, StepKey::Base) {
                     return next;
                 }
             }
@@ -398,7 +399,7 @@ pub fn lanes_next(
         if lane.stage == Stage::Brief && !lane.depends.is_empty() && lane.taken_base().is_none() {
             // A lane whose base step is in hand, was left by a call that died, or failed: the
             // base first, never past it. Once taken, a later attempt keeps it.
-            if let Some(next) = sync_step(lane, StepKey::Base) {
+            if let Some(next) = sync_step(lane, view, StepKey::Base) {
                 return next;
             }
         }
@@ -545,14 +546,14 @@ fn lane_next(lane: &Lane, view: &DecideView, expected: &dyn Fn(usize, usize) -> 
         Stage::Land => land(lane, view, expected, crash_budget_left),
         // A person asked for the open pull request to be armed: that first (SPEC 23.2).
         Stage::Retire if lane.arm_requested && !view.arm_auto && lane.is_done(&StepKey::PrOpen) => {
-            sync_step(lane, StepKey::PrArm)
-                .or_else(|| sync_step(lane, StepKey::Retire))
+            sync_step(lane, view, StepKey::PrArm)
+                .or_else(|| sync_step(lane, view, StepKey::Retire))
                 .unwrap_or(Next::Wait {
                     lane: id,
                     why: Waiting::Landed,
                 })
         }
-        Stage::Retire => sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
+        Stage::Retire => sync_step(lane, view, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
             why: Waiting::Landed,
         }),
@@ -756,46 +757,6 @@ fn over_budget(lane: &Lane, view: &DecideView) -> Option<Next> {
     })
 }
 
-/// A synchronous landing step: what it needs next, or None when it is done.
-fn sync_step(lane: &Lane, step: StepKey) -> Option<Next> {
-    let id = lane.id.clone();
-    match lane.record(&step) {
-        None => Some(Next::Sync {
-            lane: id,
-            step: step.clone(),
-        }),
-        Some(r) if in_hand(r) => Some(Next::Wait {
-            lane: id,
-            why: Waiting::DoingStep { step: step.clone() },
-        }),
-        Some(r) if r.status == StepStatus::Started => Some(Next::Sync {
-            lane: id,
-            step: step.clone(),
-        }),
-        Some(r) if r.status == StepStatus::Failed => {
-            let o = r.outcome_as::<LandOutcome>().unwrap_or_default();
-            if o.again {
-                // Not a failure of the work: the world is not there yet (a target moved, a pull
-                // request waits to be merged). The step is tried again, by this round or the next.
-                if o.new_round {
-                    Some(Next::LandAgain { lane: id })
-                } else {
-                    Some(Next::Sync {
-                        lane: id,
-                        step: step.clone(),
-                    })
-                }
-            } else {
-                Some(Next::Block {
-                    lane: id,
-                    reason: o.error.unwrap_or_else(|| "landing failed".to_owned()),
-                })
-            }
-        }
-        Some(_) => None,
-    }
-}
-
 /// Landing a delivered lane, by `land.mode`.
 fn land(
     lane: &Lane,
@@ -810,20 +771,20 @@ fn land(
             steps.push(StepKey::PrArm);
         }
         for step in steps {
-            if let Some(next) = sync_step(lane, step) {
+            if let Some(next) = sync_step(lane, view, step) {
                 return next;
             }
         }
         // Every pull-request step done, the lane still here (a person resumed it after its
         // retire failed): retiring is what is left, and it waits until the request has merged.
-        return sync_step(lane, StepKey::Retire).unwrap_or(Next::Wait {
+        return sync_step(lane, view, StepKey::Retire).unwrap_or(Next::Wait {
             lane: id,
             why: Waiting::PullRequestOpen,
         });
     }
     let round = lane.land_round.max(1);
     let integrate = StepKey::Integrate(round);
-    if let Some(next) = sync_step(lane, integrate.clone()) {
+    if let Some(next) = sync_step(lane, view, integrate.clone()) {
         return next;
     }
     let merged = lane
@@ -844,7 +805,7 @@ fn land(
         }
     }
     for step in [StepKey::LandCommit(round), StepKey::Land(round)] {
-        if let Some(next) = sync_step(lane, step) {
+        if let Some(next) = sync_step(lane, view, step) {
             return next;
         }
     }
@@ -960,7 +921,10 @@ fn receipt(
         return match view.paced_until.clone() {
             Some(until) => Next::Wait {
                 lane: id,
-                why: Waiting::Unreachable { until },
+                why: Waiting::Unreachable {
+                    step: StepKey::Receipt,
+                    until,
+                },
             },
             None => Next::CheckReceipt { lane: id },
         };

@@ -5,10 +5,10 @@
 //!
 //! Paths here are `crate::` paths: this file is `decide::moves`, kept beside `decide.rs`.
 
-use crate::run::decide::{DecideView, Waiting};
+use crate::run::decide::{DecideView, Next, Waiting};
 use crate::run::keys::StepKey;
 use crate::run::settings::LandMode;
-use crate::run::state::{EscalationKind, Lane, RunStatus, Stage, StepRecord};
+use crate::run::state::{EscalationKind, Lane, RunStatus, Stage, StepRecord, StepStatus};
 
 /// Where a lane goes once a step's result is in: `decide` chooses, the stages and the stepper
 /// apply it.
@@ -333,5 +333,57 @@ pub(super) fn launch_waits(view: &DecideView) -> Option<Waiting> {
         })
     } else {
         None
+    }
+}
+
+/// A synchronous landing step: what it needs next, or None when it is done.
+pub(super) fn sync_step(lane: &Lane, view: &DecideView, step: StepKey) -> Option<Next> {
+    let id = lane.id.clone();
+    match lane.record(&step) {
+        None => Some(Next::Sync {
+            lane: id,
+            step: step.clone(),
+        }),
+        Some(r) if super::in_hand(r) => Some(Next::Wait {
+            lane: id,
+            why: Waiting::DoingStep { step: step.clone() },
+        }),
+        Some(r) if r.status == StepStatus::Started => Some(Next::Sync {
+            lane: id,
+            step: step.clone(),
+        }),
+        Some(r) if r.status == StepStatus::Failed => {
+            let o = r
+                .outcome_as::<crate::run::outcome::LandOutcome>()
+                .unwrap_or_default();
+            if let (true, Some(_), Some(until)) = (o.again, &o.unreachable, &view.paced_until) {
+                // `land.remote` could not be reached (SPEC 20.19): once the backoff has passed.
+                return Some(Next::Wait {
+                    lane: id,
+                    why: Waiting::Unreachable {
+                        step,
+                        until: until.clone(),
+                    },
+                });
+            }
+            if o.again {
+                // Not a failure of the work: the world is not there yet (a target moved, a pull
+                // request waits to be merged). The step is tried again, by this round or the next.
+                if o.new_round {
+                    Some(Next::LandAgain { lane: id })
+                } else {
+                    Some(Next::Sync {
+                        lane: id,
+                        step: step.clone(),
+                    })
+                }
+            } else {
+                Some(Next::Block {
+                    lane: id,
+                    reason: o.error.unwrap_or_else(|| "landing failed".to_owned()),
+                })
+            }
+        }
+        Some(_) => None,
     }
 }

@@ -103,6 +103,7 @@ fn a_receipt_that_could_not_reach_the_remote_is_checked_again_once_the_backoff_h
         Next::Wait {
             lane: "a".into(),
             why: Waiting::Unreachable {
+                step: StepKey::Receipt,
                 until: "2026-09-30T11:05:00Z".into()
             }
         }
@@ -110,4 +111,43 @@ fn a_receipt_that_could_not_reach_the_remote_is_checked_again_once_the_backoff_h
     // Not a gap: no definition of done, no new attempt; the checks again.
     v.paced_until = None;
     assert_eq!(decide(&r, &v), Next::CheckReceipt { lane: "a".into() });
+}
+
+#[test]
+fn a_landing_step_that_could_not_reach_the_remote_is_tried_again_once_the_backoff_has_passed() {
+    let mut v = view(Driver::Process);
+    let outcome = json!({"again": true, "new_round": false, "why": "x", "unreachable": "`origin` could not be reached: x"});
+    let r = run(
+        Driver::Process,
+        vec![lane("a", Stage::Retire, vec![failed("retire", outcome)])],
+    );
+    v.paced_until = Some("2026-09-30T11:05:00Z".into());
+    assert_eq!(
+        decide(&r, &v),
+        Next::Wait {
+            lane: "a".into(),
+            why: Waiting::Unreachable {
+                step: StepKey::Retire,
+                until: "2026-09-30T11:05:00Z".into()
+            }
+        }
+    );
+    v.paced_until = None;
+    assert_eq!(
+        decide(&r, &v),
+        Next::Sync {
+            lane: "a".into(),
+            step: StepKey::Retire
+        }
+    );
+    // A failure with the remote there blocks, as it always did.
+    let r = run(
+        Driver::Process,
+        vec![lane(
+            "a",
+            Stage::Retire,
+            vec![failed("retire", json!({"error": "refused"}))],
+        )],
+    );
+    assert!(matches!(decide(&r, &v), Next::Block { .. }));
 }

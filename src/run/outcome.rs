@@ -268,6 +268,9 @@ pub struct LandOutcome {
     pub new_round: bool,
     pub why: Option<String>,
     pub error: Option<String>,
+    /// `land.remote` could not be reached (SPEC 20.19): tried again after the run's backoff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
 }
 
 /// What a step recorded, by the kind of step it is.

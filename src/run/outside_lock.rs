@@ -198,7 +198,12 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
         Pending::Sync { lane, step } => {
             let l = snapshot.lane(&lane).expect("lane");
             let done = super::stage::land::perform(ctx, snapshot, l, &step);
-            record_after(ctx, &snapshot.id, &lane, &step, |l, record| {
+            let unreachable = done.outcome["unreachable"].as_str();
+            record_after_in_run(ctx, &snapshot.id, &lane, &step, |run, record| {
+                if let Some(why) = unreachable {
+                    super::backoff::pace_after(ctx, run, super::backoff::Backoff::Unreachable(why));
+                }
+                let l = run.lane_mut(&lane).expect("lane");
                 finish(record, done.status, done.outcome.clone());
                 if done.status == StepStatus::Done {
                     if let Some(mv) =

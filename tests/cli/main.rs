@@ -40,6 +40,7 @@ mod mcp;
 mod memory;
 mod metrics;
 mod mock_api;
+mod outage;
 mod output;
 mod project;
 mod project_drivers;

@@ -245,8 +245,8 @@ pub fn waiting(why: &Waiting) -> String {
         Waiting::Paced { until } => {
             format!("paced: paused until {until}; no agent starts before then")
         }
-        Waiting::Unreachable { until } => {
-            format!("the remote could not be reached; what the agent pushed is fetched again from {until}")
+        Waiting::Unreachable { step, until } => {
+            format!("the remote could not be reached; `{step}` runs again from {until}")
         }
         Waiting::Ceiling { alive } => {
             format!("waits its turn: {alive} agents are alive, the ceiling (pace.agents)")

@@ -183,7 +183,34 @@ fn own_merge(
     matches!((merged, tree), (Ok(m), Ok(t)) if m.lines().next() == Some(t.as_str()))
 }
 
+/// A landing step. One that failed while `land.remote` could not be reached (listing the target
+/// there fails too) is not the lane's failure: it is tried again after the run's backoff (SPEC
+/// 20.19), as a replay would, never a blocked lane to resume by hand.
 pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
+    let done = perform_step(ctx, run, lane, step);
+    let (StepStatus::Failed, Some(remote)) = (done.status, &ctx.settings.land.remote) else {
+        return done;
+    };
+    if done.outcome["again"] == true {
+        return done;
+    }
+    let target = target(ctx, run).unwrap_or_default();
+    let Err(e) = land::remote_head(&ctx.repo.root, remote, &target) else {
+        return done;
+    };
+    let why = format!("`{remote}` could not be reached: {e}");
+    Done {
+        status: StepStatus::Failed,
+        outcome: json!({"again": true, "new_round": false, "why": why, "unreachable": why, "error": done.outcome["error"]}),
+        reason: None,
+        action: Action::Waiting,
+        next: Landing::NotYet {
+            why: format!("{why}; the run backs off, then tries `{step}` again"),
+        },
+    }
+}
+
+fn perform_step(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
     let Some(target) = target(ctx, run) else {
         return failed(
             "the run started on a detached HEAD and `land.target` names no branch to land into",

@@ -1,0 +1,279 @@
+//! A remote that cannot be reached (SPEC 20.19, 20.10): an outage says nothing of a lane's work,
+//! so it is waited out with the run's backoff, never a blocked lane to resume by hand: a remote
+//! lane's publishes (before its implementer, before remote validators), its receipt's fetch, and
+//! a landing's push.
+
+use crate::env::{git_shim, run, TestEnv};
+use crate::landing::{add_remote, assert_landed_and_retired, landing_env, remote_rev, rev, PASS};
+use crate::loop_e2e::{build, json_lines, run_show, str_of};
+use crate::remote_lanes::{remote_env, starts, AGENT};
+use crate::snap::assert_read;
+use crate::validation::{events, section};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Ends the outage (removes `down`) once the run has logged a backoff for it; true if it did.
+fn ends_once_backed_off(env: &TestEnv, down: PathBuf) -> std::thread::JoinHandle<bool> {
+    let log = env.root().join(".iced/run/events.jsonl");
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("\"remote_unreachable\"") {
+                std::fs::remove_file(&down).unwrap();
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    })
+}
+
+/// The remote goes down as the landing pushes `main` (every push, listing and fetch fails, as
+/// with no network) and comes back once the run has backed off: the build waits it out and lands
+/// in the same round; nothing is blocked, no definition of done runs again.
+#[test]
+fn a_landing_that_cannot_reach_the_remote_waits_it_out_and_lands() {
+    let (env, id) = landing_env(
+        crate::landing::AGENT,
+        1,
+        json!({"mode": "merge", "strategy": "merge", "remote": "origin"}),
+    );
+    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
+    env.commit_all("a short backoff");
+    let origin = add_remote(&env);
+    let (down, over) = (env.outside("down"), env.outside("over"));
+    let path = git_shim(
+        &env.outside("bin"),
+        &format!(
+            "case \" $* \" in *' push '*refs/heads/main*) [ -e '{over}' ] || : > '{down}';; esac\n\
+             if [ -e '{down}' ]; then case \" $* \" in *' push '*|*' ls-remote '*|*' fetch '*) \
+             : > '{over}'; echo 'fatal: unable to access the remote: Could not resolve host' >&2; exit 128;; esac; fi\n",
+            over = over.display(),
+            down = down.display()
+        ),
+    );
+    let outage = ends_once_backed_off(&env, down.clone());
+    let out = run(env
+        .command()
+        .env("PATH", &path)
+        .args(["build", &id, "--json"]));
+    assert!(outage.join().unwrap(), "the run never backed off: {out:#?}");
+    assert_eq!(out.code, 0, "{out:#?}");
+    let lines = json_lines(&out);
+    let last = lines.last().unwrap();
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let waited: Vec<&str> = lines.iter().filter_map(|l| l["next"].as_str()).collect();
+    assert!(
+        waited
+            .iter()
+            .any(|n| n.starts_with("`origin` could not be reached: ")
+                && n.ends_with("; the run backs off, then tries `land-1` again")),
+        "{waited:#?}"
+    );
+    let run = str_of(last, "run").to_owned();
+    let (record, _) = assert_landed_and_retired(&env, &id, &run, "main");
+    let lane = &record["run"]["lanes"][0];
+    assert_eq!(lane["land_round"], 1, "{lane:#}");
+    assert_eq!(lane["attempt"], 1, "{lane:#}");
+    assert_eq!(
+        remote_rev(&origin, "refs/heads/main").as_deref(),
+        Some(rev(&env, "main").as_str())
+    );
+}
+
+/// A remote that cannot be reached when the lane branch is published before the implementer
+/// (SPEC 20.19, 20.10) is not the lane's fault: the run backs off and tries again, no attempt and
+/// no crash counted, no agent started; once the remote answers again, the lane goes on and lands.
+#[test]
+fn a_remote_that_cannot_be_reached_is_waited_for_and_the_lane_goes_on() {
+    let r = remote_env(AGENT, false);
+    let env = &r.env;
+    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
+    env.commit_all("a short backoff");
+    // Admitted (its claim taken on the remote, which answers then), the call killed right after.
+    let admitted = env
+        .command()
+        .args(["build", &r.id, "--no-wait", "--json"])
+        .env("ICED_FAILPOINT", "admit-after-state")
+        .output()
+        .expect("iced runs");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&admitted.status),
+        Some(9)
+    );
+    let state: Value = serde_json::from_str(&env.read(".iced/run/state.json")).unwrap();
+    let run = state["runs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // The remote goes away: `git daemon` no longer serves the repository.
+    let away = r.origin.with_file_name("away.git");
+    std::fs::rename(&r.origin, &away).unwrap();
+    let mut said = Vec::new();
+    for _ in 0..6 {
+        let out = env.iced_json(&["implement", "step", "--run", &run]);
+        assert!(out.code == 0 || out.code == 4, "{out:#?}");
+        let report = out.json();
+        said.push(str_of(&report, "next").to_owned());
+        if said.last().unwrap().contains("runs again from") {
+            break;
+        }
+    }
+    let backed_off = said.last().unwrap();
+    assert!(
+        backed_off.starts_with("`implement` did not start: the remote could not be reached: ")
+            && backed_off.ends_with(": call again"),
+        "{said:#?}"
+    );
+    // As the host reads it (the time it runs again from is the real clock's).
+    let at = backed_off.find("runs again from ").unwrap() + "runs again from ".len();
+    let shown = said
+        .iter()
+        .map(|s| s.replace(&backed_off[at..at + 20], "[UNTIL]") + "\n")
+        .collect::<String>();
+    assert_read!(env, "remote_unreachable_backs_off", shown);
+    let show = run_show(env, &run);
+    let lane = &show["lanes"][0];
+    assert_ne!(lane["stage"], "blocked", "{show:#}");
+    assert_eq!(lane["attempt"], 1, "{show:#}");
+    assert!(starts(&r).is_empty(), "no agent started: {:#?}", r.log());
+    let paced: Vec<Value> = events(env)
+        .into_iter()
+        .filter(|e| e["event"] == "paced")
+        .collect();
+    assert_eq!(paced.len(), 1, "{paced:#?}");
+    assert_eq!(paced[0]["why"], "remote_unreachable");
+    assert!(
+        str_of(&paced[0], "error").contains("could not be reached"),
+        "{paced:#?}"
+    );
+    // The remote answers again: the run goes on from where it waited and lands.
+    std::fs::rename(&away, &r.origin).unwrap();
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(str_of(&last, "run"), run);
+    assert_eq!(starts(&r).len(), 1, "{:#?}", r.log());
+    assert_eq!(
+        env.git_out(&["show", "main:src/session.txt"]),
+        "refreshed on activity\n"
+    );
+}
+
+/// The same for remote validators (SPEC 20.19, 20.10): the remote goes away after the receipt (the
+/// definition of done takes it away, as an outage would) and comes back once the run has backed
+/// off. The build waits it out: the validators are prepared again, no crash counted, and the lane
+/// lands in its first attempt.
+#[test]
+fn remote_validators_wait_for_a_remote_that_cannot_be_reached() {
+    let script = format!(
+        "{AGENT}{}",
+        section("*", "validator", "full", &format!("clone\nreport {PASS}"))
+    );
+    let r = remote_env(&script, true);
+    let env = &r.env;
+    let away = r.origin.with_file_name("away.git");
+    env.patch_config(&json!({
+        "pace": {"backoffSec": 1, "backoffMaxSec": 2},
+        "verify": {"commands": [{"argv": ["mv", r.origin, away], "timeoutSec": 30}]}
+    }));
+    env.commit_all("the remote goes away after the receipt");
+    // The outage ends once the run has backed off.
+    let log = env.root().join(".iced/run/events.jsonl");
+    let (origin, gone) = (r.origin.clone(), away.clone());
+    let outage = std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("\"remote_unreachable\"") {
+                std::fs::rename(&gone, &origin).unwrap();
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    });
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert!(outage.join().unwrap(), "the run never backed off: {out:#?}");
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let run = str_of(&last, "run").to_owned();
+    let redone: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("the remote could not be reached"))
+        .collect();
+    assert!(!redone.is_empty(), "{out:#?}");
+    let validators = starts(&r)
+        .into_iter()
+        .filter(|s| s["role"] == "validator")
+        .count();
+    assert_eq!(validators, 1, "{:#?}", r.log());
+    let show = run_show(env, &run);
+    let lane = &show["run"]["lanes"][0];
+    assert_eq!(lane["attempt"], 1, "{show:#}");
+    assert_eq!(lane["crashes"], 0, "{show:#}");
+}
+
+/// What the agent pushed, when the remote cannot be reached at the receipt (SPEC 20.19): no gap
+/// and no new attempt over work that is there, but the receipt checked again once the run has
+/// backed off; the agent's work is then taken and lands, its agent run once.
+#[test]
+fn a_receipt_that_cannot_reach_the_remote_checks_again_not_a_new_attempt() {
+    let r = remote_env(AGENT, false);
+    let env = &r.env;
+    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
+    env.commit_all("a short backoff");
+    // The run goes as far as its running implementer.
+    let (out, last) = build(env, &r.id, &["--no-wait"], 0);
+    let run = str_of(&last, "run").to_owned();
+    assert!(
+        out.stdout.contains("the implementer is running"),
+        "{out:#?}"
+    );
+    let ended = env.path(&format!(
+        ".iced/run/{run}/{}/activities/implement-1/outcome.json",
+        r.id
+    ));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ended.exists() {
+        assert!(std::time::Instant::now() < until, "the agent never ended");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(r.log().contains(&"end role=implementer rc=0".to_owned()));
+    // The agent has pushed its work; then the remote goes away.
+    let away = r.origin.with_file_name("away.git");
+    std::fs::rename(&r.origin, &away).unwrap();
+    let mut said = Vec::new();
+    for _ in 0..3 {
+        let out = env.iced_json(&["implement", "step", "--run", &run]);
+        assert!(out.code == 0 || out.code == 4, "{out:#?}");
+        said.push(str_of(&out.json(), "next").to_owned());
+    }
+    assert!(
+        said[0].starts_with(
+            "what the agent pushed was not fetched: the remote could not be reached: "
+        ) && said[0].ends_with("the run backs off, then checks it again: call again"),
+        "{said:#?}"
+    );
+    assert!(
+        said[1].starts_with("the remote could not be reached; `receipt` runs again from "),
+        "{said:#?}"
+    );
+    let show = run_show(env, &run);
+    assert_eq!(show["lanes"][0]["stage"], "receipt", "{show:#}");
+    assert_eq!(show["lanes"][0]["attempt"], 1, "{show:#}");
+    // Back: the receipt takes the agent's work, and the lane lands in its first attempt.
+    std::fs::rename(&away, &r.origin).unwrap();
+    let (out, last) = build(env, &r.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(starts(&r).len(), 1, "{:#?}", r.log());
+    assert_eq!(
+        env.git_out(&["show", "main:src/session.txt"]),
+        "refreshed on activity\n"
+    );
+    let show = run_show(env, &run);
+    assert_eq!(show["run"]["lanes"][0]["attempt"], 1, "{show:#}");
+}
