@@ -434,13 +434,13 @@ pub fn prepare(
     })
 }
 
-/// The lane moved after its receipt: fail the validator steps this call prepares, naming how.
-pub(crate) fn record_moved(
+/// Fail the validator steps this call prepares with `outcome`; `then` does the rest to the run
+/// and says what comes next.
+fn fail_prepared(
     ctx: &Ctx<'_>,
-    snapshot: &Run,
-    lane_id: &str,
-    keys: &[StepKey],
-    moved: Value,
+    (snapshot, lane_id, keys): (&Run, &str, &[StepKey]),
+    outcome: Value,
+    then: impl FnOnce(&mut Run) -> Then,
 ) -> Result<StepReport, Refusal> {
     let (mine, _) = me();
     ctx.transact_pub(|state| {
@@ -451,22 +451,28 @@ pub(crate) fn record_moved(
                 .record_mut(key)
                 .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
             {
-                finish(r, StepStatus::Failed, json!({"moved": moved}));
+                finish(r, StepStatus::Failed, outcome.clone());
             }
         }
-        emit(
-            &ctx.paths,
-            &snapshot.id,
-            Event::LaneMoved,
-            json!({"lane": lane_id, "moved": moved}),
-        );
+        let then = then(run);
         let lane = run.lane(lane_id).expect("lane");
-        Ok(StepReport::for_lane(
-            run,
-            lane,
-            Action::Advanced,
-            Then::LaneMovedAfterReceipt,
-        ))
+        Ok(StepReport::for_lane(run, lane, Action::Advanced, then))
+    })
+}
+
+/// The lane moved after its receipt: fail the validator steps this call prepares, naming how.
+pub(crate) fn record_moved(
+    ctx: &Ctx<'_>,
+    snapshot: &Run,
+    lane_id: &str,
+    keys: &[StepKey],
+    moved: Value,
+) -> Result<StepReport, Refusal> {
+    let outcome = json!({ "moved": moved });
+    fail_prepared(ctx, (snapshot, lane_id, keys), outcome, |_| {
+        let moved = json!({"lane": lane_id, "moved": moved});
+        emit(&ctx.paths, &snapshot.id, Event::LaneMoved, moved);
+        Then::LaneMovedAfterReceipt
     })
 }
 
@@ -480,31 +486,11 @@ fn record_unreachable(
     keys: &[StepKey],
     why: &str,
 ) -> Result<StepReport, Refusal> {
-    let (mine, _) = me();
-    ctx.transact_pub(|state| {
-        let run = state.runs.get_mut(&snapshot.id).expect("run");
-        let lane = run.lane_mut(lane_id).expect("lane");
-        for key in keys {
-            if let Some(r) = lane
-                .record_mut(key)
-                .filter(|r| r.status == StepStatus::Started && r.pid == Some(mine))
-            {
-                finish(
-                    r,
-                    StepStatus::Failed,
-                    json!({"remote": why, "unreachable": true}),
-                );
-            }
-        }
+    let outcome = json!({"remote": why, "unreachable": true});
+    fail_prepared(ctx, (snapshot, lane_id, keys), outcome, |run| {
         crate::run::backoff::pace_after(ctx, run, crate::run::backoff::Backoff::Unreachable(why));
-        let lane = run.lane(lane_id).expect("lane");
-        Ok(StepReport::for_lane(
-            run,
-            lane,
-            Action::Advanced,
-            Then::Reason(format!(
-                "the lane branch was not published: {why}; the run backs off: call again"
-            )),
+        Then::Reason(format!(
+            "the lane branch was not published: {why}; the run backs off: call again"
         ))
     })
 }
