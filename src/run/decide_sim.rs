@@ -125,6 +125,8 @@ impl Dice {
 /// every run ends within `BOUND`.
 struct Budget {
     rate_limits: u32,
+    /// Times the remote cannot be reached (a publish, a receipt's fetch, a landing step).
+    outages: u32,
     target_moves: u32,
     pr_waits: u32,
     deaths: u32,
@@ -393,6 +395,7 @@ pub(super) fn walk(case: &Case) -> Walk {
         paused_for: 0,
         budget: Budget {
             rate_limits: 3,
+            outages: 3,
             target_moves: 2,
             pr_waits: 3,
             deaths: 3,

@@ -109,7 +109,7 @@ impl Sim {
                 let l = self.lane_mut(lane);
                 let old = l.take_current(key);
                 let mutated = old.iter().any(|r| flag(r, "mutation"));
-                let limited = old.iter().any(rate_limited);
+                let limited = old.iter().any(backs_off);
                 if mutated {
                     l.mutations += 1;
                 } else if !limited {
@@ -190,6 +190,19 @@ impl Sim {
                 apply_move(l, after_worktree(Ok(())));
                 false
             }
+            Next::LaunchImplementer { lane } if self.outage() => {
+                // The lane branch could not be published (`stage::implement`): no agent.
+                let l = self.lane_mut(lane);
+                let record = l.record_mut(&StepKey::Implement).expect("marked");
+                finish(
+                    record,
+                    StepStatus::Failed,
+                    json!({"remote": "down", "unreachable": true}),
+                );
+                record.nonce = None;
+                self.rate_limited();
+                false
+            }
             Next::LaunchImplementer { lane } => {
                 let key = StepKey::Implement;
                 let limited = self.budget.rate_limits > 0 && self.dice.chance(8);
@@ -219,7 +232,13 @@ impl Sim {
                 false
             }
             Next::CheckReceipt { lane } => {
-                let checks = if self.dice.chance(5) {
+                let down = self.outage();
+                if down {
+                    self.rate_limited();
+                }
+                let checks = if down {
+                    json!({"unreachable": "down"})
+                } else if self.dice.chance(5) {
                     json!({"missing": [], "handback": "the unit asks for two things at once"})
                 } else if self.dice.chance(20) {
                     json!({"missing": ["the worktree has uncommitted or untracked changes"], "handback": null})
@@ -402,7 +421,14 @@ impl Sim {
             let o = json!({"again": true, "new_round": new_round});
             (StepStatus::Failed, o)
         };
-        let (status, outcome): (StepStatus, Value) = if failed {
+        let down = !failed && !moved && !waits && self.outage();
+        if down {
+            self.rate_limited();
+        }
+        let (status, outcome): (StepStatus, Value) = if down {
+            let o = json!({"again": true, "new_round": false, "unreachable": "down"});
+            (StepStatus::Failed, o)
+        } else if failed {
             (StepStatus::Failed, json!({"error": "the forge said no"}))
         } else if moved {
             again(true)
@@ -676,6 +702,13 @@ impl Sim {
         if limited {
             self.rate_limited();
         }
+    }
+
+    /// The remote cannot be reached this time (while the budget of outages lasts).
+    fn outage(&mut self) -> bool {
+        let down = self.budget.outages > 0 && self.dice.chance(10);
+        self.budget.outages -= u32::from(down);
+        down
     }
 
     fn rate_limited(&mut self) {
