@@ -402,10 +402,14 @@ fn launch_starts_a_detached_supervisor_and_reaps_it() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("fake-iced");
     // The fake supervisor reports its arguments, session, pid, stdin, what its `--ready-fd` is and
-    // the signals it blocks and ignores, then waits to be told to exit.
+    // the signals it blocks and ignores, then waits to be told to exit. The masks are read by the
+    // shell itself (builtins): a command it starts could read them while the shell still blocks
+    // every signal around its own fork (dash does, until the child has run), which under load
+    // showed a full mask that the supervisor never had.
     let script = r#"#!/bin/sh
 d="$2"
-{ echo "$1 $2 $3"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; readlink /proc/$$/fd/$4; grep -E '^Sig(Blk|Ign)' /proc/$$/status; } > "$d/report.tmp"
+{ echo "$1 $2 $3"; cut -d' ' -f6 /proc/$$/stat; echo $$; readlink /proc/$$/fd/0; readlink /proc/$$/fd/$4
+  while read -r k v; do case "$k" in SigBlk:|SigIgn:) echo "$k $v";; esac; done < /proc/$$/status; } > "$d/report.tmp"
 mv "$d/report.tmp" "$d/report"
 while [ ! -e "$d/go" ]; do sleep 0.01; done
 "#;
