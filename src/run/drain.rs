@@ -89,6 +89,12 @@ pub enum Told<'a> {
         resumed: bool,
     },
     Ended(&'a Built),
+    /// The remote could not be reached to claim `unit` (SPEC 20.13): tried again at `until`.
+    Waiting {
+        unit: &'a str,
+        why: &'a str,
+        until: &'a str,
+    },
 }
 
 /// Drain the queue within `limits`. `drive_run` drives one admitted run until only someone else
@@ -127,6 +133,8 @@ pub fn drain(
     // Units someone else has (SPEC 24.9.1): claimed on the remote or by another checkout after
     // the survey, or landed on the remote's target; passed over for the rest of the drain.
     let mut passed: Vec<Skipped> = Vec::new();
+    // Admits in a row that could not reach the remote: the wait before the next doubles.
+    let mut outages: u32 = 0;
     loop {
         if limits.until.is_some_and(|t| crate::clock::real_now() >= t) {
             summary.stopped = Stopped::Time;
@@ -194,8 +202,24 @@ pub fn drain(
             }
             // Before the first run, the refusal is the drain's own (the repository's checks).
             Err(refusal) if summary.units == 0 => return Err(refusal),
+            // An outage after that says nothing of the queue: waited out, as a run waits out
+            // one (SPEC 20.10), then the queue is surveyed again.
+            Err(refusal) if !resumed && refusal.code == "claim-remote-unreachable" => {
+                let wait = backoff(ctx, outages, limits.until);
+                outages += 1;
+                let until = (crate::clock::real_now() + wait)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                told(Told::Waiting {
+                    unit: &unit,
+                    why: &refusal.reason,
+                    until: &until,
+                });
+                std::thread::sleep(wait.to_std().unwrap_or_default());
+                continue;
+            }
             Err(refusal) => return Ok(refused(summary, &built, unit, refusal)),
         };
+        outages = 0;
         built.push(unit.clone());
         summary.units += 1;
         told(Told::Picked {
@@ -247,6 +271,22 @@ pub fn drain(
         summary.skipped.push(p);
     }
     Ok(summary)
+}
+
+/// How long a drain waits after `outages` admits in a row could not reach the remote: the pace's
+/// backoff doubled for each, capped (SPEC 20.10), and never past `--until`.
+fn backoff(ctx: &Ctx<'_>, outages: u32, until: Option<DateTime<Utc>>) -> chrono::Duration {
+    let pace = &ctx.settings.pace;
+    let ms = (pace.backoff_sec * 1000.0 * 2f64.powi(outages.min(20) as i32))
+        .min(pace.backoff_max_sec * 1000.0)
+        .max(1.0);
+    let wait = chrono::Duration::milliseconds(ms as i64);
+    match until {
+        Some(t) => wait
+            .min(t - crate::clock::real_now())
+            .max(chrono::Duration::zero()),
+        None => wait,
+    }
 }
 
 /// A refusal of a unit's admit that says someone else has the unit (SPEC 20.13, 24.9.1).

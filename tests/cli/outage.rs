@@ -1,7 +1,7 @@
 //! A remote that cannot be reached (SPEC 20.19, 20.10): an outage says nothing of a lane's work,
 //! so it is waited out with the run's backoff, never a blocked lane to resume by hand: a remote
-//! lane's publishes (before its implementer, before remote validators), its receipt's fetch, and
-//! a landing's push.
+//! lane's publishes (before its implementer, before remote validators), its receipt's fetch, a
+//! landing's push, and a drain's claim of its next unit.
 
 use crate::env::{git_shim, run, TestEnv};
 use crate::landing::{add_remote, assert_landed_and_retired, landing_env, remote_rev, rev, PASS};
@@ -276,4 +276,71 @@ fn a_receipt_that_cannot_reach_the_remote_checks_again_not_a_new_attempt() {
     );
     let show = run_show(env, &run);
     assert_eq!(show["run"]["lanes"][0]["attempt"], 1, "{show:#}");
+}
+
+/// A drain that meets an outage between two units (SPEC 20.13): the next admit cannot claim its
+/// unit on the remote. Its first unit built, the drain waits it out (the pace's backoff, said as
+/// it goes) and builds the rest, never stopping with the queue unbuilt.
+#[test]
+fn a_drain_waits_out_a_remote_it_cannot_reach_between_units() {
+    let env = TestEnv::initialized();
+    let mut config = crate::env::fake_runner(&env, "commit src/{lane}.txt done\nreport-ok E1 E2\n");
+    crate::env::merge_json(
+        &mut config,
+        &json!({
+            "verify": {"independent": false, "commands": []},
+            "land": {"mode": "merge", "strategy": "merge", "remote": "origin"},
+            "pace": {"backoffSec": 1, "backoffMaxSec": 2}
+        }),
+    );
+    env.patch_config(&config);
+    let first = env.approved_unit("first of two");
+    let second = env.approved_unit("second of two");
+    env.commit_all("approve");
+    add_remote(&env);
+    // Down from the first landing on, for every claim on the remote, until the test says over.
+    let (landed, hit, over) = (
+        env.outside("landed"),
+        env.outside("hit"),
+        env.outside("over"),
+    );
+    let path = git_shim(
+        &env.outside("bin"),
+        &format!(
+            "case \" $* \" in *' push '*refs/heads/main*) : > '{landed}';; esac\n\
+             if [ -e '{landed}' ] && [ ! -e '{over}' ]; then case \" $* \" in *refs/iced/claims/*) \
+             : > '{hit}'; echo 'fatal: unable to access the remote: Could not resolve host' >&2; exit 128;; esac; fi\n",
+            landed = landed.display(),
+            hit = hit.display(),
+            over = over.display()
+        ),
+    );
+    let outage = std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !hit.exists() {
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::fs::write(&over, "").unwrap();
+        true
+    });
+    let out = run(env.command().env("PATH", &path).args(["drain"]));
+    assert!(outage.join().unwrap(), "no claim met the outage: {out:#?}");
+    assert_eq!(out.code, 0, "{out:#?}");
+    let said: Vec<&str> = out.stdout.lines().chain(out.stderr.lines()).collect();
+    for unit in [&first, &second] {
+        let ended = format!("drain: {unit} delivered");
+        assert!(said.iter().any(|l| l.starts_with(&ended)), "{out:#?}");
+    }
+    let waited = said
+        .iter()
+        .find(|l| l.starts_with(&format!("drain: {second} waits for the remote (")))
+        .unwrap_or_else(|| panic!("{out:#?}"));
+    // As a person reads it (the time it tries again at is the real clock's).
+    let at = waited.find("; tried again at ").expect("a time") + "; tried again at ".len();
+    let shown = format!("{}[UNTIL]\n", &waited[..at]);
+    assert_read!(&env, "drain_waits_for_the_remote", shown);
 }

@@ -44,6 +44,9 @@ pub fn told(t: &Told<'_>) -> String {
             ending(b),
             usd(b.charged_usd)
         ),
+        Told::Waiting { unit, why, until } => {
+            format!("drain: {unit} waits for the remote ({why}); tried again at {until}")
+        }
     }
 }
 
