@@ -6,7 +6,7 @@
 use super::super::*;
 use super::{lane, record, run, view};
 use crate::run::state::StepRecord;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn failed(step: &str, outcome: serde_json::Value) -> StepRecord {
     let mut r = record(step, outcome);
@@ -14,15 +14,18 @@ fn failed(step: &str, outcome: serde_json::Value) -> StepRecord {
     r
 }
 
+/// What comes next for lane `a` at `stage` whose `step` failed with `outcome`, its crash budget
+/// spent (a crash would block).
+fn next_with_no_crash_left(v: &DecideView, stage: Stage, step: &str, outcome: Value) -> Next {
+    let mut l = lane("a", stage, vec![failed(step, outcome)]);
+    l.crashes = v.max_crash_retries;
+    decide(&run(Driver::Process, vec![l]), v)
+}
+
 #[test]
 fn an_implementer_whose_remote_could_not_be_reached_is_queued_again_not_blocked() {
     let v = view(Driver::Process);
-    let next_of = |outcome| {
-        let mut l = lane("a", Stage::Implement, vec![failed("implement", outcome)]);
-        // No crash budget left: a crash would block.
-        l.crashes = v.max_crash_retries;
-        decide(&run(Driver::Process, vec![l]), &v)
-    };
+    let next_of = |outcome| next_with_no_crash_left(&v, Stage::Implement, "implement", outcome);
     assert_eq!(
         next_of(json!({"remote": "the remote could not be reached: x", "unreachable": true})),
         Next::Requeue {
@@ -44,11 +47,7 @@ fn a_validator_whose_remote_could_not_be_reached_is_prepared_again_whatever_the_
     let mut v = view(Driver::Process);
     v.validators.insert("a".into(), vec!["full".into()]);
     v.remote_validators = true;
-    let next_of = |outcome| {
-        let mut l = lane("a", Stage::Validate, vec![failed("validate-full", outcome)]);
-        l.crashes = v.max_crash_retries;
-        decide(&run(Driver::Process, vec![l]), &v)
-    };
+    let next_of = |outcome| next_with_no_crash_left(&v, Stage::Validate, "validate-full", outcome);
     assert_eq!(
         next_of(json!({"remote": "the remote could not be reached: x", "unreachable": true})),
         Next::RedoValidator {
@@ -85,6 +84,20 @@ fn remote_validators_are_prepared_only_once_the_backoff_has_passed() {
     assert!(matches!(decide(&r, &v), Next::PrepareValidators { .. }));
 }
 
+/// Paced: lane `a` of `r` waits for the backoff to pass before `step` runs again.
+fn assert_waits_for_the_backoff(r: &Run, v: &mut DecideView, step: StepKey) {
+    let until = "2026-09-30T11:05:00Z".to_owned();
+    v.paced_until = Some(until.clone());
+    let why = Waiting::Unreachable { step, until };
+    assert_eq!(
+        decide(r, v),
+        Next::Wait {
+            lane: "a".into(),
+            why
+        }
+    );
+}
+
 #[test]
 fn a_receipt_that_could_not_reach_the_remote_is_checked_again_once_the_backoff_has_passed() {
     let mut v = view(Driver::Process);
@@ -97,17 +110,7 @@ fn a_receipt_that_could_not_reach_the_remote_is_checked_again_once_the_backoff_h
         Driver::Process,
         vec![lane("a", Stage::Receipt, vec![checked])],
     );
-    v.paced_until = Some("2026-09-30T11:05:00Z".into());
-    assert_eq!(
-        decide(&r, &v),
-        Next::Wait {
-            lane: "a".into(),
-            why: Waiting::Unreachable {
-                step: StepKey::Receipt,
-                until: "2026-09-30T11:05:00Z".into()
-            }
-        }
-    );
+    assert_waits_for_the_backoff(&r, &mut v, StepKey::Receipt);
     // Not a gap: no definition of done, no new attempt; the checks again.
     v.paced_until = None;
     assert_eq!(decide(&r, &v), Next::CheckReceipt { lane: "a".into() });
@@ -121,17 +124,7 @@ fn a_landing_step_that_could_not_reach_the_remote_is_tried_again_once_the_backof
         Driver::Process,
         vec![lane("a", Stage::Retire, vec![failed("retire", outcome)])],
     );
-    v.paced_until = Some("2026-09-30T11:05:00Z".into());
-    assert_eq!(
-        decide(&r, &v),
-        Next::Wait {
-            lane: "a".into(),
-            why: Waiting::Unreachable {
-                step: StepKey::Retire,
-                until: "2026-09-30T11:05:00Z".into()
-            }
-        }
-    );
+    assert_waits_for_the_backoff(&r, &mut v, StepKey::Retire);
     v.paced_until = None;
     assert_eq!(
         decide(&r, &v),
