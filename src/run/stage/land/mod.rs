@@ -185,7 +185,7 @@ fn own_merge(
 
 /// A landing step. One that failed while `land.remote` could not be reached (listing the target
 /// there fails too) is not the lane's failure: it is tried again after the run's backoff (SPEC
-/// 20.19), as a replay would, never a blocked lane to resume by hand.
+/// 23.2), as a replay would, never a blocked lane to resume by hand.
 pub fn perform(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
     let done = perform_step(ctx, run, lane, step);
     let (StepStatus::Failed, Some(remote)) = (done.status, &ctx.settings.land.remote) else {
