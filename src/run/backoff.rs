@@ -3,6 +3,7 @@
 //! in a row.
 
 use super::events::{emit, Event};
+use super::pace::Pace;
 use super::state::Run;
 use crate::run::ctx::{run_pace, Ctx};
 use serde_json::json;
@@ -21,9 +22,6 @@ pub(crate) enum Backoff<'a> {
 /// jitter either way (SPEC 20.10).
 pub(crate) fn pace_after(ctx: &Ctx<'_>, run: &mut Run, cause: Backoff<'_>) {
     let pace = run_pace(ctx, run);
-    let base = pace.backoff_sec * 1000.0;
-    let cap = pace.backoff_max_sec * 1000.0;
-    let doubled = base * 2f64.powi(run.paced.min(20) as i32);
     // Jitter from the clock's nanoseconds: enough to spread runs that were limited together.
     let nanos = f64::from(
         std::time::SystemTime::now()
@@ -31,7 +29,7 @@ pub(crate) fn pace_after(ctx: &Ctx<'_>, run: &mut Run, cause: Backoff<'_>) {
             .map_or(0, |d| d.subsec_nanos()),
     );
     let jitter = 0.8 + 0.4 * (nanos / 1e9);
-    let wait_ms = (doubled.min(cap) * jitter).max(1.0) as i64;
+    let wait_ms = (delay_ms(&pace, run.paced) * jitter).max(1.0) as i64;
     let until = crate::clock::real_now() + chrono::Duration::milliseconds(wait_ms);
     // Whole seconds, rounded up: never earlier than the wait.
     let until = until
@@ -40,17 +38,17 @@ pub(crate) fn pace_after(ctx: &Ctx<'_>, run: &mut Run, cause: Backoff<'_>) {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     run.paced += 1;
     run.next_eligible_at = Some(until.clone());
-    emit(
-        &ctx.paths,
-        &run.id,
-        Event::Paced,
-        match cause {
-            Backoff::RateLimited => {
-                json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling})
-            }
-            Backoff::Unreachable(error) => {
-                json!({"until": until, "why": "remote_unreachable", "error": error, "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling})
-            }
-        },
-    );
+    let mut event = json!({"until": until, "why": "rate_limited", "backoff_ms": wait_ms, "in_a_row": run.paced, "ruling": pace.ruling});
+    if let Backoff::Unreachable(error) = cause {
+        event["why"] = "remote_unreachable".into();
+        event["error"] = error.into();
+    }
+    emit(&ctx.paths, &run.id, Event::Paced, event);
+}
+
+/// The wait after `in_a_row` such results before this one, in milliseconds, before jitter:
+/// `backoffSec` doubled for each, capped at `backoffMaxSec`.
+pub(crate) fn delay_ms(pace: &Pace, in_a_row: u32) -> f64 {
+    (pace.backoff_sec * 1000.0 * 2f64.powi(in_a_row.min(20) as i32))
+        .min(pace.backoff_max_sec * 1000.0)
 }

@@ -276,10 +276,7 @@ pub fn drain(
 /// How long a drain waits after `outages` admits in a row could not reach the remote: the pace's
 /// backoff doubled for each, capped (SPEC 20.10), and never past `--until`.
 fn backoff(ctx: &Ctx<'_>, outages: u32, until: Option<DateTime<Utc>>) -> chrono::Duration {
-    let pace = &ctx.settings.pace;
-    let ms = (pace.backoff_sec * 1000.0 * 2f64.powi(outages.min(20) as i32))
-        .min(pace.backoff_max_sec * 1000.0)
-        .max(1.0);
+    let ms = super::backoff::delay_ms(&ctx.settings.pace, outages).max(1.0);
     let wait = chrono::Duration::milliseconds(ms as i64);
     match until {
         Some(t) => wait

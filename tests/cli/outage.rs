@@ -6,7 +6,7 @@
 use crate::env::{git_shim, run, TestEnv};
 use crate::landing::{add_remote, assert_landed_and_retired, landing_env, remote_rev, rev, PASS};
 use crate::loop_e2e::{build, json_lines, run_show, str_of};
-use crate::remote_lanes::{remote_env, starts, AGENT};
+use crate::remote_lanes::{remote_env, starts, Remote, AGENT};
 use crate::snap::assert_read;
 use crate::validation::{events, section};
 use serde_json::{json, Value};
@@ -46,6 +46,17 @@ fn as_read(lines: &[&str]) -> String {
     shown.iter().map(|l| format!("{l}\n")).collect()
 }
 
+/// A backoff of a second or two, so that a test waits out an outage quickly.
+fn brief_backoff() -> Value {
+    json!({"backoffSec": 1, "backoffMaxSec": 2})
+}
+
+/// `env`'s config with [`brief_backoff`], committed.
+fn back_off_briefly(env: &TestEnv) {
+    env.patch_config(&json!({ "pace": brief_backoff() }));
+    env.commit_all("a short backoff");
+}
+
 /// Ends the outage (removes `down`) once the run has logged a backoff for it; true if it did.
 fn ends_once_backed_off(env: &TestEnv, down: PathBuf) -> std::thread::JoinHandle<bool> {
     let log = env.root().join(".iced/run/events.jsonl");
@@ -73,8 +84,7 @@ fn a_landing_that_cannot_reach_the_remote_waits_it_out_and_lands() {
         1,
         json!({"mode": "merge", "strategy": "merge", "remote": "origin"}),
     );
-    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
-    env.commit_all("a short backoff");
+    back_off_briefly(&env);
     let origin = add_remote(&env);
     let (down, over) = (env.outside("down"), env.outside("over"));
     let path = git_shim(
@@ -124,6 +134,27 @@ fn a_landing_that_cannot_reach_the_remote_waits_it_out_and_lands() {
     );
 }
 
+/// The served repository renamed away (`git daemon` no longer serves it): where it went.
+fn take_away(r: &Remote) -> PathBuf {
+    let away = r.origin.with_file_name("away.git");
+    std::fs::rename(&r.origin, &away).unwrap();
+    away
+}
+
+/// What `implement step` says (`next`) at most `most` times, until `done` says so.
+fn steps(env: &TestEnv, run: &str, most: usize, done: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut said = Vec::new();
+    for _ in 0..most {
+        let out = env.iced_json(&["implement", "step", "--run", run]);
+        assert!(out.code == 0 || out.code == 4, "{out:#?}");
+        said.push(str_of(&out.json(), "next").to_owned());
+        if done(said.last().unwrap()) {
+            break;
+        }
+    }
+    said
+}
+
 /// A remote that cannot be reached when the lane branch is published before the implementer
 /// (SPEC 20.19, 20.10) is not the lane's fault: the run backs off and tries again, no attempt and
 /// no crash counted, no agent started; once the remote answers again, the lane goes on and lands.
@@ -131,8 +162,7 @@ fn a_landing_that_cannot_reach_the_remote_waits_it_out_and_lands() {
 fn a_remote_that_cannot_be_reached_is_waited_for_and_the_lane_goes_on() {
     let r = remote_env(AGENT, false);
     let env = &r.env;
-    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
-    env.commit_all("a short backoff");
+    back_off_briefly(env);
     // Admitted (its claim taken on the remote, which answers then), the call killed right after.
     let admitted = env
         .command()
@@ -153,18 +183,8 @@ fn a_remote_that_cannot_be_reached_is_waited_for_and_the_lane_goes_on() {
         .unwrap()
         .clone();
     // The remote goes away: `git daemon` no longer serves the repository.
-    let away = r.origin.with_file_name("away.git");
-    std::fs::rename(&r.origin, &away).unwrap();
-    let mut said = Vec::new();
-    for _ in 0..6 {
-        let out = env.iced_json(&["implement", "step", "--run", &run]);
-        assert!(out.code == 0 || out.code == 4, "{out:#?}");
-        let report = out.json();
-        said.push(str_of(&report, "next").to_owned());
-        if said.last().unwrap().contains("runs again from") {
-            break;
-        }
-    }
+    let away = take_away(&r);
+    let said = steps(env, &run, 6, |next| next.contains("runs again from"));
     let backed_off = said.last().unwrap();
     assert!(
         backed_off.starts_with("`implement` did not start: the remote could not be reached: ")
@@ -215,7 +235,7 @@ fn remote_validators_wait_for_a_remote_that_cannot_be_reached() {
     let env = &r.env;
     let away = r.origin.with_file_name("away.git");
     env.patch_config(&json!({
-        "pace": {"backoffSec": 1, "backoffMaxSec": 2},
+        "pace": brief_backoff(),
         "verify": {"commands": [{"argv": ["mv", r.origin, away], "timeoutSec": 30}]}
     }));
     env.commit_all("the remote goes away after the receipt");
@@ -264,8 +284,7 @@ fn remote_validators_wait_for_a_remote_that_cannot_be_reached() {
 fn a_receipt_that_cannot_reach_the_remote_checks_again_not_a_new_attempt() {
     let r = remote_env(AGENT, false);
     let env = &r.env;
-    env.patch_config(&json!({"pace": {"backoffSec": 1, "backoffMaxSec": 2}}));
-    env.commit_all("a short backoff");
+    back_off_briefly(env);
     // The run goes as far as its running implementer.
     let (out, last) = build(env, &r.id, &["--no-wait"], 0);
     let run = str_of(&last, "run").to_owned();
@@ -284,14 +303,8 @@ fn a_receipt_that_cannot_reach_the_remote_checks_again_not_a_new_attempt() {
     }
     assert!(r.log().contains(&"end role=implementer rc=0".to_owned()));
     // The agent has pushed its work; then the remote goes away.
-    let away = r.origin.with_file_name("away.git");
-    std::fs::rename(&r.origin, &away).unwrap();
-    let mut said = Vec::new();
-    for _ in 0..3 {
-        let out = env.iced_json(&["implement", "step", "--run", &run]);
-        assert!(out.code == 0 || out.code == 4, "{out:#?}");
-        said.push(str_of(&out.json(), "next").to_owned());
-    }
+    let away = take_away(&r);
+    let said = steps(env, &run, 3, |_| false);
     assert!(
         said[0].starts_with(
             "what the agent pushed was not fetched: the remote could not be reached: "
@@ -332,7 +345,7 @@ fn a_drain_waits_out_a_remote_it_cannot_reach_between_units() {
         &json!({
             "verify": {"independent": false, "commands": []},
             "land": {"mode": "merge", "strategy": "merge", "remote": "origin"},
-            "pace": {"backoffSec": 1, "backoffMaxSec": 2}
+            "pace": brief_backoff()
         }),
     );
     env.patch_config(&config);

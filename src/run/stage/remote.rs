@@ -65,6 +65,11 @@ pub(crate) fn remote_tip(ctx: &Ctx<'_>, branch: &str) -> Result<Option<String>, 
     }))
 }
 
+/// Why a remote step failed when listing the branch there failed too: git's error `e`.
+fn unreachable(e: String) -> String {
+    format!("the remote could not be reached: {e}")
+}
+
 /// Why a lane branch was not published: the remote could not be reached (the lane is not at
 /// fault: the step runs again after a backoff), or it holds what the run may not overwrite.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,11 +100,11 @@ pub(crate) fn publish(
 ) -> Result<(), Unpublished> {
     let root = ctx.repo.root.as_path();
     let remote = remote(ctx).map_err(Unpublished::refused)?;
-    let unreachable = |e: String| Unpublished {
-        why: format!("the remote could not be reached: {e}"),
+    let down = |e: String| Unpublished {
+        why: unreachable(e),
         unreachable: true,
     };
-    let now = remote_tip(ctx, branch).map_err(unreachable)?;
+    let now = remote_tip(ctx, branch).map_err(down)?;
     let first = seen(root, run, lane).is_none();
     if now.as_deref() != Some(commit) {
         if let (true, Some(other)) = (first, &now) {
@@ -124,7 +129,7 @@ pub(crate) fn publish(
         );
         if let Err(e) = pushed {
             // A push the remote refused leaves it listable; one that never got there does not.
-            remote_tip(ctx, branch).map_err(unreachable)?;
+            remote_tip(ctx, branch).map_err(down)?;
             return Err(Unpublished::refused(format!(
                 "the remote's `{branch}` could not be put at {}: {e}",
                 short(commit)
@@ -193,9 +198,7 @@ pub(crate) fn take_pushed(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<Vec<S
         // A remote that cannot be reached says nothing of the agent's work: not a gap (which would
         // start a new attempt over work that may well be there), but a receipt to check again.
         let branch = lane.branch.clone().unwrap_or_default();
-        if let Err(e) = remote_tip(ctx, &branch) {
-            return Err(format!("the remote could not be reached: {e}"));
-        }
+        remote_tip(ctx, &branch).map_err(unreachable)?;
         gaps.push(gap);
     }
     Ok(gaps)
