@@ -334,7 +334,7 @@ fn a_receipt_that_cannot_reach_the_remote_checks_again_not_a_new_attempt() {
 }
 
 /// A drain that meets an outage between two units (SPEC 20.13): the next admit cannot claim its
-/// unit on the remote. Its first unit built, the drain waits it out (the pace's backoff, said as
+/// unit on the remote, whose error holds terminal escapes. Its first unit built, the drain waits it out (the pace's backoff, said as
 /// it goes) and builds the rest, never stopping with the queue unbuilt.
 #[test]
 fn a_drain_waits_out_a_remote_it_cannot_reach_between_units() {
@@ -364,7 +364,7 @@ fn a_drain_waits_out_a_remote_it_cannot_reach_between_units() {
         &format!(
             "case \" $* \" in *' push '*refs/heads/main*) : > '{landed}';; esac\n\
              if [ -e '{landed}' ] && [ ! -e '{over}' ]; then case \" $* \" in *refs/iced/claims/*) \
-             : > '{hit}'; echo 'fatal: unable to access the remote: Could not resolve host' >&2; exit 128;; esac; fi\n",
+             : > '{hit}'; printf 'fatal: unable to access the remote: \\033]0;owned\\007Could not resolve \\033[31mhost\\n' >&2; exit 128;; esac; fi\n",
             landed = landed.display(),
             hit = hit.display(),
             over = over.display()
@@ -395,5 +395,11 @@ fn a_drain_waits_out_a_remote_it_cannot_reach_between_units() {
         .find(|l| l.starts_with(&format!("drain: {second} waits for the remote (")))
         .unwrap_or_else(|| panic!("{out:#?}"));
     assert!(waited.contains("; tried again at "), "{waited}");
+    // What the remote said comes with its terminal escapes (a hostile server's `remote:` lines
+    // may hold any); none reaches the person's terminal.
+    assert!(
+        !out.stdout.contains('\u{1b}') && !out.stderr.contains('\u{1b}'),
+        "{out:#?}"
+    );
     assert_read!(&env, "drain_waits_for_the_remote", as_read(&[waited]));
 }
