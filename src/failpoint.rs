@@ -61,6 +61,7 @@ pub const ALL: &[&str] = &[
     "end-after-metrics",
     "end-before-release",
     "remote-claim-before-release",
+    "claims-after-renew",
     "land-after-fetch",
     "land-after-attributes",
     "land-after-stash",

@@ -407,6 +407,63 @@ impl RemoteClaims {
             .unwrap_or_else(|| "never (its time does not read)".to_owned())
     }
 
+    /// Renew `claim`'s run's claims on `units` (SPEC 24.9.1): each claim of the run and this
+    /// checkout is replaced by `claim` (its `at` now) with a swap naming the value read; a claim
+    /// ref that is gone is taken again and the unit read at `target` on the remote; another's
+    /// claim, one iced cannot read, or a unit landed at `target` is lost. Stops at the first
+    /// unit the remote could not be reached for (or git failed for).
+    pub fn renew(
+        &self,
+        units: &[String],
+        claim: &Claim,
+        target: Option<&str>,
+        step: &str,
+    ) -> Renewed {
+        let mut renewed = Renewed::default();
+        for unit in units {
+            let kept = self
+                .renew_one(unit, claim, step)
+                .and_then(|retaken| match target {
+                    Some(target) if retaken => {
+                        self.done_on_target(target, std::slice::from_ref(unit), step)
+                    }
+                    _ => Ok(()),
+                });
+            match kept {
+                Ok(()) => {}
+                Err(r) if matches!(r.code, "unit-claimed" | "unit-done-on-remote") => {
+                    renewed.lost.insert(unit.clone(), r.reason);
+                }
+                // The remote not reached, or git failing here: nothing is known of the claim.
+                Err(r) => {
+                    renewed.unreachable = Some(r.reason);
+                    break;
+                }
+            }
+        }
+        renewed
+    }
+
+    /// Renew the claim on one unit: Ok(true) when it had to be taken again (its ref was gone),
+    /// Ok(false) when renewed; a refusal says why it is lost, or that the remote was not reached.
+    fn renew_one(&self, unit: &str, claim: &Claim, step: &str) -> Result<bool, Refusal> {
+        let sha = self.commit(unit, claim, step)?;
+        // Each round needs another caller to win a swap in between: bounded.
+        for _ in 0..5 {
+            let expect = match self.read(unit, step)? {
+                None => None,
+                Some(held) if held.sha == sha => return Ok(false),
+                Some(held) if held.claim.run == claim.run && self.is_mine(&held) => Some(held.sha),
+                Some(held) => return Err(self.claimed(unit, &held, step)),
+            };
+            if self.swap(unit, Some(&sha), expect.as_deref(), step)? {
+                crate::failpoint::hit("claims-after-renew");
+                return Ok(expect.is_none());
+            }
+        }
+        Err(self.unreachable(unit, "its claim changed every time this call read it", step))
+    }
+
     /// Best effort: delete the claims this call made before it was refused. What is left names a
     /// run no state holds, which the next admit here replaces.
     pub fn undo(&self, made: &[(String, String)], step: &str) {
@@ -533,6 +590,15 @@ impl RemoteClaims {
             ),
         )
     }
+}
+
+/// What renewing a run's claims on the remote found (SPEC 24.9.1).
+#[derive(Debug, Default)]
+pub struct Renewed {
+    /// The units whose claim the run lost, and why.
+    pub lost: std::collections::BTreeMap<String, String>,
+    /// Why the remote could not be reached, when it could not (the renewal stopped there).
+    pub unreachable: Option<String>,
 }
 
 /// The lock that puts the admits of one checkout in a row while they claim on the remote

@@ -7,6 +7,7 @@ use super::events::{emit, Event};
 use super::state::{Lane, Run, RunStatus, Stage, State, StepRecord, StepStatus};
 use crate::activity::{self};
 use crate::refusal::Refusal;
+use crate::run::alive::stop_activities;
 use crate::run::ctx::*;
 use crate::run::decide::OnResume;
 use crate::run::keys::StepKey;
@@ -218,6 +219,12 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
         if !paused {
             // A resume lifts a pace a person set, or a backoff, too.
             run.next_eligible_at = None;
+            // A lost claim is forgotten, and the claims renewed before any lane moves: the lanes
+            // go on only if the claims are the run's again (SPEC 24.9.1).
+            if let Some(kept) = run.claims.as_mut().filter(|k| !k.lost.is_empty()) {
+                kept.lost.clear();
+                kept.now = true;
+            }
         }
         if paused {
             run.status = RunStatus::Paused;
@@ -390,28 +397,6 @@ pub(crate) fn stop_leftovers(ctx: &Ctx<'_>, state: &State, units: &[String]) {
             .any(|d| matches!(activity::observe(d), activity::Observation::Running { .. }))
     {
         std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
-/// Stop every activity of a lane that is still running, and what its dead supervisors left.
-pub(crate) fn stop_activities(ctx: &Ctx<'_>, run_id: &str, lane: &Lane) {
-    for record in lane
-        .steps
-        .iter()
-        .filter(|r| r.status == StepStatus::Started && r.nonce.is_some())
-    {
-        let dir = ctx.activity_dir(run_id, &lane.id, &record.step, record.attempt);
-        // A running supervisor stops its child itself, with the grace of its stop sequence (a
-        // remote runner cancels its job in it, SPEC 20.19) and no survivor after (SPEC 24.7);
-        // only what a supervisor that is gone left is killed here.
-        if matches!(
-            activity::observe(&dir),
-            activity::Observation::Running { .. }
-        ) {
-            let _ = activity::stop(&dir);
-        } else {
-            activity::kill_orphans(&dir);
-        }
     }
 }
 

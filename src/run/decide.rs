@@ -45,6 +45,8 @@ pub struct DecideView {
     /// Validators run remote: preparing them publishes the lane branch, so it waits out a
     /// backoff (SPEC 20.19).
     pub remote_validators: bool,
+    /// The run's claims on `land.remote` are due to be renewed (SPEC 24.9.1).
+    pub renew_claims: bool,
 }
 
 /// A run's budget and its charge, as `decide` needs them (SPEC 20.12).
@@ -68,6 +70,11 @@ pub enum Waiting {
     /// The remote could not be reached (SPEC 20.19): `step` runs again from `until`.
     Unreachable {
         step: StepKey,
+        until: String,
+    },
+    /// The run's claims on the remote could not be renewed (SPEC 24.9.1): nothing moves before
+    /// they are, from `until`.
+    Renewing {
         until: String,
     },
     /// `alive` agents are alive, the ceiling `pace.agents` allows.
@@ -167,6 +174,8 @@ pub enum Next {
     },
     /// Every lane is final: end the run (delivered when every lane is delivered or discarded).
     Finish,
+    /// Renew the run's claims on `land.remote` before any lane moves (SPEC 24.9.1).
+    RenewClaims,
     /// No lane can move until a person acts: a lane blocked or handed back holds the others
     /// (a project run, SPEC 23.6). The run is blocked, naming `lane`.
     Stall {
@@ -295,6 +304,9 @@ pub fn decide_with(
     }
     if view.paused {
         return Next::Paused;
+    }
+    if let Some(next) = claims::next(run, view) {
+        return next;
     }
     lanes_next(run, view, expected)
 }
@@ -944,6 +956,9 @@ fn receipt(
 
 #[path = "decide_across.rs"]
 mod across;
+/// The run's claims on `land.remote`: lost ones block, due ones are renewed (SPEC 24.9.1).
+#[path = "decide_claims.rs"]
+mod claims;
 /// Where a lane goes once a step's result is in, and what a resume does to it.
 #[path = "decide_moves.rs"]
 pub mod moves;

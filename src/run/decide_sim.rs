@@ -127,6 +127,8 @@ struct Budget {
     rate_limits: u32,
     /// Times the remote cannot be reached (a publish, a receipt's fetch, a landing step).
     outages: u32,
+    /// Renewals of the run's claims that find one lost to another machine (SPEC 24.9.1).
+    losses: u32,
     target_moves: u32,
     pr_waits: u32,
     deaths: u32,
@@ -162,6 +164,8 @@ struct Sim {
     /// When the host hands in the agent it was given, by the record's nonce.
     host_due: BTreeMap<String, u64>,
     paused_for: u32,
+    /// When the run's claims on the remote are next due to be renewed (SPEC 24.9.1).
+    renew_at: u64,
     budget: Budget,
     stages: BTreeSet<Stage>,
     moves: BTreeSet<&'static str>,
@@ -309,6 +313,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
         Next::OverBudget { .. } => "OverBudget",
         Next::Deliver { .. } => "Deliver",
         Next::Finish => "Finish",
+        Next::RenewClaims => "RenewClaims",
         Next::Stall { .. } => "Stall",
         Next::PrepareValidators { .. } => "PrepareValidators",
         Next::LaunchValidators { .. } => "LaunchValidators",
@@ -324,7 +329,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
     }
 }
 
-pub(super) const KINDS: usize = 26;
+pub(super) const KINDS: usize = 27;
 
 /// How a run whose every lane is final ends (SPEC 23.6), written out again rather than asked of
 /// `run_status`.
@@ -393,9 +398,11 @@ pub(super) fn walk(case: &Case) -> Walk {
         world: Vec::new(),
         host_due: BTreeMap::new(),
         paused_for: 0,
+        renew_at: 1 + case.seed % 40,
         budget: Budget {
             rate_limits: 3,
             outages: 3,
+            losses: 1,
             target_moves: 2,
             pr_waits: 3,
             deaths: 3,
@@ -429,6 +436,7 @@ pub(super) fn walk(case: &Case) -> Walk {
             };
         }
         sim.check_lanes_pace(&next);
+        sim.check_claims(&next, &v);
         let outside = sim.under_lock(&next, &v);
         sim.check_ceiling(&next);
         sim.settle();
@@ -478,6 +486,7 @@ impl Sim {
         v.paced_until = (self.eligible_at > self.t).then(|| format!("t{}", self.eligible_at));
         v.land_mode = c.land_mode.into();
         v.arm_auto = c.arm_auto;
+        v.renew_claims = self.run.claims.as_ref().is_some_and(|k| k.now) || self.t >= self.renew_at;
         v
     }
 
@@ -555,6 +564,29 @@ impl Sim {
             self.at_work(),
             self.case.pace_agents
         );
+    }
+
+    /// A lane whose unit's claim was lost, and every lane while the claims are due, only blocks or
+    /// waits (SPEC 24.9.1): nothing of it moves on work another machine may be doing.
+    fn check_claims(&self, next: &Next, v: &DecideView) {
+        let Some(l) = lane_of_move(next)
+            .and_then(|id| self.run.lane(id))
+            .filter(|l| !l.stage.is_final())
+        else {
+            return;
+        };
+        let lost =
+            self.run.claims.as_ref().is_some_and(|k| {
+                k.lost.contains_key(&l.unit) || k.lost.contains_key(&self.run.unit)
+            });
+        if lost || v.renew_claims {
+            assert!(
+                matches!(next, Next::Block { .. } | Next::Wait { .. }),
+                "lane `{}` moved ({next:?}) with its claim lost or due: {:?}",
+                l.id,
+                self.run.claims
+            );
+        }
     }
 
     /// A lane starts only while fewer than `pace.lanes` lanes are active (SPEC 23.6).
@@ -716,7 +748,7 @@ impl Sim {
 /// The lane a move is about, if it names one.
 fn lane_of_move(next: &Next) -> Option<&str> {
     match next {
-        Next::Ended | Next::Paused | Next::Finish => None,
+        Next::Ended | Next::Paused | Next::Finish | Next::RenewClaims => None,
         Next::Wait { lane, .. }
         | Next::RenderBrief { lane }
         | Next::AddWorktree { lane }

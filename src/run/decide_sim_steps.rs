@@ -18,6 +18,8 @@ impl Sim {
     pub(super) fn under_lock(&mut self, next: &Next, v: &DecideView) -> bool {
         match next {
             Next::Ended | Next::Paused | Next::Wait { .. } => false,
+            // Nothing is recorded under the lock: a renewal is done again, whole, until one is.
+            Next::RenewClaims => true,
             // The model admits runs at their brief: planning (SPEC 20.16) is walked by
             // tests/cli/auto_plan.rs and tests/cli/crash_plan.rs.
             Next::Plan { .. } => unreachable!("the model admits no planning run"),
@@ -172,6 +174,10 @@ impl Sim {
             hit
         };
         match next {
+            Next::RenewClaims => {
+                self.renew_claims();
+                false
+            }
             Next::AddWorktree { lane } => {
                 let failed = mishap(self, 3);
                 let l = self.lane_mut(lane);
@@ -704,6 +710,32 @@ impl Sim {
         }
     }
 
+    /// `stage::claims::renew`: the remote may be down (the run backs off), and a renewal may find
+    /// another machine holding a unit (a lane's, or now and then the run's own).
+    fn renew_claims(&mut self) {
+        if self.outage() {
+            self.rate_limited();
+            return;
+        }
+        let kept = self.run.claims.get_or_insert_with(Default::default);
+        if self.budget.losses > 0 && self.dice.chance(30) {
+            self.budget.losses -= 1;
+            let live: Vec<String> = std::iter::once(self.run.unit.clone())
+                .chain(
+                    self.run
+                        .lanes
+                        .iter()
+                        .filter(|l| !l.stage.is_final())
+                        .map(|l| l.unit.clone()),
+                )
+                .collect();
+            let unit = live[self.dice.next() as usize % live.len()].clone();
+            kept.lost.insert(unit, "another machine holds it".into());
+        }
+        kept.now = false;
+        self.renew_at = self.t + 5 + self.dice.upto(30);
+    }
+
     /// The remote cannot be reached this time (while the budget of outages lasts).
     fn outage(&mut self) -> bool {
         let down = self.budget.outages > 0 && self.dice.chance(10);
@@ -817,6 +849,10 @@ impl Sim {
             return false;
         }
         self.eligible_at = 0;
+        if let Some(kept) = self.run.claims.as_mut().filter(|k| !k.lost.is_empty()) {
+            kept.lost.clear();
+            kept.now = true;
+        }
         for l in self
             .run
             .lanes

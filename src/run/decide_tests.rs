@@ -31,6 +31,7 @@ pub(super) fn view(driver: Driver) -> DecideView {
         plan_rounds: 2,
         test_writer: false,
         remote_validators: false,
+        renew_claims: false,
     }
 }
 
@@ -98,6 +99,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         pace: None,
         window_from: None,
         spares: Vec::new(),
+        claims: None,
         lanes,
     }
 }
@@ -990,6 +992,8 @@ fn a_review_lane_skips_the_implementer_and_delivers_its_findings() {
     }
 }
 
+#[path = "decide_claims_tests.rs"]
+mod claims;
 #[path = "decide_remote_tests.rs"]
 mod remote;
 #[path = "decide_replaced_tests.rs"]

@@ -42,6 +42,8 @@ pub enum Event {
     ArmRequested,
     /// No agent started: the run's charge reached its budget (SPEC 20.12).
     BudgetSpent,
+    /// The run's claims on `land.remote` were renewed (SPEC 24.9.1).
+    ClaimsRenewed,
 }
 
 impl Event {
@@ -75,6 +77,7 @@ impl Event {
             Event::LandAccepted => "land_accepted",
             Event::ValidatorMutation => "validator_mutation",
             Event::ArmRequested => "arm_requested",
+            Event::ClaimsRenewed => "claims_renewed",
         }
     }
 }

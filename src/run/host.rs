@@ -360,6 +360,7 @@ mod tests {
             pace: None,
             window_from: None,
             spares: Vec::new(),
+            claims: None,
             lanes,
         }
     }

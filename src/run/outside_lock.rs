@@ -58,6 +58,8 @@ pub(crate) enum Pending {
         lane: String,
         key: StepKey,
     },
+    /// Renew the run's claims on `land.remote` (SPEC 24.9.1).
+    RenewClaims,
     /// A planning step (SPEC 20.16).
     Plan(crate::run::stage::plan::PlanPending),
     /// The test writer's launch, and the check of what it changed (SPEC 20.17).
@@ -74,6 +76,7 @@ pub(crate) enum Pending {
 pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Refusal> {
     match pending {
         Pending::Report(report) => Ok(*report),
+        Pending::RenewClaims => super::stage::claims::renew(ctx, snapshot),
         Pending::AddWorktree { lane, spare } => {
             let branch = snapshot
                 .lane(&lane)

@@ -108,6 +108,10 @@ pub struct Run {
     /// state an older iced wrote reads the same.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spares: Vec<String>,
+    /// The run's claims on `land.remote` as its last renewal left them (SPEC 24.9.1); absent
+    /// until the first renewal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Renewal>,
     /// Live and waiting lanes whole; in a run of several, an ended lane in its ended form, its
     /// whole self in its `lane.json` (SPEC 21.2, `run::ended`).
     #[serde(
@@ -115,6 +119,23 @@ pub struct Run {
         deserialize_with = "forms::lanes_in"
     )]
     pub lanes: Vec<Lane>,
+}
+
+/// What a run's last renewal of its claims on `land.remote` found (SPEC 24.9.1).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Renewal {
+    /// When the claims were last renewed; absent, when the admit took them (the run's
+    /// `created_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// Renew at the next step, however recent the last renewal: a person resumed a run whose
+    /// claim was lost, and whether it is the run's again is known only on the remote.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub now: bool,
+    /// The units whose claim the run lost, and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lost: BTreeMap<String, String>,
 }
 
 /// The brief layout a run admitted now renders. From 3 on, a brief ends with the exact command
@@ -794,6 +815,7 @@ mod tests {
             pace: None,
             window_from: None,
             spares: Vec::new(),
+            claims: None,
             lanes: Vec::new(),
         };
         big.runs.insert("r".into(), run);

@@ -62,6 +62,7 @@ pub(crate) fn decide_view(ctx: &Ctx<'_>, run: &Run) -> DecideView {
         plan_rounds: ctx.settings.plan_rounds,
         test_writer: ctx.settings.test_writer.is_some(),
         remote_validators: super::stage::validators::remote_validators(ctx),
+        renew_claims: super::stage::claims::due(ctx, run),
     }
 }
 
@@ -234,6 +235,7 @@ fn started_step(next: &Pending) -> Option<(&str, String)> {
             Some((lane, keys[0].0.to_string()))
         }
         Pending::Report(_)
+        | Pending::RenewClaims
         | Pending::Plan(_)
         | Pending::LaunchDod { .. }
         | Pending::LaunchValidators { .. }

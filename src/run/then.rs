@@ -69,6 +69,18 @@ pub enum Then {
     Crashed {
         key: StepKey,
     },
+    /// The run's claims on the remote were renewed (SPEC 24.9.1): how many units, and how many
+    /// of them were found lost (their lanes block next).
+    ClaimsRenewed {
+        units: usize,
+        lost: usize,
+    },
+    /// The run's claims on the remote could not be renewed (git's error): it backs off until
+    /// `until`, and nothing moves before they are.
+    ClaimsNotRenewed {
+        why: String,
+        until: String,
+    },
     ToRefuter,
     /// The loop checked what a planning agent wrote: a draft refused or an answer unusable says
     /// why (SPEC 20.16).

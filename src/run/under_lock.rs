@@ -403,6 +403,8 @@ pub(crate) fn apply(
             }
             Pending::Report(Box::new(ended_report(run)))
         }
+        // Done outside the lock; a renewal killed before recording is done again, whole.
+        Next::RenewClaims => Pending::RenewClaims,
         Next::Stall { lane, reason } => {
             run.status = super::decide::waiting_for_a_person();
             emit(

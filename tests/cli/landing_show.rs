@@ -393,6 +393,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
         pace: None,
         window_from: None,
         spares: Vec::new(),
+        claims: None,
         lanes,
     }
 }

@@ -9,6 +9,7 @@ mod auto_plan;
 mod bad_input;
 mod claims;
 mod claims_remote;
+mod claims_renew;
 mod compat;
 mod config_keys;
 mod crash;

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 /// `lines` as a person reads them, each once, every time on the real clock (when a step runs
 /// again) shown as `[UNTIL]`.
-fn as_read(lines: &[&str]) -> String {
+pub(crate) fn as_read(lines: &[&str]) -> String {
     let mut shown: Vec<String> = Vec::new();
     for line in lines {
         let mut out = String::new();

@@ -33,6 +33,17 @@ pub fn words(then: &Then) -> String {
             };
             format!("{reason}; the {by} waits for a person: `iced escalation show {unit}`, then {how}; then `iced build {unit}` resumes")
         }
+        Then::ClaimsRenewed { units, lost: 0 } => {
+            format!("the run's claims on the remote are renewed ({}); call again", count(*units, "unit"))
+        }
+        Then::ClaimsRenewed { units, lost } => format!(
+            "the run's claims on the remote are renewed ({}), and {} lost: their lanes block; call again",
+            count(*units, "unit"),
+            count(*lost, "claim")
+        ),
+        Then::ClaimsNotRenewed { why, until } => format!(
+            "the run's claims on the remote could not be renewed: {why}; nothing moves before they are, tried again from {until}: call again"
+        ),
         Then::BriefWritten => "the brief is written; call again".into(),
         Then::WorktreeReady => "the worktree is ready; call again".into(),
         Then::WorktreeFailed { error } => format!("the worktree could not be made: {error}"),
@@ -248,6 +259,9 @@ pub fn waiting(why: &Waiting) -> String {
         Waiting::Unreachable { step, until } => {
             format!("the remote could not be reached; `{step}` runs again from {until}")
         }
+        Waiting::Renewing { until } => format!(
+            "the run's claims on the remote could not be renewed; nothing moves before they are, tried again from {until}"
+        ),
         Waiting::Ceiling { alive } => {
             format!("waits its turn: {alive} agents are alive, the ceiling (pace.agents)")
         }
@@ -264,6 +278,15 @@ pub fn waiting(why: &Waiting) -> String {
         Waiting::Planning { round } => {
             format!("the planner or the plan reviewers of round {round} are working")
         }
+    }
+}
+
+/// `n` things, `1 unit` or `3 units`.
+fn count(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
     }
 }
 

@@ -226,6 +226,7 @@ fn admit_planned(
         pace: Some(ctx.settings.pace.to_value()),
         window_from: None,
         spares: Vec::new(),
+        claims: None,
         lanes: plan
             .lanes
             .iter()

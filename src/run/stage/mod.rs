@@ -3,6 +3,7 @@
 
 pub mod admit;
 pub mod brief;
+pub mod claims;
 pub mod deliver;
 pub mod implement;
 pub mod judge;

@@ -95,3 +95,52 @@ fn killed_before_deleting_an_ended_run_s_claim_the_next_build_replaces_it() {
     );
     replaced_by_its_own_checkout(&m, m.a(), &m.b, &unit, &run);
 }
+
+/// Killed after renewing a run's claim on the remote and before recording the renewal: the next
+/// step renews it again (a claim of the run is renewed whatever its value), nothing is lost, the
+/// agent runs on and none starts again.
+#[test]
+fn killed_after_renewing_a_claim_the_next_step_renews_it_again() {
+    use crate::claims_renew::{a_builds, machines, HALF};
+    let m = machines();
+    let unit = m.units[0].clone();
+    let run = a_builds(&m, &unit);
+    let mut cmd = m.iced(m.a(), HALF, None, &["implement", "step", "--run", &run]);
+    cmd.env("ICED_FAILPOINT", "claims-after-renew");
+    killed(cmd);
+    assert_eq!(
+        m.remote_claim(&unit).unwrap()["at"],
+        HALF,
+        "renewed on the remote"
+    );
+    let claims = |m: &Machines| {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(m.a().join(".iced/run/state.json")).unwrap())
+                .unwrap();
+        state["runs"][&run]["claims"].clone()
+    };
+    assert_eq!(
+        claims(&m),
+        serde_json::Value::Null,
+        "the renewal was not recorded"
+    );
+
+    let later = "2026-09-30T10:32:00Z";
+    let out = m
+        .iced(m.a(), later, None, &["implement", "step", "--run", &run])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(m.remote_claim(&unit).unwrap()["at"], later);
+    assert_eq!(claims(&m), json!({"at": later}));
+    assert_eq!(
+        m.env.agent_starts().len(),
+        1,
+        "the agent runs on; none started again"
+    );
+    m.env.iced_json_in(m.a(), &["run", "abandon", &run]).ok();
+    assert!(
+        m.remote_claim(&unit).is_none(),
+        "the claim outlived its run"
+    );
+}

@@ -145,6 +145,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("remote-claim-after-push", "crash/claims_remote.rs"),
     ("remote-claim-after-takeover", "crash/claims_remote.rs"),
     ("remote-claim-before-release", "crash/claims_remote.rs"),
+    // A run's claims renewed on the remote, the renewal not recorded.
+    ("claims-after-renew", "crash/claims_remote.rs"),
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
     // `iced memory draft`.
@@ -246,6 +248,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "end-after-metrics",
             "end-before-release",
             "remote-claim-before-release",
+            "claims-after-renew",
             "land-after-fetch",
             "land-after-attributes",
             "land-after-stash",

@@ -1,0 +1,284 @@
+//! A run renews its claims on the remote (SPEC 24.9.1): a run longer than `land.claimLeaseSec`
+//! keeps its units, and a run that lost one (not stepped while its lease ran out, and another
+//! machine took the unit over) learns it at its next step, stops what that unit's lane runs and
+//! blocks it, so nothing of it lands. Two clones of one bare remote are two machines
+//! (`claims_remote::Machines`); iced's clock is pinned per call, so the lease passes between two
+//! calls.
+
+use crate::claims_remote::Machines;
+use crate::env::{git_shim, run, Run};
+use crate::loop_e2e::{last_line, str_of, wait_for};
+use crate::snap::assert_read;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// When machine A admits its run; the lease is an hour.
+pub(crate) const ADMITTED: &str = "2026-09-30T10:00:00Z";
+/// Half the lease later: the run's claims are due.
+pub(crate) const HALF: &str = "2026-09-30T10:31:00Z";
+/// The first lease has run out.
+const PAST: &str = "2026-09-30T11:01:00Z";
+const LATER: &str = "2026-09-30T11:02:00Z";
+
+pub(crate) fn machines() -> Machines {
+    Machines::new(1, "hang\n", json!({"land": {"claimLeaseSec": 3600}}))
+}
+
+/// `iced <args>` in `dir` at `now`, in text (`--json` when `json`).
+fn at(m: &Machines, dir: &Path, now: &str, args: &[&str], json: bool) -> Run {
+    let mut cmd = m.env.command_in(dir);
+    cmd.env("ICED_NOW", now).args(args);
+    if json {
+        cmd.arg("--json");
+    }
+    run(&mut cmd)
+}
+
+/// Machine A builds the unit at [`ADMITTED`]; its agent hangs. The run's id.
+pub(crate) fn a_builds(m: &Machines, unit: &str) -> String {
+    let out = at(m, m.a(), ADMITTED, &["build", unit, "--no-wait"], true);
+    assert_eq!(out.code, 0, "{out:#?}");
+    wait_for("the agent to start", || m.env.agent_starts().len() == 1);
+    str_of(&last_line(&out), "run").to_owned()
+}
+
+/// `claims_renewed` events of `dir`'s runs.
+fn renewals(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join(".iced/run/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "claims_renewed")
+        .collect()
+}
+
+/// A run stepped once half its lease has passed renews its claim: another machine that tries the
+/// unit after the first lease ran out is refused, told the renewed lease's end. Without the
+/// renewal the other machine would take the unit over and build it a second time.
+#[test]
+fn a_run_longer_than_its_lease_keeps_its_claim() {
+    let m = machines();
+    let unit = m.units[0].clone();
+    let run_a = a_builds(&m, &unit);
+    assert_eq!(m.remote_claim(&unit).unwrap()["at"], ADMITTED);
+
+    // Before half the lease, a step renews nothing.
+    let early = at(
+        &m,
+        m.a(),
+        "2026-09-30T10:29:00Z",
+        &["implement", "step", "--run", &run_a],
+        true,
+    );
+    assert!(
+        !str_of(&early.json(), "next").contains("renewed"),
+        "{early:#?}"
+    );
+    assert_eq!(m.remote_claim(&unit).unwrap()["at"], ADMITTED);
+
+    let step = at(
+        &m,
+        m.a(),
+        HALF,
+        &["implement", "step", "--run", &run_a],
+        false,
+    );
+    assert_eq!(step.code, 0, "{step:#?}");
+    let claim = m.remote_claim(&unit).unwrap();
+    assert_eq!(claim["at"], HALF, "{claim}");
+    assert_eq!(claim["run"], run_a.as_str());
+    let events = renewals(m.a());
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["units"], json!([unit]));
+    assert_eq!(events[0]["lost"], json!({}));
+    // Asked again at once, nothing more is renewed: the next renewal is half a lease away.
+    let again = at(
+        &m,
+        m.a(),
+        HALF,
+        &["implement", "step", "--run", &run_a],
+        false,
+    );
+    assert_eq!(renewals(m.a()).len(), 1, "{again:#?}");
+
+    let refused =
+        at(&m, &m.b, PAST, &["build", &unit, "--no-wait"], true).refused(3, "unit-claimed");
+    let reason = str_of(&refused, "reason");
+    assert!(reason.contains(&run_a), "{reason}");
+    assert!(
+        reason.contains("runs out at 2026-09-30T11:31:00Z"),
+        "{reason}"
+    );
+    assert!(m.runs(&m.b).is_empty());
+    assert_eq!(m.env.agent_starts().len(), 1, "one agent, on A");
+    assert_read!(
+        &m.env,
+        "claims_renewed_step",
+        format!("{}{}", step.stdout, again.stdout)
+    );
+    at(&m, m.a(), HALF, &["run", "abandon", &run_a], true);
+}
+
+/// A run not stepped while its lease ran out loses its unit to another machine; its next step
+/// renews, finds the other machine's claim, stops its own agent and blocks the lane, naming the
+/// holder; a resume while the other machine still builds blocks again. Once the other run has
+/// ended (its claim deleted), a resume takes the claim again and the lane goes on.
+#[test]
+fn a_run_that_lost_its_claim_blocks_and_goes_on_only_once_the_claim_is_its_own_again() {
+    let m = machines();
+    let unit = m.units[0].clone();
+    let run_a = a_builds(&m, &unit);
+
+    // B tries after the lease ran out, A not having stepped: B takes the unit over.
+    let taken = at(&m, &m.b, PAST, &["build", &unit, "--no-wait"], true);
+    assert_eq!(taken.code, 0, "{taken:#?}");
+    let run_b = str_of(&last_line(&taken), "run").to_owned();
+    assert_eq!(m.remote_claim(&unit).unwrap()["run"], run_b.as_str());
+    wait_for("B's agent to start", || m.env.agent_starts().len() == 2);
+
+    let renew = at(
+        &m,
+        m.a(),
+        LATER,
+        &["implement", "step", "--run", &run_a],
+        false,
+    );
+    let block = at(
+        &m,
+        m.a(),
+        LATER,
+        &["implement", "step", "--run", &run_a],
+        false,
+    );
+    let shown = at(&m, m.a(), LATER, &["run", "show", &run_a], true).json();
+    assert_eq!(shown["status"], "blocked", "{shown:#}");
+    let reason = shown["lanes"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.contains(&run_b) && reason.contains("was lost"),
+        "{reason}"
+    );
+    // B's claim is untouched, and A's agent was stopped.
+    assert_eq!(m.remote_claim(&unit).unwrap()["run"], run_b.as_str());
+    let outcome = m.a().join(format!(
+        ".iced/run/{run_a}/{unit}/activities/implement-1/outcome.json"
+    ));
+    wait_for("A's agent to be stopped", || outcome.exists());
+    let outcome: Value = serde_json::from_slice(&std::fs::read(&outcome).unwrap()).unwrap();
+    assert_eq!(outcome["stopped"], true, "{outcome:#}");
+    assert_read!(
+        &m.env,
+        "claim_lost_blocks_the_lane",
+        format!("{}{}", renew.stdout, block.stdout)
+    );
+
+    // Resumed while B still builds: blocked again, nothing started.
+    at(&m, m.a(), LATER, &["run", "resume", &run_a], true);
+    for _ in 0..3 {
+        at(
+            &m,
+            m.a(),
+            LATER,
+            &["implement", "step", "--run", &run_a],
+            true,
+        );
+    }
+    let shown = at(&m, m.a(), LATER, &["run", "show", &run_a], true).json();
+    assert_eq!(shown["status"], "blocked", "{shown:#}");
+    assert_eq!(m.env.agent_starts().len(), 2, "no agent started on A again");
+
+    // B's run ends (its claim is deleted); A resumed takes the claim again and goes on.
+    at(&m, &m.b, LATER, &["run", "abandon", &run_b], true);
+    assert!(m.remote_claim(&unit).is_none());
+    at(&m, m.a(), LATER, &["run", "resume", &run_a], true);
+    for _ in 0..6 {
+        at(
+            &m,
+            m.a(),
+            LATER,
+            &["implement", "step", "--run", &run_a],
+            true,
+        );
+        if m.env.agent_starts().len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(m.remote_claim(&unit).unwrap()["run"], run_a.as_str());
+    wait_for("A's agent to start again", || {
+        m.env.agent_starts().len() == 3
+    });
+    at(&m, m.a(), LATER, &["run", "abandon", &run_a], true);
+    assert!(
+        m.remote_claim(&unit).is_none(),
+        "the claim outlived its run"
+    );
+}
+
+/// A remote that cannot be reached when the claims are due backs the run off (a `paced` event,
+/// why `remote_unreachable`), and nothing moves until they are renewed: the agent's finished work
+/// waits unread, since the lane could otherwise land what another machine took over. Once the
+/// remote answers and the backoff has passed, the claims are renewed and the lane lands.
+#[test]
+fn claims_that_cannot_be_renewed_hold_every_lane_until_they_are() {
+    let m = Machines::new(
+        1,
+        crate::landing::AGENT,
+        json!({"land": {"claimLeaseSec": 3600}, "pace": {"backoffSec": 1, "backoffMaxSec": 2}}),
+    );
+    let unit = m.units[0].clone();
+    let out = at(&m, m.a(), ADMITTED, &["build", &unit, "--no-wait"], true);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let run_a = str_of(&last_line(&out), "run").to_owned();
+    let finished = m.a().join(format!(
+        ".iced/run/{run_a}/{unit}/activities/implement-1/outcome.json"
+    ));
+    wait_for("the agent to finish", || finished.exists());
+
+    let down = m.env.outside("down");
+    std::fs::write(&down, "").unwrap();
+    let path = git_shim(
+        &m.env.outside("bin"),
+        &format!(
+            "if [ -e '{}' ]; then case \" $* \" in *' push '*|*' ls-remote '*|*' fetch '*) \
+             echo 'fatal: unable to access the remote: Could not resolve host' >&2; exit 128;; esac; fi\n",
+            down.display()
+        ),
+    );
+    let step = || {
+        run(m
+            .env
+            .command_in(m.a())
+            .env("PATH", &path)
+            .env("ICED_NOW", HALF)
+            .args(["implement", "step", "--run", &run_a]))
+    };
+    let mut said = vec![step(), step()];
+    let shown = at(&m, m.a(), HALF, &["run", "show", &run_a], true).json();
+    assert_eq!(shown["lanes"][0]["stage"], "implement", "{shown:#}");
+    let events = std::fs::read_to_string(m.a().join(".iced/run/events.jsonl")).unwrap();
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("\"paced\"") && l.contains("\"remote_unreachable\"")),
+        "{events}"
+    );
+    assert!(renewals(m.a()).is_empty());
+
+    std::fs::remove_file(&down).unwrap();
+    wait_for("the claims to be renewed", || {
+        said.push(step());
+        !renewals(m.a()).is_empty()
+    });
+    let text: Vec<&str> = said
+        .iter()
+        .flat_map(|r| r.stdout.lines())
+        .filter(|l| l.starts_with("next:"))
+        .collect();
+    assert_read!(&m.env, "claims_not_renewed", crate::outage::as_read(&text));
+    let built = at(&m, m.a(), HALF, &["build", &unit], true);
+    assert_eq!(built.code, 0, "{built:#?}");
+    assert_eq!(last_line(&built)["status"], "delivered", "{built:#?}");
+    assert_eq!(m.env.agent_starts().len(), 1);
+}
