@@ -37,6 +37,8 @@ pub struct RemoteClaims {
     /// this checkout's.
     root: PathBuf,
     host: String,
+    /// The empty tree every claim commit has, once made.
+    tree: std::sync::OnceLock<String>,
 }
 
 /// A claim found on the remote: the commit its ref points at, and what the commit says.
@@ -62,6 +64,7 @@ impl RemoteClaims {
             lease,
             root: root.canonicalize().unwrap_or_else(|_| root.to_owned()),
             host: super::claims::host_name(),
+            tree: std::sync::OnceLock::new(),
         }
     }
 
@@ -78,7 +81,11 @@ impl RemoteClaims {
 
     /// Whether `held` is a claim of this checkout (its host and root are ours).
     fn is_mine(&self, held: &Held) -> bool {
-        held.claim.host == self.host && held.claim.root.as_deref() == Some(self.root.as_path())
+        self.is_mine_claim(&held.claim)
+    }
+
+    fn is_mine_claim(&self, claim: &Claim) -> bool {
+        claim.host == self.host && claim.root.as_deref() == Some(self.root.as_path())
     }
 
     /// The claim ref of `unit` on the remote, read now, with the commit it names (fetched, writing
@@ -119,6 +126,15 @@ impl RemoteClaims {
     /// The units whose claim refs are on the remote now: one `ls-remote` of them all. `unit` is
     /// the one a refusal names (the unit about to be claimed).
     pub fn listed(&self, unit: &str, step: &str) -> Result<BTreeSet<String>, Refusal> {
+        Ok(self.listed_with_commits(unit, step)?.into_keys().collect())
+    }
+
+    /// [`RemoteClaims::listed`], with the commit each claim ref names.
+    fn listed_with_commits(
+        &self,
+        unit: &str,
+        step: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, Refusal> {
         let pattern = format!("{REF_PREFIX}*");
         let out = self
             .git(&["ls-remote", &self.remote, &pattern])
@@ -129,8 +145,10 @@ impl RemoteClaims {
         let text = String::from_utf8_lossy(&out.stdout);
         Ok(text
             .lines()
-            .filter_map(|line| line.split_once('\t')?.1.strip_prefix(REF_PREFIX))
-            .map(str::to_owned)
+            .filter_map(|line| {
+                let (sha, name) = line.split_once('\t')?;
+                Some((name.strip_prefix(REF_PREFIX)?.to_owned(), sha.to_owned()))
+            })
             .collect())
     }
 
@@ -238,12 +256,18 @@ impl RemoteClaims {
 
     /// A commit of the empty tree whose message is `claim` on `unit`.
     fn commit(&self, unit: &str, claim: &Claim, step: &str) -> Result<String, Refusal> {
-        let tree = self
-            .git(&["mktree"])
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .ok_or_else(|| crate::refusal::io_error(step, "git mktree failed"))?;
+        let tree = match self.tree.get() {
+            Some(tree) => tree.clone(),
+            None => {
+                let tree = self
+                    .git(&["mktree"])
+                    .ok()
+                    .filter(|o| o.status.success())
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                    .ok_or_else(|| crate::refusal::io_error(step, "git mktree failed"))?;
+                self.tree.get_or_init(|| tree).clone()
+            }
+        };
         let message = format!(
             "iced claim {unit}\n\n{}\n",
             serde_json::to_string_pretty(claim).expect("a claim serialises")
@@ -279,40 +303,69 @@ impl RemoteClaims {
         expect: Option<&str>,
         step: &str,
     ) -> Result<bool, Refusal> {
-        let reference = Self::reference(unit);
-        let lease = format!("--force-with-lease={reference}:{}", expect.unwrap_or(""));
-        let refspec = format!("{}:{reference}", new.unwrap_or(""));
-        let out = self
-            .git(&[
-                "push",
-                "--porcelain",
-                "--no-verify",
-                &lease,
-                &self.remote,
-                &refspec,
-            ])
-            .map_err(|e| self.unreachable(unit, &e, step))?;
+        self.swap_many(&[(unit, new, expect)], step)
+            .pop()
+            .expect("one answer a swap")
+    }
+
+    /// Several swaps in one push, each as [`RemoteClaims::swap`] says, answered in their order:
+    /// the remote checks each ref's lease on its own, so one lost race fails no other.
+    fn swap_many(
+        &self,
+        swaps: &[(&str, Option<&str>, Option<&str>)],
+        step: &str,
+    ) -> Vec<Result<bool, Refusal>> {
+        let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--no-verify".into()];
+        for (unit, _, expect) in swaps {
+            let reference = Self::reference(unit);
+            args.push(format!(
+                "--force-with-lease={reference}:{}",
+                expect.unwrap_or("")
+            ));
+        }
+        args.push(self.remote.clone());
+        for (unit, new, _) in swaps {
+            args.push(format!("{}:{}", new.unwrap_or(""), Self::reference(unit)));
+        }
+        let out = match self.git(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+            Ok(out) => out,
+            Err(e) => {
+                return swaps
+                    .iter()
+                    .map(|(unit, ..)| Err(self.unreachable(unit, &e, step)))
+                    .collect()
+            }
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
-        // The porcelain line of the ref says what happened to it (`*` created, `+` forced, `-`
-        // deleted, `!` refused), whatever else the push then said or its exit code.
-        let line = stdout.lines().find(|l| {
-            l.split('\t')
-                .nth(1)
-                .is_some_and(|spec| spec.ends_with(&reference))
-        });
-        if line.is_some_and(|l| matches!(l.chars().next(), Some('*' | '+' | '-' | ' ' | '=')))
-            || (line.is_none() && out.status.success())
-        {
-            return Ok(true);
-        }
-        let refused = line.filter(|l| l.starts_with('!'));
-        match refused {
-            // The value was not the one named (seen before sending, or by the remote as it
-            // updated the ref under its lock): another push won.
-            Some(line) if lost_race(line) => Ok(false),
-            Some(line) => Err(self.unreachable(unit, line.trim_start_matches('!').trim(), step)),
-            None => Err(self.unreachable(unit, &last_line(&out.stderr), step)),
-        }
+        swaps
+            .iter()
+            .map(|(unit, ..)| {
+                let reference = Self::reference(unit);
+                // The porcelain line of the ref says what happened to it (`*` created, `+`
+                // forced, `-` deleted, `!` refused), whatever else the push said or its exit code.
+                let line = stdout.lines().find(|l| {
+                    l.split('\t')
+                        .nth(1)
+                        .and_then(|spec| spec.rsplit(':').next())
+                        == Some(reference.as_str())
+                });
+                if line
+                    .is_some_and(|l| matches!(l.chars().next(), Some('*' | '+' | '-' | ' ' | '=')))
+                    || (line.is_none() && out.status.success())
+                {
+                    return Ok(true);
+                }
+                match line.filter(|l| l.starts_with('!')) {
+                    // The value was not the one named (seen before sending, or by the remote as
+                    // it updated the ref under its lock): another push won.
+                    Some(line) if lost_race(line) => Ok(false),
+                    Some(line) => {
+                        Err(self.unreachable(unit, line.trim_start_matches('!').trim(), step))
+                    }
+                    None => Err(self.unreachable(unit, &last_line(&out.stderr), step)),
+                }
+            })
+            .collect()
     }
 
     /// Claim every one of `units` on the remote for `claim`'s run (SPEC 24.9.1). `state` is this
@@ -410,8 +463,10 @@ impl RemoteClaims {
     /// Renew `claim`'s run's claims on `units` (SPEC 24.9.1): each claim of the run and this
     /// checkout is replaced by `claim` (its `at` now) with a swap naming the value read; a claim
     /// ref that is gone is taken again and the unit read at `target` on the remote; another's
-    /// claim, one iced cannot read, or a unit landed at `target` is lost. Stops at the first
-    /// unit the remote could not be reached for (or git failed for).
+    /// claim, one iced cannot read, or a unit landed at `target` is lost. All at once (one
+    /// listing, one fetch of what is not here, one push a hundred refs), so a run of a thousand
+    /// units renews in a few round trips; a unit whose swap lost a race is renewed on its own.
+    /// Stops at the first unit the remote could not be reached for (or git failed for).
     pub fn renew(
         &self,
         units: &[String],
@@ -420,15 +475,24 @@ impl RemoteClaims {
         step: &str,
     ) -> Renewed {
         let mut renewed = Renewed::default();
-        for unit in units {
-            let kept = self
-                .renew_one(unit, claim, step)
-                .and_then(|retaken| match target {
-                    Some(target) if retaken => {
-                        self.done_on_target(target, std::slice::from_ref(unit), step)
-                    }
-                    _ => Ok(()),
-                });
+        let first = match self.renew_at_once(units, claim, step) {
+            Ok(first) => first,
+            Err(r) => {
+                renewed.unreachable = Some(r.reason);
+                return renewed;
+            }
+        };
+        for (unit, kept) in first {
+            let kept = match kept {
+                Ok(Kept::Raced) => self.renew_one(unit, claim, step),
+                other => other,
+            };
+            let kept = kept.and_then(|kept| match (kept, target) {
+                (Kept::Retaken, Some(target)) => {
+                    self.done_on_target(target, std::slice::from_ref(unit), step)
+                }
+                _ => Ok(()),
+            });
             match kept {
                 Ok(()) => {}
                 Err(r) if matches!(r.code, "unit-claimed" | "unit-done-on-remote") => {
@@ -444,21 +508,96 @@ impl RemoteClaims {
         renewed
     }
 
-    /// Renew the claim on one unit: Ok(true) when it had to be taken again (its ref was gone),
-    /// Ok(false) when renewed; a refusal says why it is lost, or that the remote was not reached.
-    fn renew_one(&self, unit: &str, claim: &Claim, step: &str) -> Result<bool, Refusal> {
+    /// The first pass of [`RemoteClaims::renew`]: what became of each unit's claim.
+    fn renew_at_once<'u>(
+        &self,
+        units: &'u [String],
+        claim: &Claim,
+        step: &str,
+    ) -> Result<Vec<Found<'u>>, Refusal> {
+        let Some(first) = units.first() else {
+            return Ok(Vec::new());
+        };
+        let listed = self.listed_with_commits(first, step)?;
+        let absent: Vec<String> = units
+            .iter()
+            .filter_map(|u| listed.get(u).filter(|sha| !self.has_object(sha)).map(|_| u))
+            .map(|u| Self::reference(u))
+            .collect();
+        if !absent.is_empty() {
+            let mut args = vec![
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--refmap=",
+                self.remote.as_str(),
+            ];
+            args.extend(absent.iter().map(String::as_str));
+            // A ref deleted since the listing fails the fetch: those units are renewed one by
+            // one below, which reads them again.
+            self.git(&args)
+                .map_err(|e| self.unreachable(first, &e, step))?;
+        }
+        let mut found = Vec::new();
+        let mut swaps: Vec<(&'u String, String, Option<String>)> = Vec::new();
+        for unit in units {
+            let sha = self.commit(unit, claim, step)?;
+            match listed.get(unit) {
+                None => swaps.push((unit, sha, None)),
+                Some(held) if *held == sha => found.push((unit, Ok(Kept::Renewed))),
+                Some(held) if !self.has_object(held) => found.push((unit, Ok(Kept::Raced))),
+                Some(held) => match self.parse(held, unit, step) {
+                    Err(unreadable) => found.push((unit, Err(unreadable))),
+                    Ok(c) if c.run == claim.run && self.is_mine_claim(&c) => {
+                        swaps.push((unit, sha, Some(held.clone())))
+                    }
+                    Ok(c) => {
+                        let held = Held {
+                            sha: held.clone(),
+                            claim: c,
+                        };
+                        found.push((unit, Err(self.claimed(unit, &held, step))));
+                    }
+                },
+            }
+        }
+        for chunk in swaps.chunks(100) {
+            let asked: Vec<(&str, Option<&str>, Option<&str>)> = chunk
+                .iter()
+                .map(|(u, new, expect)| (u.as_str(), Some(new.as_str()), expect.as_deref()))
+                .collect();
+            for ((unit, _, expect), swapped) in chunk.iter().zip(self.swap_many(&asked, step)) {
+                let kept = swapped.map(|won| match (won, expect) {
+                    (false, _) => Kept::Raced,
+                    (true, None) => Kept::Retaken,
+                    (true, Some(_)) => Kept::Renewed,
+                });
+                found.push((*unit, kept));
+            }
+            crate::failpoint::hit("claims-after-renew");
+        }
+        Ok(found)
+    }
+
+    /// Renew the claim on one unit, reading it again each round: renewed, or taken again (its
+    /// ref was gone); a refusal says why it is lost, or that the remote was not reached.
+    fn renew_one(&self, unit: &str, claim: &Claim, step: &str) -> Result<Kept, Refusal> {
         let sha = self.commit(unit, claim, step)?;
         // Each round needs another caller to win a swap in between: bounded.
         for _ in 0..5 {
             let expect = match self.read(unit, step)? {
                 None => None,
-                Some(held) if held.sha == sha => return Ok(false),
+                Some(held) if held.sha == sha => return Ok(Kept::Renewed),
                 Some(held) if held.claim.run == claim.run && self.is_mine(&held) => Some(held.sha),
                 Some(held) => return Err(self.claimed(unit, &held, step)),
             };
             if self.swap(unit, Some(&sha), expect.as_deref(), step)? {
-                crate::failpoint::hit("claims-after-renew");
-                return Ok(expect.is_none());
+                return Ok(if expect.is_none() {
+                    Kept::Retaken
+                } else {
+                    Kept::Renewed
+                });
             }
         }
         Err(self.unreachable(unit, "its claim changed every time this call read it", step))
@@ -590,6 +729,20 @@ impl RemoteClaims {
             ),
         )
     }
+}
+
+/// A unit of a renewal, and what became of its claim (a refusal: why it is lost, or that the
+/// remote was not reached).
+type Found<'u> = (&'u String, Result<Kept, Refusal>);
+
+/// What became of one claim in a renewal.
+#[derive(Debug, Clone, Copy)]
+enum Kept {
+    Renewed,
+    /// Its ref was gone, and the run took the claim again.
+    Retaken,
+    /// Another push changed the ref first: read and renewed again on its own.
+    Raced,
 }
 
 /// What renewing a run's claims on the remote found (SPEC 24.9.1).

@@ -85,22 +85,7 @@ impl Machines {
 
     /// The claim `refs/iced/claims/<unit>` on the remote, as its commit's message holds it.
     pub(crate) fn remote_claim(&self, unit: &str) -> Option<Value> {
-        let out = Command::new("git")
-            .args(["cat-file", "commit", &format!("refs/iced/claims/{unit}")])
-            .current_dir(&self.remote)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            return None;
-        }
-        let text = String::from_utf8(out.stdout).unwrap();
-        let message = text.split_once("\n\n").unwrap().1;
-        let (title, body) = message.split_once("\n\n").expect("a claim message");
-        assert_eq!(title, format!("iced claim {unit}"));
-        Some(serde_json::from_str(body).expect("the claim is JSON"))
+        claim_on(&self.remote, unit)
     }
 
     /// Push this checkout's HEAD, a commit that holds no claim, as `unit`'s claim ref: the ref
@@ -158,6 +143,27 @@ impl Machines {
             "not killed at {failpoint}: {out:?}"
         );
     }
+}
+
+/// The claim `refs/iced/claims/<unit>` on the bare repository `remote`, as its commit's message
+/// holds it.
+pub(crate) fn claim_on(remote: &Path, unit: &str) -> Option<Value> {
+    let out = Command::new("git")
+        .args(["cat-file", "commit", &format!("refs/iced/claims/{unit}")])
+        .current_dir(remote)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).unwrap();
+    let message = text.split_once("\n\n").unwrap().1;
+    let (title, body) = message.split_once("\n\n").expect("a claim message");
+    assert_eq!(title, format!("iced claim {unit}"));
+    Some(serde_json::from_str(body).expect("the claim is JSON"))
 }
 
 /// Start every command at once (all spawned before any is waited for); their outputs.

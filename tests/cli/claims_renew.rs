@@ -5,8 +5,8 @@
 //! (`claims_remote::Machines`); iced's clock is pinned per call, so the lease passes between two
 //! calls.
 
-use crate::claims_remote::Machines;
-use crate::env::{git_shim, run, Run};
+use crate::claims_remote::{claim_on, Machines};
+use crate::env::{git_at, git_shim, run, Run};
 use crate::loop_e2e::{last_line, str_of, wait_for};
 use crate::snap::assert_read;
 use serde_json::{json, Value};
@@ -281,4 +281,101 @@ fn claims_that_cannot_be_renewed_hold_every_lane_until_they_are() {
     assert_eq!(built.code, 0, "{built:#?}");
     assert_eq!(last_line(&built)["status"], "delivered", "{built:#?}");
     assert_eq!(m.env.agent_starts().len(), 1);
+}
+
+/// A project run claims its own unit and each child's; it renews them all in one push. A child
+/// another machine took over while the run was not stepped is lost alone: its lane blocks, the
+/// other lanes go on, and every other claim is the run's, renewed.
+#[test]
+fn a_project_run_renews_every_claim_in_one_push_and_a_lost_child_blocks_alone() {
+    let p = crate::project::Project::new(
+        &["alpha", "beta", "gamma"],
+        &[],
+        "hang\n",
+        json!({"land": {"claimLeaseSec": 3600}, "pace": {"lanes": 3, "agents": 3}}),
+    );
+    let env = &p.env;
+    let remote = env.outside("remote.git");
+    let out =
+        run(env
+            .command()
+            .env("ICED_NOW", ADMITTED)
+            .args(["build", &p.id, "--no-wait", "--json"]));
+    assert_eq!(out.code, 0, "{out:#?}");
+    let run_a = str_of(&last_line(&out), "run").to_owned();
+    // `--no-wait` ends at the first launch; the steps after it start the other lanes.
+    wait_for("three agents", || {
+        at_in(env, ADMITTED, &["implement", "step", "--run", &run_a]);
+        env.agent_starts().len() == 3
+    });
+
+    // Machine B, a clone of the remote, takes `beta` over once the first lease has run out.
+    let b = env.outside("b");
+    git_at(
+        remote.parent().unwrap(),
+        &[
+            "clone",
+            "-q",
+            &remote.display().to_string(),
+            &b.display().to_string(),
+        ],
+    );
+    for (key, value) in [
+        ("user.name", "Other Person"),
+        ("user.email", "o@example.test"),
+    ] {
+        git_at(&b, &["config", key, value]);
+    }
+    env.iced_json_in(&b, &["trust"]).ok();
+    let beta = p.children[1].clone();
+    let taken =
+        run(env
+            .command_in(&b)
+            .env("ICED_NOW", PAST)
+            .args(["build", &beta, "--no-wait", "--json"]));
+    assert_eq!(taken.code, 0, "{taken:#?}");
+    let run_b = str_of(&last_line(&taken), "run").to_owned();
+
+    let pushes = env.outside("pushes");
+    let path = git_shim(
+        &env.outside("bin"),
+        &format!(
+            "case \" $* \" in *' push '*) echo \"$*\" >> '{}';; esac\n",
+            pushes.display()
+        ),
+    );
+    let renew = run(env
+        .command()
+        .env("PATH", &path)
+        .env("ICED_NOW", LATER)
+        .args(["implement", "step", "--run", &run_a]));
+    assert!(
+        renew.stdout.contains("renewed (4 units), and 1 claim lost"),
+        "{renew:#?}"
+    );
+    let pushed = std::fs::read_to_string(&pushes).unwrap();
+    assert_eq!(pushed.lines().count(), 1, "one push: {pushed}");
+    for unit in [&p.id, &p.children[0], &p.children[2]] {
+        let claim = claim_on(&remote, unit).unwrap();
+        assert_eq!(
+            (claim["run"].as_str(), claim["at"].as_str()),
+            (Some(run_a.as_str()), Some(LATER))
+        );
+    }
+    assert_eq!(claim_on(&remote, &beta).unwrap()["run"], run_b.as_str());
+
+    at_in(env, LATER, &["implement", "step", "--run", &run_a]);
+    let shown = env.iced_json(&["run", "show", &run_a]).ok().json();
+    let stage = |lane: &str| crate::project::Project::lane(&shown, lane)["stage"].clone();
+    assert_eq!(stage(&beta), "blocked", "{shown:#}");
+    assert_eq!(stage(&p.children[0]), "implement", "{shown:#}");
+    assert_eq!(stage(&p.children[2]), "implement", "{shown:#}");
+    assert_eq!(shown["status"], "running", "{shown:#}");
+    env.iced_json_in(&b, &["run", "abandon", &run_b]).ok();
+    env.iced_json(&["run", "abandon", &run_a]).ok();
+}
+
+/// `iced implement step <args>` in the test's checkout at `now`.
+fn at_in(env: &crate::env::TestEnv, now: &str, args: &[&str]) -> Run {
+    run(env.command().env("ICED_NOW", now).args(args))
 }
