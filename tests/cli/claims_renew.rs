@@ -285,7 +285,8 @@ fn claims_that_cannot_be_renewed_hold_every_lane_until_they_are() {
 
 /// A project run claims its own unit and each child's; it renews them all in one push. A child
 /// another machine took over while the run was not stepped is lost alone: its lane blocks, the
-/// other lanes go on, and every other claim is the run's, renewed.
+/// other lanes go on, and every other claim is the run's, renewed. Discarding the lost lane
+/// leaves the other machine's claim alone.
 #[test]
 fn a_project_run_renews_every_claim_in_one_push_and_a_lost_child_blocks_alone() {
     let p = crate::project::Project::new(
@@ -371,6 +372,9 @@ fn a_project_run_renews_every_claim_in_one_push_and_a_lost_child_blocks_alone() 
     assert_eq!(stage(&p.children[0]), "implement", "{shown:#}");
     assert_eq!(stage(&p.children[2]), "implement", "{shown:#}");
     assert_eq!(shown["status"], "running", "{shown:#}");
+    // Dropping the lost lane leaves the other machine's claim where it is.
+    env.iced_json(&["run", "discard", &run_a, &beta]).ok();
+    assert_eq!(claim_on(&remote, &beta).unwrap()["run"], run_b.as_str());
     env.iced_json_in(&b, &["run", "abandon", &run_b]).ok();
     env.iced_json(&["run", "abandon", &run_a]).ok();
 }
