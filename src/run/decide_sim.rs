@@ -2,8 +2,9 @@
 //! the model does what `stepper::step_once` does: what the host handed in, what finished
 //! activities say (`observe`), `decide`, the work under the lock (`under_lock::apply`), the side
 //! effect outside it with a random outcome (agents and commands that pass, fail, crash or are rate
-//! limited; receipts verified or not; validators' answers and the refuter's decisions; landings
-//! that succeed, fail or find the target moved; a call that dies before recording), then
+//! limited; receipts verified or not; test writers whose work is taken or refused; validators'
+//! answers and the refuter's decisions; landings that succeed, fail or find the target moved; a
+//! remote that cannot be reached; claims renewed or lost; a call that dies before recording), then
 //! `settle` and the ending of stranded host agents. A person acts now and then (pause, discard,
 //! release, resume). Every move of a lane is `decide`'s (`decide::moves`), applied as the real
 //! code applies it.
@@ -11,7 +12,9 @@
 //! Checked on every walk: a paused run moves nothing; a lane starts only while fewer than
 //! `pace.lanes` are active; the agents alive (and any still at work whose attempt ended) never
 //! exceed `pace.agents`; a concurrent call never chooses a step another call has just started,
-//! and gives a lane whose synchronous step is in hand nothing but a wait; the run ends
+//! and gives a lane whose synchronous step is in hand nothing but a wait; a lane whose claim was
+//! lost, or any lane while the claims are due, only blocks or waits; a test writer's refused work
+//! is never run, validated or delivered; the run ends
 //! (delivered, handed back, abandoned, or blocked with no lane able to move) within a bound, as
 //! its lanes say; a delivered lane was delivered, judged when it had validators, landed and
 //! retired when it lands, and re-tested when the target came into it. Across a fixed set of walks,
@@ -56,6 +59,8 @@ pub(super) struct Case {
     arm_auto: bool,
     pace_agents: usize,
     pace_lanes: usize,
+    /// `build.testWriter` set: a test writer after each receipt's own checks (SPEC 20.17).
+    test_writer: bool,
     seed: u64,
 }
 
@@ -73,7 +78,7 @@ pub(super) fn arb_case() -> impl Strategy<Value = Case> {
         (any::<bool>(), any::<bool>(), 1usize..=2),
         (1u32..=3, 0u32..=2, 0u32..=2),
         (select(vec!["none", "merge", "pr"]), any::<bool>()),
-        (1usize..=3, 1usize..=3),
+        (1usize..=3, 1usize..=3, any::<bool>()),
         any::<u64>(),
     )
         .prop_map(
@@ -96,6 +101,7 @@ pub(super) fn arb_case() -> impl Strategy<Value = Case> {
                 arm_auto: land.1,
                 pace_agents: pace.0,
                 pace_lanes: pace.1,
+                test_writer: pace.2,
                 seed,
             },
         )
@@ -231,6 +237,24 @@ pub(super) fn mark_started(r: &mut Run, next: &Next, validator_driver: Driver) -
             );
             1
         }
+        // `under_lock`: the test writer's record made or replaced (a nonce: it launches), or its
+        // check's.
+        Next::Tester { lane, next } => {
+            let l = r.lane_mut(lane).expect("a move names a lane of the run");
+            match next {
+                tester::TesterNext::Launch => {
+                    replace(
+                        l,
+                        started_record(StepKey::TestWrite, l.attempt, Some(nonce())),
+                    );
+                    1
+                }
+                tester::TesterNext::Check => {
+                    replace(l, started_record(StepKey::TestCheck, l.attempt, None));
+                    0
+                }
+            }
+        }
         Next::CheckReceipt { lane } => {
             let l = r.lane_mut(lane).expect("a move names a lane of the run");
             apply_move(l, after_implementer());
@@ -329,7 +353,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
     }
 }
 
-pub(super) const KINDS: usize = 27;
+pub(super) const KINDS: usize = 28;
 
 /// How a run whose every lane is final ends (SPEC 23.6), written out again rather than asked of
 /// `run_status`.
@@ -437,6 +461,7 @@ pub(super) fn walk(case: &Case) -> Walk {
         }
         sim.check_lanes_pace(&next);
         sim.check_claims(&next, &v);
+        sim.check_tests(&next);
         let outside = sim.under_lock(&next, &v);
         sim.check_ceiling(&next);
         sim.settle();
@@ -486,6 +511,7 @@ impl Sim {
         v.paced_until = (self.eligible_at > self.t).then(|| format!("t{}", self.eligible_at));
         v.land_mode = c.land_mode.into();
         v.arm_auto = c.arm_auto;
+        v.test_writer = c.test_writer;
         v.renew_claims = self.run.claims.as_ref().is_some_and(|k| k.now) || self.t >= self.renew_at;
         v
     }
@@ -517,6 +543,7 @@ impl Sim {
                 }
                 let process = s.nonce.is_some()
                     && ((s.step == StepKey::Implement && r.driver == Driver::Process)
+                        || s.step.runs_once()
                         || (s.step.is_validator()
                             && self.case.validator_driver == Driver::Process
                             && !flag(s, "finished")));
@@ -587,6 +614,28 @@ impl Sim {
                 self.run.claims
             );
         }
+    }
+
+    /// A test writer's refused work (SPEC 20.17) is never run, validated or delivered: the
+    /// attempt ends at its receipt.
+    fn check_tests(&self, next: &Next) {
+        let Some(l) = lane_of_move(next).and_then(|id| self.run.lane(id)) else {
+            return;
+        };
+        let refused = l
+            .record(&StepKey::TestCheck)
+            .filter(|r| r.attempt == l.attempt)
+            .and_then(|r| r.outcome_as::<crate::run::outcome::TestCheckOutcome>())
+            .is_some_and(|o| tester::refused(&o).is_some());
+        let goes_on = matches!(
+            next,
+            Next::LaunchDod { .. } | Next::Deliver { .. } | Next::PrepareValidators { .. }
+        );
+        assert!(
+            !(refused && goes_on),
+            "lane `{}` went on ({next:?}) past its test writer's refused work",
+            l.id
+        );
     }
 
     /// A lane starts only while fewer than `pace.lanes` lanes are active (SPEC 23.6).

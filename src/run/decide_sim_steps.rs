@@ -23,8 +23,6 @@ impl Sim {
             // The model admits runs at their brief: planning (SPEC 20.16) is walked by
             // tests/cli/auto_plan.rs and tests/cli/crash_plan.rs.
             Next::Plan { .. } => unreachable!("the model admits no planning run"),
-            // Nor a test writer (SPEC 20.17): tests/cli/tester.rs and its crash cases walk it.
-            Next::Tester { .. } => unreachable!("the model runs no test writer"),
             Next::RenderBrief { lane } => {
                 let l = self.lane_mut(lane);
                 let mut record = super::started_record(StepKey::Brief, l.attempt, None);
@@ -146,6 +144,7 @@ impl Sim {
             }
             Next::AddWorktree { .. }
             | Next::LaunchImplementer { .. }
+            | Next::Tester { .. }
             | Next::CheckReceipt { .. }
             | Next::LaunchDod { .. }
             | Next::Deliver { .. }
@@ -207,6 +206,10 @@ impl Sim {
                 );
                 record.nonce = None;
                 self.rate_limited();
+                false
+            }
+            Next::Tester { lane, next } => {
+                self.tester(lane, next);
                 false
             }
             Next::LaunchImplementer { lane } => {
@@ -501,8 +504,13 @@ impl Sim {
             status,
             json!({"verified": verified, "missing": missing}),
         );
+        let tests_refused = l
+            .record(&StepKey::TestCheck)
+            .and_then(|r| r.outcome_as::<crate::run::outcome::TestCheckOutcome>())
+            .as_ref()
+            .and_then(tester::refused);
         let found = ReceiptFound {
-            tests_refused: None,
+            tests_refused: tests_refused.as_deref(),
             replaced: None,
             escalation: None,
             verified,
@@ -674,6 +682,7 @@ impl Sim {
                     && s.nonce.is_some()
                     && !flag(s, "finished");
                 let activity = (s.step == StepKey::Implement && driver == Driver::Process)
+                    || (s.step == StepKey::TestWrite && s.nonce.is_some())
                     || s.step.is_dod()
                     || validator_process;
                 if !activity {
@@ -700,6 +709,12 @@ impl Sim {
                     }) => {
                         finish(s, StepStatus::Done, json!({"exit_code": code}));
                     }
+                    // Never spawned (the call died first): its supervisor never registered.
+                    None if s.step == StepKey::TestWrite => finish(
+                        s,
+                        StepStatus::Failed,
+                        json!({"crashed": true, "registered": false}),
+                    ),
                     // Gone without an outcome, or never registered: a crash.
                     _ => finish(s, StepStatus::Failed, json!({"crashed": true})),
                 }
@@ -707,6 +722,29 @@ impl Sim {
         }
         if limited {
             self.rate_limited();
+        }
+    }
+
+    /// `stage::tester`: the test writer launched (an agent: it may be rate limited, crash or
+    /// exit), or what it changed checked (now and then refused: it left the worktree dirty).
+    fn tester(&mut self, lane: &str, next: &tester::TesterNext) {
+        match next {
+            tester::TesterNext::Launch => {
+                let limited = self.budget.rate_limits > 0 && self.dice.chance(8);
+                self.budget.rate_limits -= u32::from(limited);
+                let exit = (!self.dice.chance(10)).then_some(0);
+                self.spawn(lane, &StepKey::TestWrite, exit, limited, true);
+            }
+            tester::TesterNext::Check => {
+                let dirty = self.dice.chance(15);
+                let l = self.lane_mut(lane);
+                let record = l.record_mut(&StepKey::TestCheck).expect("marked");
+                finish(
+                    record,
+                    StepStatus::Done,
+                    json!({"from": "a", "head": "b", "commits": ["b"], "denied": [], "dirty": dirty}),
+                );
+            }
         }
     }
 
