@@ -380,6 +380,15 @@ impl<'a> Ctx<'a> {
         Ok(done)
     }
 
+    /// The branch a landing goes to: `land.target`, else the checkout's current branch.
+    pub(super) fn land_target(&self) -> Option<String> {
+        self.settings
+            .land
+            .target
+            .clone()
+            .or_else(|| crate::git::current_branch(&self.repo.root))
+    }
+
     /// The claims on `land.remote` (SPEC 24.9.1), when one is set.
     pub(super) fn remote_claims(&self) -> Option<RemoteClaims> {
         let remote = self.settings.land.remote.as_deref()?;

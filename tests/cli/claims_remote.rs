@@ -52,20 +52,7 @@ impl Machines {
         let remote = add_remote(&env);
         // The remote keeps a log of its refs, so a test can count how often a claim moved.
         git_at(&remote, &["config", "core.logAllRefUpdates", "always"]);
-        let b = env.outside("b");
-        git_at(
-            remote.parent().unwrap(),
-            &[
-                "clone",
-                "-q",
-                &remote.display().to_string(),
-                &b.display().to_string(),
-            ],
-        );
-        git_at(&b, &["config", "user.name", "Other Person"]);
-        git_at(&b, &["config", "user.email", "other@example.test"]);
-        git_at(&b, &["config", "commit.gpgsign", "false"]);
-        env.iced_json_in(&b, &["trust"]).ok();
+        let b = other_machine(&env, &remote);
         Machines {
             env,
             b,
@@ -143,6 +130,26 @@ impl Machines {
             "not killed at {failpoint}: {out:?}"
         );
     }
+}
+
+/// Another machine: a clone of `remote` beside `env`'s repository (`b`), with its own person,
+/// trusting the committed config.
+pub(crate) fn other_machine(env: &TestEnv, remote: &Path) -> PathBuf {
+    let b = env.outside("b");
+    git_at(
+        remote.parent().unwrap(),
+        &[
+            "clone",
+            "-q",
+            &remote.display().to_string(),
+            &b.display().to_string(),
+        ],
+    );
+    git_at(&b, &["config", "user.name", "Other Person"]);
+    git_at(&b, &["config", "user.email", "other@example.test"]);
+    git_at(&b, &["config", "commit.gpgsign", "false"]);
+    env.iced_json_in(&b, &["trust"]).ok();
+    b
 }
 
 /// The claim `refs/iced/claims/<unit>` on the bare repository `remote`, as its commit's message

@@ -5,8 +5,8 @@
 //! (`claims_remote::Machines`); iced's clock is pinned per call, so the lease passes between two
 //! calls.
 
-use crate::claims_remote::{claim_on, Machines};
-use crate::env::{git_at, git_shim, run, Run};
+use crate::claims_remote::{claim_on, other_machine, Machines};
+use crate::env::{git_shim, run, Run};
 use crate::loop_e2e::{last_line, str_of, wait_for};
 use crate::snap::assert_read;
 use serde_json::{json, Value};
@@ -32,6 +32,11 @@ fn at(m: &Machines, dir: &Path, now: &str, args: &[&str], json: bool) -> Run {
         cmd.arg("--json");
     }
     run(&mut cmd)
+}
+
+/// `iced implement step --run <run>` in machine A at `now`, in text.
+fn step(m: &Machines, now: &str, run: &str) -> Run {
+    at(m, m.a(), now, &["implement", "step", "--run", run], false)
 }
 
 /// Machine A builds the unit at [`ADMITTED`]; its agent hangs. The run's id.
@@ -76,14 +81,8 @@ fn a_run_longer_than_its_lease_keeps_its_claim() {
     );
     assert_eq!(m.remote_claim(&unit).unwrap()["at"], ADMITTED);
 
-    let step = at(
-        &m,
-        m.a(),
-        HALF,
-        &["implement", "step", "--run", &run_a],
-        false,
-    );
-    assert_eq!(step.code, 0, "{step:#?}");
+    let renewed = step(&m, HALF, &run_a);
+    assert_eq!(renewed.code, 0, "{renewed:#?}");
     let claim = m.remote_claim(&unit).unwrap();
     assert_eq!(claim["at"], HALF, "{claim}");
     assert_eq!(claim["run"], run_a.as_str());
@@ -92,13 +91,7 @@ fn a_run_longer_than_its_lease_keeps_its_claim() {
     assert_eq!(events[0]["units"], json!([unit]));
     assert_eq!(events[0]["lost"], json!({}));
     // Asked again at once, nothing more is renewed: the next renewal is half a lease away.
-    let again = at(
-        &m,
-        m.a(),
-        HALF,
-        &["implement", "step", "--run", &run_a],
-        false,
-    );
+    let again = step(&m, HALF, &run_a);
     assert_eq!(renewals(m.a()).len(), 1, "{again:#?}");
 
     let refused =
@@ -114,7 +107,7 @@ fn a_run_longer_than_its_lease_keeps_its_claim() {
     assert_read!(
         &m.env,
         "claims_renewed_step",
-        format!("{}{}", step.stdout, again.stdout)
+        format!("{}{}", renewed.stdout, again.stdout)
     );
     at(&m, m.a(), HALF, &["run", "abandon", &run_a], true);
 }
@@ -136,20 +129,8 @@ fn a_run_that_lost_its_claim_blocks_and_goes_on_only_once_the_claim_is_its_own_a
     assert_eq!(m.remote_claim(&unit).unwrap()["run"], run_b.as_str());
     wait_for("B's agent to start", || m.env.agent_starts().len() == 2);
 
-    let renew = at(
-        &m,
-        m.a(),
-        LATER,
-        &["implement", "step", "--run", &run_a],
-        false,
-    );
-    let block = at(
-        &m,
-        m.a(),
-        LATER,
-        &["implement", "step", "--run", &run_a],
-        false,
-    );
+    let renew = step(&m, LATER, &run_a);
+    let block = step(&m, LATER, &run_a);
     let shown = at(&m, m.a(), LATER, &["run", "show", &run_a], true).json();
     assert_eq!(shown["status"], "blocked", "{shown:#}");
     let reason = shown["lanes"][0]["reason"]
@@ -177,13 +158,7 @@ fn a_run_that_lost_its_claim_blocks_and_goes_on_only_once_the_claim_is_its_own_a
     // Resumed while B still builds: blocked again, nothing started.
     at(&m, m.a(), LATER, &["run", "resume", &run_a], true);
     for _ in 0..3 {
-        at(
-            &m,
-            m.a(),
-            LATER,
-            &["implement", "step", "--run", &run_a],
-            true,
-        );
+        step(&m, LATER, &run_a);
     }
     let shown = at(&m, m.a(), LATER, &["run", "show", &run_a], true).json();
     assert_eq!(shown["status"], "blocked", "{shown:#}");
@@ -194,13 +169,7 @@ fn a_run_that_lost_its_claim_blocks_and_goes_on_only_once_the_claim_is_its_own_a
     assert!(m.remote_claim(&unit).is_none());
     at(&m, m.a(), LATER, &["run", "resume", &run_a], true);
     for _ in 0..6 {
-        at(
-            &m,
-            m.a(),
-            LATER,
-            &["implement", "step", "--run", &run_a],
-            true,
-        );
+        step(&m, LATER, &run_a);
         if m.env.agent_starts().len() == 3 {
             break;
         }
@@ -311,23 +280,7 @@ fn a_project_run_renews_every_claim_in_one_push_and_a_lost_child_blocks_alone() 
     });
 
     // Machine B, a clone of the remote, takes `beta` over once the first lease has run out.
-    let b = env.outside("b");
-    git_at(
-        remote.parent().unwrap(),
-        &[
-            "clone",
-            "-q",
-            &remote.display().to_string(),
-            &b.display().to_string(),
-        ],
-    );
-    for (key, value) in [
-        ("user.name", "Other Person"),
-        ("user.email", "o@example.test"),
-    ] {
-        git_at(&b, &["config", key, value]);
-    }
-    env.iced_json_in(&b, &["trust"]).ok();
+    let b = other_machine(env, &remote);
     let beta = p.children[1].clone();
     let taken =
         run(env

@@ -369,13 +369,7 @@ fn claim_on_remote(
         RemoteTaken::LiveHere(run) => return Ok(OnRemote::Resume(run)),
         RemoteTaken::All(made) => made,
     };
-    let target = ctx
-        .settings
-        .land
-        .target
-        .clone()
-        .or_else(|| crate::git::current_branch(&ctx.repo.root));
-    if let Some(target) = target {
+    if let Some(target) = ctx.land_target() {
         if let Err(refusal) = remote.done_on_target(&target, units, step) {
             remote.undo(&made, step);
             return Err(refusal);

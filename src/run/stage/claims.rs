@@ -70,15 +70,7 @@ pub(crate) fn renew(ctx: &Ctx<'_>, snapshot: &Run) -> Result<StepReport, Refusal
         root: Some(ctx.claims().root().to_owned()),
     };
     let found = match ctx.remote_claims() {
-        Some(remote) => {
-            let target = ctx
-                .settings
-                .land
-                .target
-                .clone()
-                .or_else(|| crate::git::current_branch(&ctx.repo.root));
-            remote.renew(&units, &claim, target.as_deref(), ctx.verb)
-        }
+        Some(remote) => remote.renew(&units, &claim, ctx.land_target().as_deref(), ctx.verb),
         // `land.remote` was unset since the view was made: nothing is claimed there.
         None => Default::default(),
     };
