@@ -29,6 +29,7 @@ mod hostile_files;
 mod hostile_inputs;
 mod hostile_lane;
 mod hostile_plan;
+mod index_lock;
 mod init;
 mod interop;
 mod landing;
