@@ -72,13 +72,26 @@ fn finish(mut cmd: Command, args: &[&str]) -> Result<String, String> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
     } else {
-        let err = String::from_utf8_lossy(&out.stderr);
         Err(format!(
             "`git {}` failed: {}",
             args.join(" "),
-            err.trim().lines().last().unwrap_or("no message")
+            what_failed(&out.stderr)
         ))
     }
+}
+
+/// What git said went wrong: its first `fatal:` or `error:` line (which names what failed; the
+/// advice after it does not), else its last line.
+pub fn what_failed(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.trim().lines().map(str::trim).collect();
+    lines
+        .iter()
+        .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+        .or(lines.last())
+        .copied()
+        .unwrap_or("no message")
+        .to_owned()
 }
 
 /// The branch HEAD is on (`main`), or None when detached.

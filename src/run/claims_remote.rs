@@ -140,7 +140,7 @@ impl RemoteClaims {
             .git(&["ls-remote", &self.remote, &pattern])
             .map_err(|e| self.unreachable(unit, &e, step))?;
         if !out.status.success() {
-            return Err(self.unreachable(unit, &last_line(&out.stderr), step));
+            return Err(self.unreachable(unit, &crate::git::what_failed(&out.stderr), step));
         }
         let text = String::from_utf8_lossy(&out.stdout);
         Ok(text
@@ -191,7 +191,7 @@ impl RemoteClaims {
             .git(&["ls-remote", &self.remote, reference])
             .map_err(|e| self.unreachable(unit, &e, step))?;
         if !out.status.success() {
-            return Err(self.unreachable(unit, &last_line(&out.stderr), step));
+            return Err(self.unreachable(unit, &crate::git::what_failed(&out.stderr), step));
         }
         let text = String::from_utf8_lossy(&out.stdout);
         Ok(text.lines().find_map(|line| {
@@ -288,7 +288,7 @@ impl RemoteClaims {
         if !out.status.success() {
             return Err(crate::refusal::io_error(
                 step,
-                format!("git commit-tree: {}", last_line(&out.stderr)),
+                format!("git commit-tree: {}", crate::git::what_failed(&out.stderr)),
             ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -362,7 +362,9 @@ impl RemoteClaims {
                     Some(line) => {
                         Err(self.unreachable(unit, line.trim_start_matches('!').trim(), step))
                     }
-                    None => Err(self.unreachable(unit, &last_line(&out.stderr), step)),
+                    None => {
+                        Err(self.unreachable(unit, &crate::git::what_failed(&out.stderr), step))
+                    }
                 }
             })
             .collect()
@@ -640,7 +642,11 @@ impl RemoteClaims {
                 .fetch_no_ref(&reference)
                 .map_err(|e| self.unreachable(&units[0], &e, step))?;
             if !out.status.success() {
-                return Err(self.unreachable(&units[0], &last_line(&out.stderr), step));
+                return Err(self.unreachable(
+                    &units[0],
+                    &crate::git::what_failed(&out.stderr),
+                    step,
+                ));
             }
         }
         for unit in units {
@@ -777,17 +783,4 @@ fn lost_race(line: &str) -> bool {
             && ["lock", "old value", "failed to update", "stale"]
                 .iter()
                 .any(|why| line.contains(why)))
-}
-
-/// What git said went wrong: its first `fatal:` or `error:` line, else its last line.
-fn last_line(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.trim().lines().map(str::trim).collect();
-    lines
-        .iter()
-        .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
-        .or(lines.last())
-        .copied()
-        .unwrap_or("git failed without saying why")
-        .to_owned()
 }

@@ -44,6 +44,9 @@ pub enum Event {
     BudgetSpent,
     /// The run's claims on `land.remote` were renewed (SPEC 24.9.1).
     ClaimsRenewed,
+    /// A git lock a git that did not finish left in a lane worktree's git folder, removed
+    /// (SPEC 24.6).
+    GitLockRemoved,
 }
 
 impl Event {
@@ -78,6 +81,7 @@ impl Event {
             Event::ValidatorMutation => "validator_mutation",
             Event::ArmRequested => "arm_requested",
             Event::ClaimsRenewed => "claims_renewed",
+            Event::GitLockRemoved => "git_lock_removed",
         }
     }
 }

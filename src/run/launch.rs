@@ -204,7 +204,7 @@ pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(
         .ancestors()
         .find(|a| std::fs::symlink_metadata(a.join(".git")).is_ok());
     if let Some(worktree) = worktree.filter(|w| *w != ctx.repo.root) {
-        super::stage::worktree::own_worktree(ctx, worktree).map_err(|why| {
+        super::stage::worktree::own_worktree(ctx, worktree).map(drop).map_err(|why| {
             let run = spec.gate.get("run").and_then(Value::as_str).unwrap_or("<run>");
             ctx.refuse(
                 "worktree-replaced",

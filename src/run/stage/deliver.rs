@@ -246,6 +246,14 @@ fn settle_worktree(
 
 pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelivered> {
     let worktree = Path::new(lane.worktree.as_deref().ok_or("the lane has no worktree")?);
+    // Nothing of the lane runs in its worktree any more: a git lock a definition-of-done
+    // command, or a call of the loop killed in its own git, left is removed (SPEC 24.6).
+    super::worktree::clear_git_lock(
+        ctx,
+        (&run.id, &lane.id),
+        ("deliver", lane.branch.as_deref()),
+        worktree,
+    )?;
     let branch = lane.branch.clone().ok_or("the lane has no branch")?;
     let branch_ref = format!("refs/heads/{branch}");
     let rel = format!("intent/{}", lane.unit);

@@ -41,7 +41,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let checked = if worktree == ctx.repo.root {
         Ok(())
     } else {
-        super::worktree::own_worktree(ctx, &worktree)
+        super::worktree::own_worktree(ctx, &worktree).map(drop)
     };
     let replaced_why = checked.err();
     if let Some(why) = &replaced_why {
@@ -51,6 +51,15 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     let (worktree, status) = if replaced {
         (ctx.repo.root.clone(), Err("not read".to_owned()))
     } else {
+        // The agent has ended: a git lock its git left is not its work (SPEC 24.6).
+        if let Err(gap) = super::worktree::clear_git_lock(
+            ctx,
+            (&run.id, &lane.id),
+            ("receipt", Some(&branch)),
+            &worktree,
+        ) {
+            missing.push(gap);
+        }
         // The worktree's status, with the branch it is on and its head (one git).
         let status = crate::git::status(&worktree);
         (worktree, status)

@@ -342,6 +342,15 @@ fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
             ))
         }
     }
+    // The test writer has ended: a git lock its git left is not its work (SPEC 24.6).
+    if let Err(gap) = super::worktree::clear_git_lock(
+        ctx,
+        (&run.id, &lane.id),
+        ("test-check", Some(&branch)),
+        &worktree,
+    ) {
+        o.problem.get_or_insert(gap);
+    }
     o.dirty = !matches!(crate::git::is_clean(&worktree, &[]), Ok(true));
     let (_, report) = paths(ctx, &run.id, &lane.id, lane.attempt);
     match read_report(&report) {

@@ -143,7 +143,7 @@ pub(crate) fn reuse_spare(
 /// naming git's folder for it in the repository's `worktrees/`, which names it back. Asked of a
 /// spare before it is switched, and of any folder but the checkout an activity is started in.
 /// What is wrong, else.
-pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<(), String> {
+pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<std::path::PathBuf, String> {
     let is = |p: &Path, folder: bool| {
         std::fs::symlink_metadata(p).is_ok_and(|m| {
             if folder {
@@ -182,6 +182,50 @@ pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<(), String> {
     }
     if named(&admin.join("gitdir")) != dot_git.canonicalize().ok() {
         return Err(format!("`{}` does not name it back", admin.display()));
+    }
+    Ok(admin)
+}
+
+/// Remove the locks a git that did not finish left for the lane worktree `dir` (SPEC 24.6):
+/// `index.lock` and `HEAD.lock` in its git folder, and the lock of its lane `branch`'s ref. Once
+/// nothing of the lane runs there: an agent killed in the middle of `git commit` would otherwise
+/// fail every later git that writes the index or moves the branch. Only a worktree git made;
+/// each logged as `git_lock_removed`. Err when a lock is there that cannot be removed.
+pub(crate) fn clear_git_lock(
+    ctx: &Ctx<'_>,
+    (run, lane): (&str, &str),
+    (step, branch): (&str, Option<&str>),
+    dir: &Path,
+) -> Result<(), String> {
+    // A replaced worktree is judged by its own checks; nothing of it is touched here.
+    let Ok(admin) = own_worktree(ctx, dir) else {
+        return Ok(());
+    };
+    let mut locks = vec![admin.join("index.lock"), admin.join("HEAD.lock")];
+    // `<common>/worktrees/<name>`: the common folder is two up.
+    if let (Some(common), Some(branch)) = (admin.parent().and_then(Path::parent), branch) {
+        locks.push(common.join(format!("refs/heads/{branch}.lock")));
+    }
+    for lock in locks {
+        let Ok(meta) = std::fs::symlink_metadata(&lock) else {
+            continue;
+        };
+        let cannot = |why: String| {
+            format!(
+                "git's lock `{}` (a git command that did not finish left it) could not be removed: {why}",
+                lock.display()
+            )
+        };
+        if meta.is_dir() {
+            return Err(cannot("it is a folder".into()));
+        }
+        std::fs::remove_file(&lock).map_err(|e| cannot(e.to_string()))?;
+        emit(
+            &ctx.paths,
+            run,
+            Event::GitLockRemoved,
+            json!({"lane": lane, "step": step, "path": lock}),
+        );
     }
     Ok(())
 }

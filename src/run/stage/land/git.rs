@@ -335,7 +335,7 @@ pub fn push(root: &Path, remote: &str, commit: &str, branch: &str) -> Result<boo
     } else {
         Err(format!(
             "git push {remote} failed: {}",
-            err.trim().lines().last().unwrap_or("")
+            crate::git::what_failed(&out.stderr)
         ))
     }
 }

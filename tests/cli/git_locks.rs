@@ -1,0 +1,96 @@
+//! A git lock left in a lane worktree's git folder (SPEC 24.6): a git that did not finish (an
+//! agent killed at its timeout in the middle of `git commit`, a definition-of-done command killed,
+//! an agent that made the file on purpose) leaves `index.lock` there, and every later git that
+//! writes the index fails. Once nothing of the lane runs there, the loop removes it and logs it,
+//! and the lane delivers; without that, the delivery's `git reset` blocked the lane with git's
+//! last line, which names no file.
+
+use crate::loop_e2e::{build, own_checks, with_agent};
+use crate::validation::events;
+use serde_json::{json, Value};
+
+/// The lane's worktree's git folder, from the worktree (`<tmp>/repo.iced-worktrees/<lane>`).
+const LOCK: &str = "../../repo/.git/worktrees/001-session-timeout/index.lock";
+
+/// The `git_lock_removed` events of the test's run.
+fn removed(env: &crate::env::TestEnv) -> Vec<Value> {
+    events(env)
+        .into_iter()
+        .filter(|e| e["event"] == "git_lock_removed")
+        .collect()
+}
+
+#[test]
+fn a_lock_the_agent_s_git_left_is_removed_at_the_receipt_and_the_lane_delivers() {
+    let (env, id) = with_agent(
+        &format!("commit src/session.rs fixed\nreport-ok E1 E2\nwrite {LOCK} \n"),
+        own_checks(json!([])),
+    );
+    assert_eq!(id, "001-session-timeout");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let removed = removed(&env);
+    assert_eq!(removed.len(), 1, "{removed:#?}");
+    assert_eq!(removed[0]["step"], "receipt");
+    assert_eq!(removed[0]["lane"], id.as_str());
+    let path = removed[0]["path"].as_str().unwrap();
+    assert!(
+        path.ends_with("/.git/worktrees/001-session-timeout/index.lock"),
+        "{path}"
+    );
+    assert!(!std::path::Path::new(path).exists());
+}
+
+/// A definition-of-done command killed in the middle of its own git (here: it leaves every lock
+/// a `git commit` takes: the index's, HEAD's and the lane branch's ref's) does not block the
+/// delivery: each is removed before the delivery moves the branch.
+#[test]
+fn locks_a_definition_of_done_command_left_are_removed_at_the_delivery() {
+    let locks = "touch \"$(git rev-parse --git-path index.lock)\" \"$(git rev-parse --git-path HEAD.lock)\" \"$(git rev-parse --git-common-dir)/refs/heads/$(git symbolic-ref --short HEAD).lock\"";
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(json!([{"argv": ["sh", "-c", locks], "timeoutSec": 30}])),
+    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let removed = removed(&env);
+    let ends: Vec<String> = removed
+        .iter()
+        .map(|e| {
+            assert_eq!(e["step"], "deliver");
+            let path = e["path"].as_str().unwrap();
+            assert!(!std::path::Path::new(path).exists(), "{path}");
+            path.rsplit('/').next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        ["index.lock", "HEAD.lock", format!("{id}.lock").as_str()],
+        "{removed:#?}"
+    );
+}
+
+/// A lock iced cannot remove (a folder in its place) is a gap of the receipt, named, never a
+/// blocked delivery that names no file.
+#[test]
+fn a_lock_that_cannot_be_removed_is_a_gap_of_the_receipt() {
+    let (env, id) = with_agent(
+        &format!("commit src/session.rs fixed\nreport-ok E1 E2\nwrite {LOCK}/x x\n"),
+        own_checks(json!([]))
+            .as_object()
+            .cloned()
+            .map_or(json!({}), |mut c| {
+                c.insert(
+                    "verify".into(),
+                    json!({"independent": false, "commands": [], "maxAttempts": 1}),
+                );
+                Value::Object(c)
+            }),
+    );
+    let (out, last) = build(&env, &id, &[], 4);
+    let text = format!("{out:?}");
+    assert!(
+        text.contains("index.lock` (a git command that did not finish left it) could not be removed: it is a folder"),
+        "{last:#}\n{out:#?}"
+    );
+}
