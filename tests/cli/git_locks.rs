@@ -41,15 +41,18 @@ fn a_lock_the_agent_s_git_left_is_removed_at_the_receipt_and_the_lane_delivers()
     assert!(!std::path::Path::new(path).exists());
 }
 
+/// The `sh -c` script of a definition-of-done command that leaves every lock a `git commit`
+/// takes: the index's, HEAD's and the lane branch's ref's.
+const LEAVES_LOCKS: &str = "touch \"$(git rev-parse --git-path index.lock)\" \"$(git rev-parse --git-path HEAD.lock)\" \"$(git rev-parse --git-common-dir)/refs/heads/$(git symbolic-ref --short HEAD).lock\"";
+
 /// A definition-of-done command killed in the middle of its own git (here: it leaves every lock
 /// a `git commit` takes: the index's, HEAD's and the lane branch's ref's) does not block the
 /// delivery: each is removed before the delivery moves the branch.
 #[test]
 fn locks_a_definition_of_done_command_left_are_removed_at_the_delivery() {
-    let locks = "touch \"$(git rev-parse --git-path index.lock)\" \"$(git rev-parse --git-path HEAD.lock)\" \"$(git rev-parse --git-common-dir)/refs/heads/$(git symbolic-ref --short HEAD).lock\"";
     let (env, id) = with_agent(
         "commit src/session.rs fixed\nreport-ok E1 E2\n",
-        own_checks(json!([{"argv": ["sh", "-c", locks], "timeoutSec": 30}])),
+        own_checks(json!([{"argv": ["sh", "-c", LEAVES_LOCKS], "timeoutSec": 30}])),
     );
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
@@ -92,5 +95,44 @@ fn a_lock_that_cannot_be_removed_is_a_gap_of_the_receipt() {
     assert!(
         text.contains("index.lock` (a git command that did not finish left it) could not be removed: it is a folder"),
         "{last:#}\n{out:#?}"
+    );
+}
+
+/// The target moved while the lane worked: the landing merges it in and runs the definition of
+/// done again on the merge, which leaves its locks again; the landed commit's step removes them,
+/// and the lane lands.
+#[test]
+fn locks_a_landing_s_definition_of_done_left_are_removed_before_the_landed_commit() {
+    let (env, id) = crate::env::TestEnv::buildable_with(|env| {
+        let mut config = crate::env::fake_runner(env, crate::landing::AGENT);
+        crate::env::merge_json(
+            &mut config,
+            &json!({
+                "verify": {"independent": false, "commands": [{"argv": ["sh", "-c", LEAVES_LOCKS], "timeoutSec": 30}]},
+                "land": {"mode": "merge", "strategy": "merge"},
+            }),
+        );
+        config
+    });
+    let (_, started) = build(&env, &id, &["--no-wait"], 0);
+    assert_eq!(started["status"], "running");
+    env.write("docs/person.md", "the person's own work\n");
+    env.commit_all("the person's own work");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let steps: Vec<String> = removed(&env)
+        .iter()
+        .map(|e| e["step"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "deliver",
+            "deliver",
+            "deliver",
+            "landcommit-1",
+            "landcommit-1",
+            "landcommit-1"
+        ]
     );
 }

@@ -224,6 +224,20 @@ fn perform_step(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
         .outcome_as::<DeliverOutcome>(&StepKey::Deliver)
         .and_then(|o| o.commit)
         .unwrap_or_default();
+    // The steps that write the lane worktree's index and move its branch: a git lock a landing's
+    // definition of done, or a call of the loop killed in its own git, left goes (SPEC 24.6).
+    if matches!(step, StepKey::Integrate(_) | StepKey::LandCommit(_)) {
+        let named = step.to_string();
+        let lane_of = (run.id.as_str(), lane.id.as_str());
+        if let Err(e) = crate::run::stage::worktree::clear_git_lock(
+            ctx,
+            lane_of,
+            (&named, Some(&branch)),
+            &worktree,
+        ) {
+            return failed(e);
+        }
+    }
     match step {
         // A project's lane with dependencies starts from the target as they left it (SPEC 23.6).
         StepKey::Base => match target_commit(ctx, &target) {
