@@ -248,7 +248,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     let worktree = Path::new(lane.worktree.as_deref().ok_or("the lane has no worktree")?);
     // Nothing of the lane runs in its worktree any more: a git lock a definition-of-done
     // command, or a call of the loop killed in its own git, left is removed (SPEC 24.6).
-    super::worktree::clear_git_lock(
+    super::worktree::clear_git_locks(
         ctx,
         (&run.id, &lane.id),
         ("deliver", lane.branch.as_deref()),

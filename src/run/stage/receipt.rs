@@ -52,7 +52,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         (ctx.repo.root.clone(), Err("not read".to_owned()))
     } else {
         // The agent has ended: a git lock its git left is not its work (SPEC 24.6).
-        if let Err(gap) = super::worktree::clear_git_lock(
+        if let Err(gap) = super::worktree::clear_git_locks(
             ctx,
             (&run.id, &lane.id),
             ("receipt", Some(&branch)),

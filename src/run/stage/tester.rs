@@ -343,7 +343,7 @@ fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
         }
     }
     // The test writer has ended: a git lock its git left is not its work (SPEC 24.6).
-    if let Err(gap) = super::worktree::clear_git_lock(
+    if let Err(gap) = super::worktree::clear_git_locks(
         ctx,
         (&run.id, &lane.id),
         ("test-check", Some(&branch)),

@@ -142,7 +142,7 @@ pub(crate) fn reuse_spare(
 /// `dir` is a linked worktree as git made it: a folder (no symbolic link), whose `.git` is a file
 /// naming git's folder for it in the repository's `worktrees/`, which names it back. Asked of a
 /// spare before it is switched, and of any folder but the checkout an activity is started in.
-/// What is wrong, else.
+/// Git's folder for it, or what is wrong.
 pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<std::path::PathBuf, String> {
     let is = |p: &Path, folder: bool| {
         std::fs::symlink_metadata(p).is_ok_and(|m| {
@@ -191,7 +191,7 @@ pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<std::path::PathB
 /// nothing of the lane runs there: an agent killed in the middle of `git commit` would otherwise
 /// fail every later git that writes the index or moves the branch. Only a worktree git made;
 /// each logged as `git_lock_removed`. Err when a lock is there that cannot be removed.
-pub(crate) fn clear_git_lock(
+pub(crate) fn clear_git_locks(
     ctx: &Ctx<'_>,
     (run, lane): (&str, &str),
     (step, branch): (&str, Option<&str>),

@@ -229,7 +229,7 @@ fn perform_step(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
     if matches!(step, StepKey::Integrate(_) | StepKey::LandCommit(_)) {
         let named = step.to_string();
         let lane_of = (run.id.as_str(), lane.id.as_str());
-        if let Err(e) = crate::run::stage::worktree::clear_git_lock(
+        if let Err(e) = crate::run::stage::worktree::clear_git_locks(
             ctx,
             lane_of,
             (&named, Some(&branch)),
