@@ -671,9 +671,7 @@ impl Sim {
             Next::AddWorktree { lane } | Next::CheckReceipt { lane } | Next::Deliver { lane } => {
                 Some(lane)
             }
-            // Not `base`: decide goes on to the brief while the base is read (the ignored test
-            // `a_lane_goes_past_its_base_step_only_once_it_is_done` pins it).
-            Next::Sync { lane, step } if *step != StepKey::Base => Some(lane),
+            Next::Sync { lane, .. } => Some(lane),
             _ => None,
         };
         if let Some(lane) = held {

@@ -875,17 +875,6 @@ impl Sim {
             // Refused (`pr-armed`): nothing changes.
             return false;
         }
-        let pr_open = self.case.land_mode == "pr"
-            && self
-                .run
-                .lanes
-                .iter()
-                .any(|l| l.stage == Stage::Blocked && l.is_done(&StepKey::PrOpen));
-        if pr_open {
-            // This person does not resume a lane whose pull request is open: it would wait
-            // forever (`a_resumed_pull_request_lane_does_not_wait_forever`, ignored until fixed).
-            return false;
-        }
         self.eligible_at = 0;
         if let Some(kept) = self.run.claims.as_mut().filter(|k| !k.lost.is_empty()) {
             kept.lost.clear();

@@ -656,11 +656,9 @@ fn a_synchronous_step_in_hand_is_waited_for_and_redone_once_its_owner_is_gone() 
 
 /// A lane with dependencies starts from the target as they left it (step `base`, SPEC 23.6). Its
 /// `base` in hand is waited for; left `started` by a call that died, it is taken again; failed, the
-/// lane blocks. Today a lane whose `base` record exists at all goes on to its brief (the check
-/// after `started(lane)` asks only whether the record is missing), so a concurrent call renders the
-/// brief while the base is read, and after a crash the worktree is made off the run's base
-/// instead (`Run::base_of` falls back to it). The fix is one line in `lanes_next`: take the base
-/// again unless `lane.is_done(&StepKey::Base)`.
+/// lane blocks. Never its brief before its base is done: a concurrent call would render the brief
+/// while the base is read, and after a crash the worktree would be made off the run's base
+/// (`Run::base_of` falls back to it). The simulator holds every walk to it too.
 #[test]
 fn a_lane_goes_past_its_base_step_only_once_it_is_done() {
     let v = view(Driver::Process);
@@ -722,11 +720,9 @@ fn a_paused_run_moves_nothing_and_an_ended_or_blocked_one_reports_its_end() {
 
 /// A lane landing by pull request (`land.arm` not auto) whose `retire` step failed blocks; `iced
 /// run resume` puts it back at `land` in a new round (`control::set_paused`), with its branch
-/// pushed and its pull request open. `land` then finds every pull-request step done and waits
-/// "the pull request is open", and nothing will ever move it: the lane went to `retire` only as
-/// `pr-open`'s own outcome (`stage/land`), which is not run again. Found by the simulator
-/// (`decide_sim.rs`, whose person does not resume such a run until this is fixed). Either `land`
-/// goes on to `retire` once the pull request is open, or the resume puts such a lane at `retire`.
+/// pushed and its pull request open. It must not wait "the pull request is open" for ever: the
+/// lane went to `retire` only as `pr-open`'s own outcome (`stage/land`), which is not run again.
+/// Found by the simulator, whose person now resumes such runs too.
 #[test]
 fn a_resumed_pull_request_lane_does_not_wait_forever() {
     let done = |step: &str, outcome: Value| {
