@@ -131,7 +131,7 @@ pub(crate) fn renew(ctx: &Ctx<'_>, snapshot: &Run) -> Result<StepReport, Refusal
     })?;
     // What the lanes of a lost unit still run is work another machine may be doing: stopped now
     // (outside the lock); `decide` blocks those lanes at the next step.
-    if found.unreachable.is_none() && !found.lost.is_empty() {
+    if !found.lost.is_empty() {
         let whole = found.lost.contains_key(&snapshot.unit);
         for lane in snapshot
             .lanes
