@@ -90,6 +90,13 @@ fn a_run_longer_than_its_lease_keeps_its_claim() {
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0]["units"], json!([unit]));
     assert_eq!(events[0]["lost"], json!({}));
+    let shown = at(&m, m.a(), HALF, &["run", "show", &run_a], false);
+    assert!(
+        shown
+            .stdout
+            .contains(&format!("claims on the remote: renewed at {HALF}\n")),
+        "{shown:#?}"
+    );
     // Asked again at once, nothing more is renewed: the next renewal is half a lease away.
     let again = step(&m, HALF, &run_a);
     assert_eq!(renewals(m.a()).len(), 1, "{again:#?}");
@@ -131,6 +138,11 @@ fn a_run_that_lost_its_claim_blocks_and_goes_on_only_once_the_claim_is_its_own_a
 
     let renew = step(&m, LATER, &run_a);
     let block = step(&m, LATER, &run_a);
+    let text = at(&m, m.a(), LATER, &["run", "show", &run_a], false).stdout;
+    assert!(
+        text.contains(&format!("claims on the remote: lost `{unit}`: `{unit}` is claimed on the remote `origin` by run `{run_b}`")),
+        "{text}"
+    );
     let shown = at(&m, m.a(), LATER, &["run", "show", &run_a], true).json();
     assert_eq!(shown["status"], "blocked", "{shown:#}");
     let reason = shown["lanes"][0]["reason"]

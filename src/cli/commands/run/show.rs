@@ -96,6 +96,15 @@ fn live_output(live: LiveRun) -> Output {
         driver(run.driver),
         run.updated_at
     );
+    // The run's claims on `land.remote` as its last renewal left them (SPEC 24.9.1).
+    if let Some(claims) = &run.claims {
+        if let Some(at) = &claims.at {
+            let _ = writeln!(text, "claims on the remote: renewed at {at}");
+        }
+        for (unit, why) in &claims.lost {
+            let _ = writeln!(text, "claims on the remote: lost `{unit}`: {why}");
+        }
+    }
     for (lane, next) in run.lanes.iter().zip(&live.next) {
         let _ = writeln!(
             text,
