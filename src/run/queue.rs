@@ -24,6 +24,9 @@ pub struct Ranked {
     pub created: Option<String>,
     #[serde(skip)]
     pub number: Option<u64>,
+    /// The other units its run would claim (a project's children), as the survey planned it.
+    #[serde(skip)]
+    pub lanes: Vec<String>,
 }
 
 /// The queue as it stands: the eligible units in their order, and those passed over.
@@ -112,11 +115,16 @@ pub fn survey_in(ctx: &Ctx<'_>, state: &State) -> Result<Survey, Refusal> {
             }
         };
         match admit::plan(ctx, state, &id, &numbers) {
-            Ok(_) => survey.eligible.push(Ranked {
+            Ok(plan) => survey.eligible.push(Ranked {
                 unit: id.clone(),
                 priority,
                 created: fm.str("created").map(str::to_owned),
                 number: crate::unit::id::leading_number(&id),
+                lanes: plan
+                    .lane_units()
+                    .filter(|u| *u != id)
+                    .map(str::to_owned)
+                    .collect(),
             }),
             Err(refusal) => skip(refusal.code, refusal.reason),
         }
@@ -137,8 +145,9 @@ pub fn survey_to_pick(ctx: &Ctx<'_>) -> Result<Survey, Refusal> {
 /// With `land.remote` set (SPEC 24.9.1): the readiest units that a claim on the remote holds (a
 /// run of another machine, within its lease) leave the eligible for the skipped, until one is
 /// free, so that `build next` builds what it can instead of being refused what another machine
-/// builds. One `ls-remote` lists every claim; only the units it names are read. The units after
-/// the first free one are not asked: the admit that claims one still judges its claim.
+/// builds. A project is held when one of the children its run would claim is. One `ls-remote`
+/// lists every claim; only the units it names are read. The units after the first free one are
+/// not asked: the admit that claims one still judges its claim.
 pub fn passed_over_on_remote(
     ctx: &Ctx<'_>,
     state: &State,
@@ -149,16 +158,26 @@ pub fn passed_over_on_remote(
     };
     let listed = remote.listed(&first.unit, ctx.verb)?;
     while let Some(next) = survey.eligible.first() {
-        if !listed.contains(&next.unit) {
-            break;
+        // The unit, and a project's children its run would claim too: the first one held.
+        let mut held = None;
+        for unit in std::iter::once(&next.unit).chain(&next.lanes) {
+            if !listed.contains(unit) {
+                continue;
+            }
+            match remote.held_against(unit, state, ctx.verb) {
+                Ok(None) => {}
+                Ok(Some(refusal)) => held = Some(refusal),
+                // A claim ref iced cannot read is this unit's refusal; an unreachable remote is
+                // the survey's.
+                Err(refusal) if refusal.code == "unit-claimed" => held = Some(refusal),
+                Err(refusal) => return Err(refusal),
+            }
+            if held.is_some() {
+                break;
+            }
         }
-        let refusal = match remote.held_against(&next.unit, state, ctx.verb) {
-            Ok(None) => break,
-            Ok(Some(refusal)) => refusal,
-            // A claim ref iced cannot read is this unit's refusal; an unreachable remote is the
-            // survey's.
-            Err(refusal) if refusal.code == "unit-claimed" => refusal,
-            Err(refusal) => return Err(refusal),
+        let Some(refusal) = held else {
+            break;
         };
         let unit = survey.eligible.remove(0).unit;
         survey.skipped.push(Skipped {
@@ -269,6 +288,7 @@ mod tests {
             priority,
             created: created.map(str::to_owned),
             number: crate::unit::id::leading_number(unit),
+            lanes: Vec::new(),
         }
     }
 

@@ -609,3 +609,43 @@ fn build_next_skipping(m: &Machines, (first, why): (&str, &str), second: &str) -
     assert!(out.stderr.contains(&format!("next: {second}")), "{out:#?}");
     out
 }
+
+/// The readiest unit is a project one of whose children another machine is building: its run
+/// would claim that child too, so `build next` passes the project over, naming the child, and
+/// builds the next free unit (without the children's claims read, the project was picked and its
+/// admit refused `unit-claimed`, with other units ready).
+#[test]
+fn build_next_passes_over_a_project_whose_child_another_machine_is_building() {
+    let p = crate::project::Project::new(&["alpha", "beta"], &[], "hang\n", json!({}));
+    let env = &p.env;
+    let (alpha, beta) = (p.children[0].clone(), p.children[1].clone());
+    let b = other_machine(env, &env.outside("remote.git"));
+    let other = run(env
+        .command_in(&b)
+        .args(["build", &beta, "--no-wait", "--json"]));
+    assert_eq!(other.code, 0, "{other:#?}");
+    let run_b = crate::loop_e2e::str_of(&last_line(&other), "run").to_owned();
+
+    let out = run(env.command().args(["build", "next", "--no-wait"]));
+    assert_eq!(out.code, 0, "{out:#?}");
+    let skipped = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("skipped {}: unit-claimed: ", p.id)))
+        .unwrap_or_else(|| panic!("the project is not skipped: {out:#?}"));
+    assert!(
+        skipped.contains(&format!(
+            "`{beta}` is claimed on the remote `origin` by run `{run_b}`"
+        )),
+        "{skipped}"
+    );
+    assert!(out.stderr.contains(&format!("next: {alpha}")), "{out:#?}");
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(env.path(".iced/run/state.json")).unwrap()).unwrap();
+    let runs: Vec<&Value> = state["runs"].as_object().unwrap().values().collect();
+    assert_eq!(runs.len(), 1, "{state:#}");
+    assert_eq!(runs[0]["unit"], alpha.as_str());
+    env.iced_json(&["run", "abandon", runs[0]["id"].as_str().unwrap()])
+        .ok();
+    env.iced_json_in(&b, &["run", "abandon", &run_b]).ok();
+}

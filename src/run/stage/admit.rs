@@ -516,6 +516,14 @@ pub(crate) struct ProjectPlan {
     planning: bool,
 }
 
+impl ProjectPlan {
+    /// The units the run would build, the unit itself first when it is a lane (a project's
+    /// children, in the plan's order); each is claimed at the admit.
+    pub(crate) fn lane_units(&self) -> impl Iterator<Item = &str> {
+        self.lanes.iter().map(|(unit, _)| unit.as_str())
+    }
+}
+
 /// The `depends:` entries of a unit (`unit::parse::depends`).
 pub(crate) fn depends_of(unit: &crate::repo::UnitFile) -> Vec<String> {
     crate::unit::parse::depends(&unit.parsed)
