@@ -323,6 +323,21 @@ pub(super) fn does(next: &Next) -> Vec<(String, StepKey)> {
         Next::PrepareValidators { lane, keys } | Next::LaunchValidators { lane, keys } => {
             keys.iter().map(|k| (lane.clone(), k.clone())).collect()
         }
+        Next::Tester { lane, next } => one(
+            lane,
+            match next {
+                super::tester::TesterNext::Launch => StepKey::TestWrite,
+                super::tester::TesterNext::Check => StepKey::TestCheck,
+            },
+        ),
+        Next::Plan {
+            lane,
+            next: super::plan::PlanNext::Launch(keys),
+        } => keys.iter().map(|k| (lane.clone(), k.clone())).collect(),
+        Next::Plan {
+            lane,
+            next: super::plan::PlanNext::Decide,
+        } => one(lane, StepKey::PlanDecide),
         _ => Vec::new(),
     }
 }

@@ -2,7 +2,8 @@
 //! the model does what `stepper::step_once` does: what the host handed in, what finished
 //! activities say (`observe`), `decide`, the work under the lock (`under_lock::apply`), the side
 //! effect outside it with a random outcome (agents and commands that pass, fail, crash or are rate
-//! limited; receipts verified or not; test writers whose work is taken or refused; validators'
+//! limited; planning rounds whose drafts and reviews are taken or refused and whose plans are
+//! approved or not; receipts verified or not; test writers whose work is taken or refused; validators'
 //! answers and the refuter's decisions; landings that succeed, fail or find the target moved; a
 //! remote that cannot be reached; claims renewed or lost; a call that dies before recording), then
 //! `settle` and the ending of stranded host agents. A person acts now and then (pause, discard,
@@ -14,7 +15,8 @@
 //! exceed `pace.agents`; a concurrent call never chooses a step another call has just started,
 //! and gives a lane whose synchronous step is in hand nothing but a wait; a lane whose claim was
 //! lost, or any lane while the claims are due, only blocks or waits; a test writer's refused work
-//! is never run, validated or delivered; the run ends
+//! is never run, validated or delivered; a refused draft is never reviewed or decided on, and no
+//! lane leaves planning unapproved; the run ends
 //! (delivered, handed back, abandoned, or blocked with no lane able to move) within a bound, as
 //! its lanes say; a delivered lane was delivered, judged when it had validators, landed and
 //! retired when it lands, and re-tested when the target came into it. Across a fixed set of walks,
@@ -61,6 +63,8 @@ pub(super) struct Case {
     pace_lanes: usize,
     /// `build.testWriter` set: a test writer after each receipt's own checks (SPEC 20.17).
     test_writer: bool,
+    /// `build --auto-plan`: a run of one lane starts at stage `plan` (SPEC 20.16).
+    planning: bool,
     seed: u64,
 }
 
@@ -78,7 +82,7 @@ pub(super) fn arb_case() -> impl Strategy<Value = Case> {
         (any::<bool>(), any::<bool>(), 1usize..=2),
         (1u32..=3, 0u32..=2, 0u32..=2),
         (select(vec!["none", "merge", "pr"]), any::<bool>()),
-        (1usize..=3, 1usize..=3, any::<bool>()),
+        (1usize..=3, 1usize..=3, any::<bool>(), any::<bool>()),
         any::<u64>(),
     )
         .prop_map(
@@ -102,6 +106,7 @@ pub(super) fn arb_case() -> impl Strategy<Value = Case> {
                 pace_agents: pace.0,
                 pace_lanes: pace.1,
                 test_writer: pace.2,
+                planning: pace.3,
                 seed,
             },
         )
@@ -237,6 +242,33 @@ pub(super) fn mark_started(r: &mut Run, next: &Next, validator_driver: Driver) -
             );
             1
         }
+        // `stage::plan::under_lock`: the round's agents launched (what the planner was given is
+        // no longer open in its round), or the loop's decision begun.
+        Next::Plan { lane, next } => {
+            let l = r.lane_mut(lane).expect("a move names a lane of the run");
+            match next {
+                plan::PlanNext::Launch(keys) => {
+                    for key in keys {
+                        if let StepKey::Plan(round) = key {
+                            for f in l
+                                .findings
+                                .iter_mut()
+                                .filter(|f| f.round + 1 == *round && f.status == "open")
+                            {
+                                f.status = "revised".into();
+                            }
+                        }
+                        replace(l, started_record(key.clone(), l.attempt, Some(nonce())));
+                    }
+                    keys.len()
+                }
+                plan::PlanNext::Decide => {
+                    replace(l, started_record(StepKey::PlanDecide, l.attempt, None));
+                    0
+                }
+                _ => 0,
+            }
+        }
         // `under_lock`: the test writer's record made or replaced (a nonce: it launches), or its
         // check's.
         Next::Tester { lane, next } => {
@@ -353,7 +385,7 @@ pub(super) fn kind(next: &Next) -> &'static str {
     }
 }
 
-pub(super) const KINDS: usize = 28;
+pub(super) const KINDS: usize = 29;
 
 /// How a run whose every lane is final ends (SPEC 23.6), written out again rather than asked of
 /// `run_status`.
@@ -407,7 +439,13 @@ pub(super) fn walk(case: &Case) -> Walk {
         .iter()
         .enumerate()
         .map(|(i, deps)| {
-            let mut l = lane(ids[i], Stage::Brief, vec![]);
+            // A planning run has one lane, at stage `plan`, with no worktree yet.
+            let planning = case.planning && case.depends.len() == 1;
+            let mut l = lane(
+                ids[i],
+                if planning { Stage::Plan } else { Stage::Brief },
+                vec![],
+            );
             l.worktree = None;
             l.depends = deps.iter().map(|d| ids[*d].to_owned()).collect();
             l
@@ -462,6 +500,7 @@ pub(super) fn walk(case: &Case) -> Walk {
         sim.check_lanes_pace(&next);
         sim.check_claims(&next, &v);
         sim.check_tests(&next);
+        sim.check_plan(&next);
         let outside = sim.under_lock(&next, &v);
         sim.check_ceiling(&next);
         sim.settle();
@@ -863,6 +902,8 @@ fn apply_move(l: &mut Lane, mv: LaneMove) {
     }
 }
 
+#[path = "decide_sim_plan.rs"]
+mod planning;
 #[path = "decide_sim_steps.rs"]
 mod steps;
 
@@ -900,6 +941,7 @@ fn every_stage_and_every_move_is_reached() {
         Vec::<&Stage>::new(),
         "stages never reached"
     );
+    assert!(stages.contains(&Stage::Plan), "no walk planned");
     assert_eq!(moves.len(), KINDS, "moves reached: {moves:?}");
     assert_eq!(
         ends,

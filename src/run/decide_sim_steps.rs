@@ -20,9 +20,8 @@ impl Sim {
             Next::Ended | Next::Paused | Next::Wait { .. } => false,
             // Nothing is recorded under the lock: a renewal is done again, whole, until one is.
             Next::RenewClaims => true,
-            // The model admits runs at their brief: planning (SPEC 20.16) is walked by
-            // tests/cli/auto_plan.rs and tests/cli/crash_plan.rs.
-            Next::Plan { .. } => unreachable!("the model admits no planning run"),
+            // A check is done outside the lock; a move applied under it.
+            Next::Plan { lane, next } => self.plan_under_lock(lane, next),
             Next::RenderBrief { lane } => {
                 let l = self.lane_mut(lane);
                 let mut record = super::started_record(StepKey::Brief, l.attempt, None);
@@ -212,6 +211,10 @@ impl Sim {
                 self.tester(lane, next);
                 false
             }
+            Next::Plan { lane, next } => {
+                self.plan_outside(lane, next);
+                false
+            }
             Next::LaunchImplementer { lane } => {
                 let key = StepKey::Implement;
                 let limited = self.budget.rate_limits > 0 && self.dice.chance(8);
@@ -313,7 +316,14 @@ impl Sim {
         }
     }
 
-    fn spawn(&mut self, lane: &str, key: &StepKey, exit: Option<i64>, limited: bool, agent: bool) {
+    pub(super) fn spawn(
+        &mut self,
+        lane: &str,
+        key: &StepKey,
+        exit: Option<i64>,
+        limited: bool,
+        agent: bool,
+    ) {
         let done_at = self.t + self.dice.upto(4);
         let l = self.lane_mut(lane);
         let n = l.record(key).and_then(|r| r.nonce.clone()).expect("marked");
@@ -682,7 +692,7 @@ impl Sim {
                     && s.nonce.is_some()
                     && !flag(s, "finished");
                 let activity = (s.step == StepKey::Implement && driver == Driver::Process)
-                    || (s.step == StepKey::TestWrite && s.nonce.is_some())
+                    || (s.step.runs_once() && s.nonce.is_some())
                     || s.step.is_dod()
                     || validator_process;
                 if !activity {
@@ -710,7 +720,7 @@ impl Sim {
                         finish(s, StepStatus::Done, json!({"exit_code": code}));
                     }
                     // Never spawned (the call died first): its supervisor never registered.
-                    None if s.step == StepKey::TestWrite => finish(
+                    None if s.step.runs_once() => finish(
                         s,
                         StepStatus::Failed,
                         json!({"crashed": true, "registered": false}),
