@@ -51,6 +51,21 @@ pub fn round_of(lane: &Lane) -> u32 {
         .unwrap_or(0)
 }
 
+/// Before `key` launches: a planner of round `r` revises what round `r - 1`'s reviewers found,
+/// so those findings are no longer open.
+pub fn revise_for(lane: &mut Lane, key: &StepKey) {
+    let StepKey::Plan(round) = key else {
+        return;
+    };
+    for f in lane
+        .findings
+        .iter_mut()
+        .filter(|f| f.round + 1 == *round && f.status == "open")
+    {
+        f.status = "revised".into();
+    }
+}
+
 /// The loop checked what the agent of this record wrote (`checked` in its outcome).
 pub fn checked(record: &StepRecord) -> bool {
     record

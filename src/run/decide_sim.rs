@@ -249,15 +249,7 @@ pub(super) fn mark_started(r: &mut Run, next: &Next, validator_driver: Driver) -
             match next {
                 plan::PlanNext::Launch(keys) => {
                     for key in keys {
-                        if let StepKey::Plan(round) = key {
-                            for f in l
-                                .findings
-                                .iter_mut()
-                                .filter(|f| f.round + 1 == *round && f.status == "open")
-                            {
-                                f.status = "revised".into();
-                            }
-                        }
+                        plan::revise_for(l, key);
                         replace(l, started_record(key.clone(), l.attempt, Some(nonce())));
                     }
                     keys.len()

@@ -51,16 +51,7 @@ pub(crate) fn under_lock(
         PlanNext::Launch(keys) => {
             let mut launches = Vec::new();
             for key in keys {
-                if let StepKey::Plan(r) = key {
-                    // The planner revises: what it was given is no longer open in its round.
-                    for f in lane
-                        .findings
-                        .iter_mut()
-                        .filter(|f| f.round + 1 == *r && f.status == "open")
-                    {
-                        f.status = "revised".into();
-                    }
-                }
+                choose::revise_for(lane, key);
                 let nonce = new_nonce();
                 lane.steps.retain(|r| r.step != *key);
                 lane.steps.push(started(
