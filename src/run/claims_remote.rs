@@ -79,12 +79,8 @@ impl RemoteClaims {
             .map_err(|e| format!("git could not start: {e}"))
     }
 
-    /// Whether `held` is a claim of this checkout (its host and root are ours).
-    fn is_mine(&self, held: &Held) -> bool {
-        self.is_mine_claim(&held.claim)
-    }
-
-    fn is_mine_claim(&self, claim: &Claim) -> bool {
+    /// Whether `claim` is a claim of this checkout (its host and root are ours).
+    fn is_mine(&self, claim: &Claim) -> bool {
         claim.host == self.host && claim.root.as_deref() == Some(self.root.as_path())
     }
 
@@ -173,7 +169,7 @@ impl RemoteClaims {
     /// run lives (admits here are in a row, so a claim not in the state is an orphan, not one
     /// being recorded); another machine's, until its lease runs out.
     fn holds(&self, held: &Held, state: &State) -> bool {
-        if self.is_mine(held) {
+        if self.is_mine(&held.claim) {
             blocks(Standing::of(state, &held.claim.run))
         } else {
             !self.expired(&held.claim)
@@ -386,7 +382,7 @@ impl RemoteClaims {
                 Ok(Ok(sha)) => made.push((unit.clone(), sha)),
                 Ok(Err(held)) => {
                     self.undo(&made, step);
-                    if i == 0 && self.is_mine(&held) {
+                    if i == 0 && self.is_mine(&held.claim) {
                         return Ok(RemoteTaken::LiveHere(held.claim.run));
                     }
                     return Err(self.claimed(unit, &held, step));
@@ -521,12 +517,13 @@ impl RemoteClaims {
             return Ok(Vec::new());
         };
         let listed = self.listed_with_commits(first, step)?;
-        let absent: Vec<String> = units
+        // The claim commits this checkout lacks come in one fetch, checked for once more after it.
+        let absent: BTreeSet<&String> = units
             .iter()
-            .filter_map(|u| listed.get(u).filter(|sha| !self.has_object(sha)).map(|_| u))
-            .map(|u| Self::reference(u))
+            .filter(|u| listed.get(*u).is_some_and(|sha| !self.has_object(sha)))
             .collect();
         if !absent.is_empty() {
+            let references: Vec<String> = absent.iter().map(|u| Self::reference(u)).collect();
             let mut args = vec![
                 "fetch",
                 "--quiet",
@@ -535,7 +532,7 @@ impl RemoteClaims {
                 "--refmap=",
                 self.remote.as_str(),
             ];
-            args.extend(absent.iter().map(String::as_str));
+            args.extend(references.iter().map(String::as_str));
             // A ref deleted since the listing fails the fetch: those units are renewed one by
             // one below, which reads them again.
             self.git(&args)
@@ -544,24 +541,32 @@ impl RemoteClaims {
         let mut found = Vec::new();
         let mut swaps: Vec<(&'u String, String, Option<String>)> = Vec::new();
         for unit in units {
-            let sha = self.commit(unit, claim, step)?;
-            match listed.get(unit) {
-                None => swaps.push((unit, sha, None)),
-                Some(held) if *held == sha => found.push((unit, Ok(Kept::Renewed))),
-                Some(held) if !self.has_object(held) => found.push((unit, Ok(Kept::Raced))),
-                Some(held) => match self.parse(held, unit, step) {
-                    Err(unreadable) => found.push((unit, Err(unreadable))),
-                    Ok(c) if c.run == claim.run && self.is_mine_claim(&c) => {
-                        swaps.push((unit, sha, Some(held.clone())))
+            let Some(held) = listed.get(unit) else {
+                swaps.push((unit, self.commit(unit, claim, step)?, None));
+                continue;
+            };
+            if absent.contains(unit) && !self.has_object(held) {
+                found.push((unit, Ok(Kept::Raced)));
+                continue;
+            }
+            match self.parse(held, unit, step) {
+                Err(unreadable) => found.push((unit, Err(unreadable))),
+                Ok(c) if c.run == claim.run && self.is_mine(&c) => {
+                    let sha = self.commit(unit, claim, step)?;
+                    if sha == *held {
+                        // Renewed already, this second, by another call of the run.
+                        found.push((unit, Ok(Kept::Renewed)));
+                    } else {
+                        swaps.push((unit, sha, Some(held.clone())));
                     }
-                    Ok(c) => {
-                        let held = Held {
-                            sha: held.clone(),
-                            claim: c,
-                        };
-                        found.push((unit, Err(self.claimed(unit, &held, step))));
-                    }
-                },
+                }
+                Ok(c) => {
+                    let held = Held {
+                        sha: held.clone(),
+                        claim: c,
+                    };
+                    found.push((unit, Err(self.claimed(unit, &held, step))));
+                }
             }
         }
         for chunk in swaps.chunks(100) {
@@ -591,7 +596,9 @@ impl RemoteClaims {
             let expect = match self.read(unit, step)? {
                 None => None,
                 Some(held) if held.sha == sha => return Ok(Kept::Renewed),
-                Some(held) if held.claim.run == claim.run && self.is_mine(&held) => Some(held.sha),
+                Some(held) if held.claim.run == claim.run && self.is_mine(&held.claim) => {
+                    Some(held.sha)
+                }
                 Some(held) => return Err(self.claimed(unit, &held, step)),
             };
             if self.swap(unit, Some(&sha), expect.as_deref(), step)? {
@@ -617,7 +624,7 @@ impl RemoteClaims {
     /// left it), with a lease naming the value read.
     pub fn release(&self, unit: &str, run: &str, step: &str) -> Result<(), Refusal> {
         if let Some(held) = self.read(unit, step)? {
-            if held.claim.run == run && self.is_mine(&held) {
+            if held.claim.run == run && self.is_mine(&held.claim) {
                 self.swap(unit, None, Some(&held.sha), step)?;
             }
         }
@@ -689,7 +696,7 @@ impl RemoteClaims {
             .as_ref()
             .map(|r| format!(", checkout `{}`", r.display()))
             .unwrap_or_default();
-        let (reason_tail, remedy) = if self.is_mine(held) {
+        let (reason_tail, remedy) = if self.is_mine(&held.claim) {
             (
                 String::new(),
                 format!(

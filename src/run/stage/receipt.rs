@@ -38,12 +38,16 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         };
     // No git runs in what an agent left at the worktree's path (a link to the person's checkout,
     // say): a replaced worktree is a gap, and the branch is read in the checkout (SPEC 24.6).
+    // Git's folder for the worktree when it is the one git made; none for the checkout itself.
     let checked = if worktree == ctx.repo.root {
-        Ok(())
+        Ok(None)
     } else {
-        super::worktree::own_worktree(ctx, &worktree).map(drop)
+        super::worktree::own_worktree(ctx, &worktree).map(Some)
     };
-    let replaced_why = checked.err();
+    let (admin, replaced_why) = match checked {
+        Ok(admin) => (admin, None),
+        Err(why) => (None, Some(why)),
+    };
     if let Some(why) = &replaced_why {
         missing.push(format!("the worktree is not the worktree git made: {why}"));
     }
@@ -52,13 +56,11 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         (ctx.repo.root.clone(), Err("not read".to_owned()))
     } else {
         // The agent has ended: a git lock its git left is not its work (SPEC 24.6).
-        if let Err(gap) = super::worktree::clear_git_locks(
-            ctx,
-            (&run.id, &lane.id),
-            ("receipt", Some(&branch)),
-            &worktree,
-        ) {
-            missing.push(gap);
+        if let Some(admin) = &admin {
+            let lane_of = (run.id.as_str(), lane.id.as_str());
+            let removed =
+                super::worktree::remove_git_locks(ctx, lane_of, ("receipt", Some(&branch)), admin);
+            missing.extend(removed.err());
         }
         // The worktree's status, with the branch it is on and its head (one git).
         let status = crate::git::status(&worktree);

@@ -193,14 +193,25 @@ pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<std::path::PathB
 /// each logged as `git_lock_removed`. Err when a lock is there that cannot be removed.
 pub(crate) fn clear_git_locks(
     ctx: &Ctx<'_>,
-    (run, lane): (&str, &str),
-    (step, branch): (&str, Option<&str>),
+    lane_of: (&str, &str),
+    step_branch: (&str, Option<&str>),
     dir: &Path,
 ) -> Result<(), String> {
     // A replaced worktree is judged by its own checks; nothing of it is touched here.
-    let Ok(admin) = own_worktree(ctx, dir) else {
-        return Ok(());
-    };
+    match own_worktree(ctx, dir) {
+        Ok(admin) => remove_git_locks(ctx, lane_of, step_branch, &admin),
+        Err(_) => Ok(()),
+    }
+}
+
+/// [`clear_git_locks`], for a worktree already found to be the one git made: `admin` is git's
+/// folder for it (`own_worktree`'s answer).
+pub(crate) fn remove_git_locks(
+    ctx: &Ctx<'_>,
+    (run, lane): (&str, &str),
+    (step, branch): (&str, Option<&str>),
+    admin: &Path,
+) -> Result<(), String> {
     let mut locks = vec![admin.join("index.lock"), admin.join("HEAD.lock")];
     // `<common>/worktrees/<name>`: the common folder is two up.
     if let (Some(common), Some(branch)) = (admin.parent().and_then(Path::parent), branch) {
