@@ -44,6 +44,7 @@ pub const ALL: &[&str] = &[
     "launch-after-record",
     "launch-after-spawn",
     "observe-before-record",
+    "git-lock-after-remove",
     "receipt-after-record",
     "remote-after-push",
     "receipt-after-fetch",

@@ -136,3 +136,63 @@ fn locks_a_landing_s_definition_of_done_left_are_removed_before_the_landed_commi
         ]
     );
 }
+
+/// Locks an agent made hostile: `index.lock` a symbolic link to the person's config, `HEAD.lock`
+/// a FIFO. Each is removed as the name it is (the link, never what it points at; the FIFO never
+/// opened), and the lane delivers; the person's file is as it was.
+#[test]
+fn a_lock_that_is_a_link_or_a_fifo_is_removed_as_itself() {
+    let admin = "../../repo/.git/worktrees/001-session-timeout";
+    let (env, id) = with_agent(
+        &format!(
+            "commit src/session.rs fixed\nreport-ok E1 E2\nlink {admin}/index.lock ../../../.iced/config.json\nfifo {admin}/HEAD.lock\n"
+        ),
+        own_checks(json!([])),
+    );
+    let config = env.read(".iced/config.json");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let ends: Vec<String> = removed(&env)
+        .iter()
+        .map(|e| {
+            e["path"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ends, ["index.lock", "HEAD.lock"]);
+    assert_eq!(
+        env.read(".iced/config.json"),
+        config,
+        "the link's target is untouched"
+    );
+}
+
+/// A build killed right after removing a lock, before logging it: the next build replays the
+/// receipt, finds no lock, and delivers; the agent ran once.
+#[test]
+fn a_build_killed_after_removing_a_lock_delivers_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let (env, id) = with_agent(
+        &format!("commit src/session.rs fixed\nreport-ok E1 E2\nwrite {LOCK} \n"),
+        own_checks(json!([])),
+    );
+    let out = env
+        .command()
+        .env("ICED_FAILPOINT", "git-lock-after-remove")
+        .args(["build", &id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "not killed: {out:?}");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(env.agent_starts().len(), 1);
+    assert!(
+        removed(&env).is_empty(),
+        "the killed call logged nothing; the replay found no lock"
+    );
+}

@@ -231,6 +231,7 @@ pub(crate) fn remove_git_locks(
             return Err(cannot("it is a folder".into()));
         }
         std::fs::remove_file(&lock).map_err(|e| cannot(e.to_string()))?;
+        crate::failpoint::hit("git-lock-after-remove");
         emit(
             &ctx.paths,
             run,

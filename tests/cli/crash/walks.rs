@@ -147,6 +147,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("remote-claim-before-release", "crash/claims_remote.rs"),
     // A run's claims renewed on the remote, the renewal not recorded.
     ("claims-after-renew", "crash/claims_remote.rs"),
+    // A git lock a lane's unfinished git left, removed and not yet logged (SPEC 24.6).
+    ("git-lock-after-remove", "git_locks.rs"),
     // `iced drain`, between two units.
     ("drain-between-units", "crash/drain.rs"),
     // `iced memory draft`.
@@ -231,6 +233,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "launch-after-record",
             "launch-after-spawn",
             "observe-before-record",
+            "git-lock-after-remove",
             "receipt-after-record",
             "remote-after-push",
             "receipt-after-fetch",
