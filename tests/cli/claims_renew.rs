@@ -348,3 +348,36 @@ fn a_project_run_renews_every_claim_in_one_push_and_a_lost_child_blocks_alone() 
 fn at_in(env: &crate::env::TestEnv, now: &str, args: &[&str]) -> Run {
     run(env.command().env("ICED_NOW", now).args(args))
 }
+
+/// Someone forces the run's claim ref to a commit that holds no claim: the renewal does not take
+/// it for the run's, nor replace it, nor stop; the unit is lost, its lane blocks naming the ref,
+/// and the ref is left as it was for a person to look at.
+#[test]
+fn a_claim_ref_forced_to_what_is_no_claim_is_lost_not_overwritten() {
+    let m = machines();
+    let unit = m.units[0].clone();
+    let run_a = a_builds(&m, &unit);
+    let head = m.env.git_out(&["rev-parse", "HEAD"]);
+    let reference = format!("refs/iced/claims/{unit}");
+    m.env.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("+{}:{reference}", head.trim()),
+    ]);
+
+    let renew = step(&m, HALF, &run_a);
+    assert!(renew.stdout.contains("and 1 claim lost"), "{renew:#?}");
+    step(&m, HALF, &run_a);
+    let shown = at(&m, m.a(), HALF, &["run", "show", &run_a], true).json();
+    assert_eq!(shown["status"], "blocked", "{shown:#}");
+    let reason = shown["lanes"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "`{reference}` on the remote `origin` is not a claim iced can read"
+        )),
+        "{reason}"
+    );
+    assert_eq!(m.remote_git(&["rev-parse", &reference]).trim(), head.trim());
+    at(&m, m.a(), HALF, &["run", "abandon", &run_a], true);
+}
