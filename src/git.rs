@@ -178,17 +178,13 @@ pub struct Status {
 
 /// The status of the worktree `dir` and its HEAD, through one git
 /// (`status --porcelain=v2 --branch`). An untracked folder is named once, not file by file
-/// (`--untracked-files=normal`): that is the mode git's untracked cache serves, which this
-/// status keeps in the worktree's index, so the next status of the worktree reads again only
-/// the folders that changed since (issue 16). git trusts a folder's cached list only while its
-/// stat data, its change time among them, is what it recorded, and not if it changed within
-/// the index's own second: no file made since is missed.
+/// (`--untracked-files=normal`). Like every status the loop asks, it takes no lock and writes no
+/// index (`--no-optional-locks`, [`LOOKING`]).
 pub fn status(dir: &Path) -> Result<Status, String> {
     let out = run(
         dir,
         &[
-            "-c",
-            "core.untrackedCache=true",
+            LOOKING,
             "status",
             "--porcelain=v2",
             "-z",
@@ -215,9 +211,22 @@ pub fn status(dir: &Path) -> Result<Status, String> {
     Ok(status)
 }
 
+/// git's option that keeps a status from taking the index's lock to write back what it learned
+/// (`--no-optional-locks`), given before the command. A status the loop asks only looks: in the
+/// person's checkout its lock would fail the person's own `git commit` made at that moment, and in
+/// a lane's worktree each write was a new index file for nothing the loop reads (issue 16: two
+/// of them a lane, each rewriting an index of every tracked file).
+pub const LOOKING: &str = "--no-optional-locks";
+
 /// Does `path` hold no change against HEAD and no untracked file (ignored files aside)?
 pub fn is_clean(dir: &Path, paths: &[&str]) -> Result<bool, String> {
-    let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--"];
+    let mut args = vec![
+        LOOKING,
+        "status",
+        "--porcelain",
+        "--untracked-files=all",
+        "--",
+    ];
     args.extend(paths);
     run(dir, &args).map(|out| out.is_empty())
 }
@@ -239,6 +248,7 @@ pub fn besides_head(dir: &Path) -> Result<Besides, String> {
     let out = run(
         dir,
         &[
+            LOOKING,
             "status",
             "--porcelain",
             "-z",
@@ -259,7 +269,14 @@ pub fn besides_head(dir: &Path) -> Result<Besides, String> {
 /// The paths under `paths` that differ from HEAD or are untracked (ignored files aside), as
 /// `git status` names them (a rename by both its names): one git for any number of paths.
 pub fn unclean_paths(dir: &Path, paths: &[&str]) -> Result<Vec<String>, String> {
-    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
+    let mut args = vec![
+        LOOKING,
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--",
+    ];
     args.extend(paths);
     let out = run(dir, &args)?;
     let mut found = Vec::new();
@@ -560,11 +577,12 @@ pub(crate) mod tests {
         assert_eq!((s.branch, s.head, s.clean), (None, Some(head), true));
     }
 
-    /// The untracked cache the status keeps never hides a file made since: made right after a
-    /// status (within its second), in a folder whose modification time is then set back to
-    /// what it was (as an agent may), or in a new folder.
+    /// A status the loop asks only looks: it leaves the index as it was and takes no lock (a
+    /// person's `git commit` at that moment is not refused), and it still sees a file made right
+    /// after the last (within its second), in a folder whose modification time is then set back
+    /// to what it was (as an agent may), or in a new folder.
     #[test]
-    fn status_sees_a_file_made_after_the_last_status() {
+    fn status_looks_without_a_lock_and_sees_a_file_made_after_the_last() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let git = git_in(root);
@@ -573,13 +591,27 @@ pub(crate) mod tests {
         std::fs::write(root.join("a/b/f.txt"), "f\n").unwrap();
         git(&["add", "-A"]);
         git(&["commit", "-q", "-m", "one"]);
-        assert!(status(root).unwrap().clean);
-        assert!(status(root).unwrap().clean, "the cache read back");
+        // Its time set back: a status that may write refreshes the entry and writes the index.
+        let day = std::time::Duration::from_secs(86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("a/b/f.txt"))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - day)
+            .unwrap();
         let index = std::fs::read(root.join(".git/index")).unwrap();
+        assert!(status(root).unwrap().clean);
+        assert!(is_clean(root, &[]).unwrap());
+        assert!(unclean_paths(root, &["a"]).unwrap().is_empty());
+        assert_eq!(besides_head(root).unwrap(), Besides::Nothing);
         assert!(
-            index.windows(4).any(|w| w == b"UNTR"),
-            "the status keeps git's untracked cache in the index"
+            std::fs::read(root.join(".git/index")).unwrap() == index,
+            "a status wrote the index"
         );
+        // The lock a person's git holds does not fail the loop's status either.
+        std::fs::write(root.join(".git/index.lock"), "").unwrap();
+        assert!(status(root).unwrap().clean, "a status under a held lock");
+        std::fs::remove_file(root.join(".git/index.lock")).unwrap();
         std::fs::write(root.join("a/b/new.txt"), "n\n").unwrap();
         assert!(!status(root).unwrap().clean, "made right after");
         std::fs::remove_file(root.join("a/b/new.txt")).unwrap();
