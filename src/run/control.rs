@@ -270,7 +270,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                     ),
                 ));
             }
-            for lane in run.lanes.iter_mut().filter(|l| l.stage == Stage::Blocked && !escalated(l)) {
+            for lane in run.lanes.iter_mut_where(|l| l.stage == Stage::Blocked && !escalated(l)) {
                 let on_resume = crate::run::decide::on_resume(lane);
                 if on_resume != OnResume::NewAttempt {
                     if on_resume == OnResume::PullRequestArmed {

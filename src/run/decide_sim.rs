@@ -28,7 +28,7 @@
 use super::does;
 use crate::run::decide::tests::{lane, run, view};
 use crate::run::decide::*;
-use crate::run::state::{Driver, Lane, Run, RunStatus, Stage, StepRecord, StepStatus};
+use crate::run::state::{Driver, Lane, Lanes, Run, RunStatus, Stage, StepRecord, StepStatus};
 use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
@@ -381,7 +381,7 @@ pub(super) const KINDS: usize = 29;
 
 /// How a run whose every lane is final ends (SPEC 23.6), written out again rather than asked of
 /// `run_status`.
-fn end_of(lanes: &[Lane]) -> RunStatus {
+fn end_of(lanes: &Lanes) -> RunStatus {
     let all = |f: &dyn Fn(Stage) -> bool| lanes.iter().all(|l| f(l.stage));
     let any = |s: Stage| lanes.iter().any(|l| l.stage == s);
     if all(&|s| matches!(s, Stage::Delivered | Stage::Discarded)) && any(Stage::Delivered) {
@@ -401,7 +401,7 @@ fn end_of(lanes: &[Lane]) -> RunStatus {
 }
 
 /// Whether a lane depends, however far back, on one handed back or discarded.
-fn waits_on_an_end(lanes: &[Lane], lane: &Lane) -> bool {
+fn waits_on_an_end(lanes: &Lanes, lane: &Lane) -> bool {
     let mut seen: Vec<&str> = Vec::new();
     let mut todo: Vec<&str> = lane.depends.iter().map(String::as_str).collect();
     while let Some(id) = todo.pop() {

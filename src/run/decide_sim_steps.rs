@@ -831,10 +831,9 @@ impl Sim {
         match self.dice.next() % 3 {
             0 => self.resume(),
             1 => {
-                let held =
-                    self.run.lanes.iter_mut().find(|l| {
-                        matches!(l.stage, Stage::Blocked | Stage::Handback) && !l.released
-                    });
+                let held = self.run.lanes.find_mut(|l| {
+                    matches!(l.stage, Stage::Blocked | Stage::Handback) && !l.released
+                });
                 let Some(l) = held else { return false };
                 l.released = true;
                 self.run.status = RunStatus::Running;
@@ -890,12 +889,7 @@ impl Sim {
             kept.lost.clear();
             kept.now = true;
         }
-        for l in self
-            .run
-            .lanes
-            .iter_mut()
-            .filter(|l| l.stage == Stage::Blocked)
-        {
+        for l in self.run.lanes.iter_mut_where(|l| l.stage == Stage::Blocked) {
             if l.is_done(&StepKey::Deliver) {
                 let attempt = l.attempt;
                 l.steps.retain(|s| {

@@ -100,7 +100,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         window_from: None,
         spares: Vec::new(),
         claims: None,
-        lanes,
+        lanes: lanes.into(),
     }
 }
 

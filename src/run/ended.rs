@@ -17,8 +17,7 @@ pub(crate) fn move_out(paths: &RunPaths, state: &mut State, step: &str) -> Resul
     for run in state.runs.values_mut().filter(|r| r.lanes.len() > 1) {
         for lane in run
             .lanes
-            .iter_mut()
-            .filter(|l| l.ended.is_none() && l.has_ended())
+            .iter_mut_where(|l| l.ended.is_none() && l.has_ended())
         {
             ensure_dir(&paths.lane_dir(&run.id, &lane.id), step)?;
             let mut text = serde_json::to_vec_pretty(&*lane).expect("a lane serialises");
@@ -48,7 +47,7 @@ pub fn whole_lane(paths: &RunPaths, run: &str, lane: &Lane) -> Lane {
 /// The run with every lane whole.
 pub fn whole(paths: &RunPaths, run: &Run) -> Run {
     let mut whole = run.clone();
-    for lane in whole.lanes.iter_mut().filter(|l| l.ended.is_some()) {
+    for lane in whole.lanes.iter_mut_where(|l| l.ended.is_some()) {
         *lane = whole_lane(paths, &run.id, lane);
     }
     whole

@@ -76,8 +76,7 @@ fn lane_of<'s>(state: &'s mut State, unit: &str) -> Option<(String, &'s mut Lane
         .find_map(|r| {
             let id = r.id.clone();
             r.lanes
-                .iter_mut()
-                .find(|l| l.unit == unit && l.escalation.is_some())
+                .find_mut(|l| l.unit == unit && l.escalation.is_some())
                 .map(|l| (id, l))
         })
 }

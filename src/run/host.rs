@@ -221,10 +221,11 @@ pub fn end_stranded(ctx: &Ctx<'_>, run: &mut Run) {
 fn strand(run: &mut Run) -> Vec<Value> {
     let run_ended = run.status.is_ended();
     let mut ended = Vec::new();
-    for lane in &mut run.lanes {
-        if !(run_ended || lane.stage.is_final()) {
-            continue;
-        }
+    let stranded = |l: &Lane| {
+        (run_ended || l.stage.is_final())
+            && l.steps.iter().any(|r| r.attempt == l.attempt && is_live(r))
+    };
+    for lane in run.lanes.iter_mut_where(stranded) {
         let why = if run_ended {
             format!("the run ended ({})", run.status.as_str())
         } else {
@@ -361,7 +362,7 @@ mod tests {
             window_from: None,
             spares: Vec::new(),
             claims: None,
-            lanes,
+            lanes: lanes.into(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! rate limit, the work window). Nothing here chooses the next move.
 
 use super::events::{emit, Event};
-use super::state::{Driver, Run, StepStatus};
+use super::state::{Driver, Lane, Run, StepRecord, StepStatus};
 use crate::activity::{self, Observation};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
@@ -51,7 +51,8 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
     let run_id = run.id.clone();
     // Whether an implementer ended rate limited, or ended otherwise (SPEC 20.10).
     let mut rate_limited: Option<bool> = None;
-    for lane in &mut run.lanes {
+    let started = |l: &Lane| l.steps.iter().any(|r| r.status == StepStatus::Started);
+    for lane in run.lanes.iter_mut_where(started) {
         let attempt = lane.attempt;
         let lane_id = lane.id.clone();
         for record in lane
@@ -258,12 +259,9 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
     }
     // Validators' results are checked outside the lock; their pace is applied here, once per
     // record (marked `pace_applied`), so a call killed after recording a check loses nothing.
-    for lane in &mut run.lanes {
-        for record in lane
-            .steps
-            .iter_mut()
-            .filter(|r| r.step.is_validator() && r.status != StepStatus::Started)
-        {
+    let validated = |r: &StepRecord| r.step.is_validator() && r.status != StepStatus::Started;
+    for lane in run.lanes.iter_mut_where(|l| l.steps.iter().any(validated)) {
+        for record in lane.steps.iter_mut().filter(|r| validated(r)) {
             let Some(o) = record.outcome.as_mut() else {
                 continue;
             };

@@ -118,7 +118,7 @@ pub struct Run {
         serialize_with = "forms::lanes_out",
         deserialize_with = "forms::lanes_in"
     )]
-    pub lanes: Vec<Lane>,
+    pub lanes: Lanes,
 }
 
 /// What a run's last renewal of its claims on `land.remote` found (SPEC 24.9.1).
@@ -293,6 +293,9 @@ mod forms;
 pub use forms::Ended;
 #[path = "state_known.rs"]
 mod known;
+#[path = "state_lanes.rs"]
+mod lanes;
+pub use lanes::Lanes;
 #[path = "state_lines.rs"]
 mod lines;
 pub(crate) use known::Known;
@@ -533,7 +536,7 @@ impl Run {
     }
 
     pub fn lane_mut(&mut self, id: &str) -> Option<&mut Lane> {
-        self.lanes.iter_mut().find(|l| l.id == id)
+        self.lanes.find_mut(|l| l.id == id)
     }
 }
 
@@ -728,8 +731,7 @@ impl State {
     pub(crate) fn save_known(mut self, paths: &RunPaths, step: &str) -> Result<(), Refusal> {
         let text = self.write(paths, step)?;
         for run in self.runs.values_mut() {
-            let lanes = std::mem::take(&mut run.lanes);
-            run.lanes = lanes.into_iter().map(forms::as_read_back).collect();
+            run.lanes.map_shared(forms::as_read_back);
         }
         known::keep(&paths.state(), text, self);
         Ok(())
@@ -816,7 +818,7 @@ mod tests {
             window_from: None,
             spares: Vec::new(),
             claims: None,
-            lanes: Vec::new(),
+            lanes: Lanes::new(),
         };
         big.runs.insert("r".into(), run);
         let refused = big.save(&paths, "test").unwrap_err();

@@ -4,10 +4,11 @@
 //! only when it reads back as the very same lane, so nothing is lost and nothing needs a file of
 //! its own). The state in memory holds every lane as a `Lane`; only the file is compact.
 
-use super::{Lane, ReviewTarget, Stage, State};
+use super::{Lane, Lanes, ReviewTarget, Stage, State};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::cell::Cell;
+use std::sync::Arc;
 
 /// What the ended form of a lane keeps beside its id, unit, stage, attempt, branch and reason.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -90,7 +91,7 @@ thread_local! {
 
 /// A run's lanes as the state file writes them: whole, or in a short form (ended; waiting in a
 /// run of several) as one line of compact JSON.
-pub(super) fn lanes_out<S: serde::Serializer>(lanes: &[Lane], s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn lanes_out<S: serde::Serializer>(lanes: &Lanes, s: S) -> Result<S::Ok, S::Error> {
     #[derive(Serialize)]
     #[serde(untagged)]
     enum Out<'a> {
@@ -111,7 +112,7 @@ pub(super) fn lanes_out<S: serde::Serializer>(lanes: &[Lane], s: S) -> Result<S:
         None if several => WaitingLane::of(l).map(|form| line(&form)),
         None => None,
     };
-    super::lines::with_lines(lanes, several, make, |lines| {
+    super::lines::with_lines(lanes.shared(), several, make, |lines| {
         s.collect_seq(lanes.iter().zip(lines).map(|(l, line)| match line {
             Some(line) => Out::Line(line),
             None => Out::Whole(l),
@@ -127,12 +128,18 @@ fn line(form: &impl Serialize) -> Box<RawValue> {
 /// A run's lanes read back: a lane with an `ended` field is in its ended form, one with `waiting`
 /// in its waiting form, any other whole. Each lane is read straight from its text, first for
 /// which form it has, then as that form.
-pub(super) fn lanes_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Lane>, D::Error> {
+pub(super) fn lanes_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Lanes, D::Error> {
     use serde::de::Error;
-    Vec::<Box<RawValue>>::deserialize(d)?
-        .iter()
-        .map(|raw| lane_in(raw.get()).map_err(|e| D::Error::custom(without_position(&e))))
-        .collect()
+    let lanes = Vec::<Box<RawValue>>::deserialize(d)?;
+    super::lines::with_read(|read| {
+        lanes
+            .iter()
+            .map(|raw| {
+                read.lane(raw.get(), lane_in)
+                    .map_err(|e| D::Error::custom(without_position(&e)))
+            })
+            .collect()
+    })
 }
 
 /// Which form a lane's text is in, read without the rest of it.
@@ -188,16 +195,17 @@ fn unit_unless_id(lane: &Lane) -> Option<String> {
 
 /// The lane as the state file's text reads back: a lane that has ended keeps only what its
 /// ended form keeps (every other lane is written whole, or in a form it reads back as).
-pub(super) fn as_read_back(lane: Lane) -> Lane {
+/// A lane that is so already stays as it is (shared).
+pub(super) fn as_read_back(lane: Arc<Lane>) -> Arc<Lane> {
     if is_read_back(&lane) {
         debug_assert!(
-            lane.ended.is_none() || read_back(lane.clone()) == lane,
+            lane.ended.is_none() || read_back((*lane).clone()) == *lane,
             "lane `{}` is taken as read back and is not",
             lane.id
         );
         return lane;
     }
-    read_back(lane)
+    Arc::new(read_back(Arc::unwrap_or_clone(lane)))
 }
 
 fn read_back(lane: Lane) -> Lane {

@@ -3,26 +3,78 @@
 //! them again: a form made and serialised a lane, a thousand times a save, though an ended lane
 //! never changes. A line is kept with the lane it was made from and taken again only for a lane
 //! equal to that one, so the text written is the text the lane serialises to, whatever changed.
+//! The other way, a short form's text read again (another process wrote the file) is taken as
+//! the lane this thread read from the same text before: the same handle, so the next save knows
+//! it without a look at its fields.
 
 use super::Lane;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// At most this many lanes' lines are kept; past it they are all dropped and made again.
 const KEPT_AT_MOST: usize = 20_000;
 
-/// A lane as its line was made from it, whether it was in a run of several, and its line (none
-/// when the lane is written whole).
+/// A lane as its line was made from it (shared: a lane a transaction did not change is this very
+/// one), whether it was in a run of several, and its line (none when the lane is written whole).
 struct Kept {
-    lane: Lane,
+    lane: Arc<Lane>,
     several: bool,
     line: Option<Box<RawValue>>,
 }
 
+impl Kept {
+    /// Is the line kept the line of `lane`: the very lane it was made from, or one equal to it.
+    fn is_of(&self, lane: &Arc<Lane>, several: bool) -> bool {
+        self.several == several && (Arc::ptr_eq(&self.lane, lane) || *self.lane == **lane)
+    }
+}
+
+/// A lane's text this long at most is kept with the lane read from it (a short form is a few
+/// hundred bytes; a whole lane at work changes with every step).
+const READ_AT_MOST: usize = 2048;
+
 thread_local! {
     static LINES: RefCell<HashMap<String, Kept>> = RefCell::new(HashMap::new());
+    static READ: RefCell<HashMap<Box<str>, Arc<Lane>>> = RefCell::new(HashMap::new());
+}
+
+/// The lanes this thread read, by their text.
+pub(super) struct Read<'a>(&'a mut HashMap<Box<str>, Arc<Lane>>);
+
+impl Read<'_> {
+    /// The lane `text` reads as: the one read from the same text before, else `parse`d.
+    pub(super) fn lane(
+        &mut self,
+        text: &str,
+        parse: impl Fn(&str) -> Result<Lane, serde_json::Error>,
+    ) -> Result<Arc<Lane>, serde_json::Error> {
+        if let Some(lane) = self.0.get(text) {
+            // Every test and every debug build checks that the lane kept is what the text reads as.
+            debug_assert!(
+                parse(text).is_ok_and(|read| read == **lane),
+                "the lane kept for `{text}` is not what it reads as"
+            );
+            return Ok(lane.clone());
+        }
+        let lane = Arc::new(parse(text)?);
+        if text.len() <= READ_AT_MOST && may_be_short(&lane) {
+            self.0.insert(text.into(), lane.clone());
+        }
+        Ok(lane)
+    }
+}
+
+/// `f` given the lanes this thread read before.
+pub(super) fn with_read<T>(f: impl FnOnce(&mut Read<'_>) -> T) -> T {
+    READ.with_borrow_mut(|read| {
+        if read.len() > KEPT_AT_MOST {
+            read.clear();
+        }
+        f(&mut Read(read))
+    })
 }
 
 /// Whether a lane may have a short form: ended, or briefing or planning (waiting). Only these are
@@ -35,7 +87,7 @@ pub(super) fn may_be_short(lane: &Lane) -> bool {
 /// `make` only when this thread has not made it for the lane as it is now. A lane whose id another
 /// of `lanes` has too gets its line made afresh, never one kept for the other.
 pub(super) fn with_lines<T>(
-    lanes: &[Lane],
+    lanes: &[Arc<Lane>],
     several: bool,
     make: impl Fn(&Lane) -> Option<Box<RawValue>>,
     f: impl FnOnce(&[Option<Cow<'_, RawValue>>]) -> T,
@@ -44,10 +96,12 @@ pub(super) fn with_lines<T>(
         if lines.len() > KEPT_AT_MOST {
             lines.clear();
         }
-        let is_kept = |kept: &Kept, lane: &Lane| kept.several == several && kept.lane == *lane;
         for lane in lanes.iter().filter(|l| may_be_short(l)) {
-            match lines.get(&lane.id) {
-                Some(kept) if is_kept(kept, lane) => {
+            match lines.get_mut(&lane.id) {
+                Some(kept) if kept.is_of(lane, several) => {
+                    // An equal lane read again (another process wrote the file): kept as the lane
+                    // now, so the next save knows it by its handle alone.
+                    kept.lane = lane.clone();
                     // Every test and every debug build checks that the kept line is the line.
                     if cfg!(debug_assertions) {
                         let made = make(lane);
@@ -75,7 +129,7 @@ pub(super) fn with_lines<T>(
             .iter()
             .map(|lane| match lines.get(&lane.id) {
                 _ if !may_be_short(lane) => None,
-                Some(kept) if is_kept(kept, lane) => kept.line.as_deref().map(Cow::Borrowed),
+                Some(kept) if kept.is_of(lane, several) => kept.line.as_deref().map(Cow::Borrowed),
                 _ => make(lane).map(Cow::Owned),
             })
             .collect();
