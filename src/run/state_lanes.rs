@@ -176,17 +176,21 @@ mod tests {
     use std::sync::Arc;
 
     fn state() -> State {
-        State::parse(
-            br#"{"schema": 1, "runs": {"r": {
-            "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
-            "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
-            "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null,
-            "lanes": [
-                {"id":"002-a","stage":"delivered","attempt":1,"branch":"iced/001-p/002-a","ended":{"close":"c2"}},
-                {"id":"003-b","stage":"delivered","attempt":1,"branch":"iced/001-p/003-b","ended":{"close":"c3"}},
-                {"id":"004-c","stage":"brief","waiting":true}]}}}"#,
+        super::super::lines::run_of(
+            r#"{"id":"002-a","stage":"delivered","attempt":1,"branch":"iced/001-p/002-a","ended":{"close":"c2"}},
+            {"id":"003-b","stage":"delivered","attempt":1,"branch":"iced/001-p/003-b","ended":{"close":"c3"}},
+            {"id":"004-c","stage":"brief","waiting":true}"#,
         )
-        .unwrap()
+    }
+
+    /// Whether each lane of `a` is the very lane (the same handle) of `b`.
+    fn same(a: &State, b: &State) -> Vec<bool> {
+        let (a, b) = (&a.runs["r"].lanes, &b.runs["r"].lanes);
+        a.shared()
+            .iter()
+            .zip(b.shared())
+            .map(|(x, y)| Arc::ptr_eq(x, y))
+            .collect()
     }
 
     /// A transaction's copy shares every lane with the state as read; changing one copies that
@@ -195,45 +199,19 @@ mod tests {
     fn a_copy_shares_its_lanes_until_one_is_changed() {
         let read = state();
         let mut copy = read.clone();
-        let (a, b) = (&read.runs["r"].lanes, &copy.runs["r"].lanes);
-        assert!(a
-            .shared()
-            .iter()
-            .zip(b.shared())
-            .all(|(x, y)| Arc::ptr_eq(x, y)));
+        assert_eq!(same(&read, &copy), [true, true, true]);
         assert_eq!(read, copy);
-        copy.runs
-            .get_mut("r")
-            .unwrap()
-            .lane_mut("003-b")
-            .unwrap()
-            .attempt = 2;
-        let (a, b) = (&read.runs["r"].lanes, &copy.runs["r"].lanes);
-        let same: Vec<bool> = a
-            .shared()
-            .iter()
-            .zip(b.shared())
-            .map(|(x, y)| Arc::ptr_eq(x, y))
-            .collect();
-        assert_eq!(same, [true, false, true]);
+        let run = copy.runs.get_mut("r").unwrap();
+        run.lane_mut("003-b").unwrap().attempt = 2;
+        assert_eq!(same(&read, &copy), [true, false, true]);
         assert_ne!(read, copy);
-        assert_eq!(
-            read.runs["r"].lanes[1].attempt, 1,
-            "the state as read is unchanged"
-        );
+        let lane = &read.runs["r"].lanes[1];
+        assert_eq!(lane.attempt, 1, "the state as read is unchanged");
         // Only the lanes picked are copied.
         let mut picked = read.clone();
-        let n = picked
-            .runs
-            .get_mut("r")
-            .unwrap()
-            .lanes
-            .iter_mut_where(|l| l.ended.is_none())
-            .count();
-        assert_eq!(n, 1);
-        let (a, b) = (&read.runs["r"].lanes, &picked.runs["r"].lanes);
-        assert!(Arc::ptr_eq(&a.shared()[0], &b.shared()[0]));
-        assert!(!Arc::ptr_eq(&a.shared()[2], &b.shared()[2]));
+        let lanes = &mut picked.runs.get_mut("r").unwrap().lanes;
+        assert_eq!(lanes.iter_mut_where(|l| l.ended.is_none()).count(), 1);
+        assert_eq!(same(&read, &picked), [true, true, false]);
         assert_eq!(read, picked, "copied, not changed");
     }
 
@@ -242,22 +220,12 @@ mod tests {
     #[test]
     fn a_short_form_read_again_is_the_lane_read_before() {
         let first = state();
-        let second = state();
-        let (a, b) = (&first.runs["r"].lanes, &second.runs["r"].lanes);
-        assert!(a
-            .shared()
-            .iter()
-            .zip(b.shared())
-            .all(|(x, y)| Arc::ptr_eq(x, y)));
+        assert_eq!(same(&first, &state()), [true, true, true]);
         let text = String::from_utf8(super::super::forms::file_text(&first)).unwrap();
-        let changed = State::parse(
-            text.replace(r#""close":"c3""#, r#""close":"c9""#)
-                .as_bytes(),
-        )
-        .unwrap();
-        let c = &changed.runs["r"].lanes;
-        assert!(Arc::ptr_eq(&a.shared()[0], &c.shared()[0]));
-        assert!(!Arc::ptr_eq(&a.shared()[1], &c.shared()[1]));
-        assert_eq!(c[1].ended.as_ref().unwrap().close.as_deref(), Some("c9"));
+        let text = text.replace(r#""close":"c3""#, r#""close":"c9""#);
+        let changed = State::parse(text.as_bytes()).unwrap();
+        assert_eq!(same(&first, &changed), [true, false, true]);
+        let lane = &changed.runs["r"].lanes[1];
+        assert_eq!(lane.ended.as_ref().unwrap().close.as_deref(), Some("c9"));
     }
 }

@@ -137,21 +137,29 @@ pub(super) fn with_lines<T>(
     })
 }
 
+/// A state of one run `r` of unit `001-p` whose lanes are `lanes` (their JSON, as the file holds
+/// them), for the tests of the state's lanes.
+#[cfg(test)]
+pub(super) fn run_of(lanes: &str) -> super::State {
+    let text = format!(
+        r#"{{"schema": 1, "runs": {{"r": {{
+        "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
+        "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
+        "base": {{"commit": "c", "branch": "main"}}, "next_eligible_at": null,
+        "lanes": [{lanes}]}}}}}}"#
+    );
+    super::State::parse(text.as_bytes()).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{forms::file_text, State};
 
     fn state() -> State {
-        State::parse(
-            br#"{"schema": 1, "runs": {"r": {
-            "id": "r", "unit": "001-p", "status": "running", "driver": "process", "session": null,
-            "created_at": "2026-09-30T11:00:00Z", "updated_at": "2026-09-30T11:00:00Z",
-            "base": {"commit": "c", "branch": "main"}, "next_eligible_at": null,
-            "lanes": [
-                {"id":"002-a","stage":"delivered","attempt":1,"branch":"iced/001-p/002-a","ended":{"close":"first"}},
-                {"id":"003-b","stage":"brief","waiting":true}]}}}"#,
+        super::run_of(
+            r#"{"id":"002-a","stage":"delivered","attempt":1,"branch":"iced/001-p/002-a","ended":{"close":"first"}},
+            {"id":"003-b","stage":"brief","waiting":true}"#,
         )
-        .unwrap()
     }
 
     fn text(state: &State) -> String {
