@@ -221,9 +221,10 @@ pub fn end_stranded(ctx: &Ctx<'_>, run: &mut Run) {
 fn strand(run: &mut Run) -> Vec<Value> {
     let run_ended = run.status.is_ended();
     let mut ended = Vec::new();
+    // A live host agent of the lane's current attempt.
+    let live_now = |attempt: u32, r: &StepRecord| r.attempt == attempt && is_live(r);
     let stranded = |l: &Lane| {
-        (run_ended || l.stage.is_final())
-            && l.steps.iter().any(|r| r.attempt == l.attempt && is_live(r))
+        (run_ended || l.stage.is_final()) && l.steps.iter().any(|r| live_now(l.attempt, r))
     };
     for lane in run.lanes.iter_mut_where(stranded) {
         let why = if run_ended {
@@ -232,11 +233,7 @@ fn strand(run: &mut Run) -> Vec<Value> {
             format!("the lane is {}", lane.stage.as_str())
         };
         let attempt = lane.attempt;
-        for record in lane
-            .steps
-            .iter_mut()
-            .filter(|r| r.attempt == attempt && is_live(r))
-        {
+        for record in lane.steps.iter_mut().filter(|r| live_now(attempt, r)) {
             ended.push(end(&lane.id, record, &why));
         }
     }

@@ -3,7 +3,7 @@
 //! rate limit, the work window). Nothing here chooses the next move.
 
 use super::events::{emit, Event};
-use super::state::{Driver, Lane, Run, StepRecord, StepStatus};
+use super::state::{Driver, Run, StepRecord, StepStatus};
 use crate::activity::{self, Observation};
 use crate::refusal::Refusal;
 use crate::run::ctx::*;
@@ -51,15 +51,11 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
     let run_id = run.id.clone();
     // Whether an implementer ended rate limited, or ended otherwise (SPEC 20.10).
     let mut rate_limited: Option<bool> = None;
-    let started = |l: &Lane| l.steps.iter().any(|r| r.status == StepStatus::Started);
-    for lane in run.lanes.iter_mut_where(started) {
+    let is_started = |r: &StepRecord| r.status == StepStatus::Started;
+    for lane in run.lanes.iter_mut_where(|l| l.steps.iter().any(is_started)) {
         let attempt = lane.attempt;
         let lane_id = lane.id.clone();
-        for record in lane
-            .steps
-            .iter_mut()
-            .filter(|r| r.status == StepStatus::Started)
-        {
+        for record in lane.steps.iter_mut().filter(|r| is_started(r)) {
             let validator_process = record.step.is_validator()
                 && ctx.settings.validator.is_some()
                 && record.nonce.is_some()

@@ -51,12 +51,12 @@ impl Lanes {
         &self.0
     }
 
-    pub fn get(&self, at: usize) -> Option<&Lane> {
-        self.0.get(at).map(|lane| &**lane)
+    pub fn first(&self) -> Option<&Lane> {
+        self.0.first().map(|lane| &**lane)
     }
 
     /// The lane at `at`, to change (copied first when still shared).
-    pub fn get_mut(&mut self, at: usize) -> Option<&mut Lane> {
+    fn get_mut(&mut self, at: usize) -> Option<&mut Lane> {
         self.0.get_mut(at).map(Arc::make_mut)
     }
 
@@ -66,32 +66,12 @@ impl Lanes {
         self.get_mut(at)
     }
 
-    pub fn first(&self) -> Option<&Lane> {
-        self.get(0)
-    }
-
-    pub fn last(&self) -> Option<&Lane> {
-        self.0.last().map(|lane| &**lane)
-    }
-
     pub fn push(&mut self, lane: Lane) {
         self.0.push(Arc::new(lane));
     }
 
-    pub fn insert(&mut self, at: usize, lane: Lane) {
-        self.0.insert(at, Arc::new(lane));
-    }
-
-    pub fn remove(&mut self, at: usize) -> Lane {
-        Arc::unwrap_or_clone(self.0.remove(at))
-    }
-
     pub fn truncate(&mut self, len: usize) {
         self.0.truncate(len);
-    }
-
-    pub fn retain(&mut self, mut keep: impl FnMut(&Lane) -> bool) {
-        self.0.retain(|lane| keep(lane));
     }
 
     /// Each lane given to `f`, which returns it as it should be: a lane `f` returns unchanged

@@ -101,7 +101,9 @@ pub(super) fn with_lines<T>(
                 Some(kept) if kept.is_of(lane, several) => {
                     // An equal lane read again (another process wrote the file): kept as the lane
                     // now, so the next save knows it by its handle alone.
-                    kept.lane = lane.clone();
+                    if !Arc::ptr_eq(&kept.lane, lane) {
+                        kept.lane = lane.clone();
+                    }
                     // Every test and every debug build checks that the kept line is the line.
                     if cfg!(debug_assertions) {
                         let made = make(lane);

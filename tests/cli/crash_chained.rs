@@ -8,7 +8,6 @@ use crate::env::TestEnv;
 use crate::loop_e2e::{agent_commit, build, str_of, worktree_of, GOOD_REPORT};
 use crate::validation::PASS;
 use serde_json::{json, Value};
-use std::os::unix::process::ExitStatusExt;
 
 /// Failpoints the implementer's receipt chain passes on its way to the validator's start_agent.
 const AFTER_IMPLEMENTER: &[&str] = &[
@@ -34,20 +33,7 @@ fn host_env() -> (TestEnv, String) {
 
 /// `iced <args> --json` with `ICED_FAILPOINT=<failpoint>`: it must be killed there.
 fn killed_at(env: &TestEnv, args: &[&str], failpoint: &str) {
-    let out = env
-        .command()
-        .args(args)
-        .arg("--json")
-        .env("ICED_FAILPOINT", failpoint)
-        .output()
-        .expect("iced runs");
-    assert_eq!(
-        out.status.signal(),
-        Some(9),
-        "{failpoint}: the chained call was not killed there: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    env.killed_at(&[args, &["--json"]].concat(), failpoint);
 }
 
 /// `iced <args> --json`, which must succeed: its object.

@@ -5,10 +5,9 @@
 //! and one implementer; the plan is committed once and the loop's decision logged once.
 
 use crate::auto_plan::{planning, revision_script, starts};
-use crate::env::{unit_file, TestEnv};
+use crate::env::{assert_killed, unit_file, TestEnv};
 use crate::loop_e2e::last_line;
 use iced::run::state::{State, StepStatus};
-use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 /// How the first call is killed: `ICED_FAILPOINT` set on it (each written out, so the failpoint
@@ -72,14 +71,7 @@ fn auto_plan_killed_at_every_planning_failpoint_plans_and_delivers_once() {
             "--json",
         ]);
         arm(&mut first);
-        let out = first.output().expect("iced runs");
-        assert_eq!(
-            out.status.signal(),
-            Some(9),
-            "{name}: not killed there: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_killed(&first.output().expect("iced runs"), name);
         let id = unit_id(&env);
         let again = env.iced_json(&["build", &id]);
         assert_eq!(again.code, 0, "{name}: the resumed build:\n{again:#?}");

@@ -134,6 +134,18 @@ impl TestEnv {
         self.command_in(self.root())
     }
 
+    /// `iced <args>` with `ICED_FAILPOINT=<failpoint>`: it must be killed there (SIGKILL).
+    pub fn killed_at(&self, args: &[&str], failpoint: &str) -> Output {
+        let out = self
+            .command()
+            .args(args)
+            .env("ICED_FAILPOINT", failpoint)
+            .output()
+            .expect("iced runs");
+        assert_killed(&out, failpoint);
+        out
+    }
+
     /// [`TestEnv::command`] run in `dir`: another checkout of the repository, a clone.
     pub fn command_in(&self, dir: &Path) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_iced"));
@@ -507,4 +519,16 @@ pub fn kept(reference: &Value) -> Value {
 pub fn key(text: &str) -> iced::run::state::StepKey {
     text.parse()
         .unwrap_or_else(|e| panic!("not a step key: {e}"))
+}
+
+/// The call ended killed (SIGKILL) where `what` says, as a failpoint kills it.
+pub fn assert_killed(out: &Output, what: &str) {
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "{what}: the call was not killed there: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -176,18 +176,11 @@ fn a_lock_that_is_a_link_or_a_fifo_is_removed_as_itself() {
 /// receipt, finds no lock, and delivers; the agent ran once.
 #[test]
 fn a_build_killed_after_removing_a_lock_delivers_once() {
-    use std::os::unix::process::ExitStatusExt;
     let (env, id) = with_agent(
         &format!("commit src/session.rs fixed\nreport-ok E1 E2\nwrite {LOCK} \n"),
         own_checks(json!([])),
     );
-    let out = env
-        .command()
-        .env("ICED_FAILPOINT", "git-lock-after-remove")
-        .args(["build", &id, "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.signal(), Some(9), "not killed: {out:?}");
+    env.killed_at(&["build", &id, "--json"], "git-lock-after-remove");
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
     assert_eq!(env.agent_starts().len(), 1);

@@ -7,7 +7,6 @@ use crate::env::{unit_file, TestEnv};
 use crate::loop_e2e::{build, own_checks, str_of, with_agent};
 use crate::snap::assert_read;
 use serde_json::{json, Value};
-use std::os::unix::process::ExitStatusExt;
 
 /// The loop's events of `id`, as `(event, result or kind, attempt)`.
 fn loop_events(env: &TestEnv, id: &str) -> Vec<(String, String, Option<u64>)> {
@@ -74,13 +73,7 @@ fn a_failed_attempt_lands_with_the_work_and_the_first_pass_rate_counts_it() {
 #[test]
 fn a_handback_is_an_escalation_written_once_when_the_run_ends() {
     let (env, id) = with_agent("handback E2 cannot hold with C1\n", own_checks(json!([])));
-    let killed = env
-        .command()
-        .env("ICED_FAILPOINT", "end-after-metrics")
-        .args(["build", &id, "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(killed.status.signal(), Some(9), "{killed:?}");
+    env.killed_at(&["build", &id, "--json"], "end-after-metrics");
     assert_eq!(loop_events(&env, &id), [ev("escalation", "handback", None)]);
     // The state still holds the run as live: the next call ends it, and writes nothing twice.
     let (_, last) = build(&env, &id, &[], 4);
