@@ -17,7 +17,9 @@ mod tail;
 #[cfg(test)]
 mod tests;
 
-pub use procinfo::pid_start_time;
+#[cfg(test)]
+pub(crate) use procinfo::git_sleeping;
+pub use procinfo::{pid_start_time, working_in, Working};
 pub use spec::{expand_vars, ActivitySpec, Outcome, StreamSummary, SupervisorRecord};
 pub use supervise::supervise;
 pub use tail::{MAX_BYTES, MAX_LINES};

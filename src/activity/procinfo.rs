@@ -3,6 +3,7 @@
 //! it. Linux only, read-only.
 
 use std::fs;
+use std::path::{Path, PathBuf};
 
 /// The fields of `/proc/<pid>/stat` this module uses.
 struct Stat {
@@ -86,6 +87,104 @@ pub fn live_descendants(root: u32) -> Vec<u32> {
     live
 }
 
+/// A live process still working in a folder: its pid and its command line (arguments joined by
+/// spaces, at most 200 characters, terminal escapes stripped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Working {
+    pub pid: u32,
+    pub command: String,
+}
+
+/// The live processes (other than this one) still working in `dir`: a git (named `git` or
+/// `git-*`) whose working folder is `dir` or a folder in it, or any process holding one of
+/// `files` open. Processes of other users are not seen. `dir` and `files` are compared as
+/// written and as resolved, since `/proc` gives resolved paths.
+pub fn working_in(dir: &Path, files: &[PathBuf]) -> Vec<Working> {
+    let me = std::process::id();
+    let dirs: Vec<PathBuf> = [Some(dir.to_path_buf()), dir.canonicalize().ok()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let held = |pid: u32| {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return false;
+        };
+        fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+            .any(|open| files.iter().any(|f| same_file_path(f, &open)))
+    };
+    let mut found: Vec<Working> = all()
+        .into_iter()
+        .filter(|(pid, s)| *pid != me && is_live(s.state))
+        .filter(|(pid, _)| {
+            let name = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let name = name.trim_end_matches('\n');
+            let is_git = name == "git" || name.starts_with("git-");
+            let in_dir = || {
+                fs::read_link(format!("/proc/{pid}/cwd"))
+                    .is_ok_and(|cwd| dirs.iter().any(|d| cwd.starts_with(d)))
+            };
+            (is_git && in_dir()) || held(*pid)
+        })
+        .map(|(pid, _)| Working {
+            pid,
+            command: command_line(pid),
+        })
+        .collect();
+    found.sort_by_key(|w| w.pid);
+    found
+}
+
+/// `/proc` names an open file by its resolved path; `file` may be written through a link in a
+/// parent folder, and the file itself may be gone (`... (deleted)`, never equal).
+fn same_file_path(file: &Path, open: &Path) -> bool {
+    open == file
+        || file
+            .parent()
+            .and_then(|p| p.canonicalize().ok())
+            .zip(file.file_name())
+            .is_some_and(|(parent, name)| open == parent.join(name))
+}
+
+/// The command line of `pid`, for a person to read: arguments joined by spaces, at most 200
+/// characters, terminal escapes stripped; its name when the line cannot be read.
+fn command_line(pid: u32) -> String {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let text = String::from_utf8_lossy(&raw)
+        .split('\0')
+        .filter(|a| !a.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = if text.is_empty() {
+        fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default()
+    } else {
+        text
+    };
+    crate::text::for_terminal(text.trim())
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .take(200)
+        .collect()
+}
+
+/// A `sleep` started under the name `git` (a link named so: the kernel names a process by
+/// the file it ran), working in `cwd`.
+#[cfg(test)]
+pub(crate) fn git_sleeping(bin: &Path, cwd: &Path, secs: &str) -> std::process::Child {
+    let git = bin.join("git");
+    if !git.exists() {
+        let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("sleep");
+        std::os::unix::fs::symlink(sleep, &git).unwrap();
+    }
+    std::process::Command::new(&git)
+        .arg(secs)
+        .current_dir(cwd)
+        .spawn()
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +241,52 @@ mod tests {
         let pgid = nix::unistd::getpgrp().as_raw() as u32;
         assert!(group_has_live_member(pgid));
         assert!(!group_has_live_member(4_194_305));
+    }
+
+    #[test]
+    fn a_git_working_in_a_folder_or_holding_a_file_is_found_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (bin, work, other) = (
+            tmp.path().join("bin"),
+            tmp.path().join("work"),
+            tmp.path().join("other"),
+        );
+        for d in [&bin, &work.join("sub"), &other] {
+            fs::create_dir_all(d).unwrap();
+        }
+        let lock = other.join("index.lock");
+        let mut in_sub = git_sleeping(&bin, &work.join("sub"), "30");
+        // Not a git: a sleep in the folder is not found; a shell holding the lock open is.
+        let mut not_git = std::process::Command::new("sleep")
+            .arg("30")
+            .current_dir(&work)
+            .spawn()
+            .unwrap();
+        let mut holder = std::process::Command::new("sh")
+            .args(["-c", "exec 3>\"$1\"; echo held; exec sleep 30", "sh"])
+            .arg(&lock)
+            .current_dir(tmp.path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let found = working_in(&work, std::slice::from_ref(&lock));
+        let pids: Vec<u32> = found.iter().map(|w| w.pid).collect();
+        let mut want = vec![in_sub.id(), holder.id()];
+        want.sort_unstable();
+        assert_eq!(pids, want, "{found:?}");
+        let git = found.iter().find(|w| w.pid == in_sub.id()).unwrap();
+        assert!(git.command.ends_with("/bin/git 30"), "{git:?}");
+        assert!(working_in(&other, &[]).is_empty());
+        for child in [&mut in_sub, &mut not_git, &mut holder] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert!(working_in(&work, &[lock]).is_empty());
     }
 }

@@ -7,6 +7,7 @@
 
 use crate::run::decide::{DecideView, Next, Waiting};
 use crate::run::keys::StepKey;
+use crate::run::outcome::DeliverOutcome;
 use crate::run::settings::LandMode;
 use crate::run::state::{EscalationKind, Lane, RunStatus, Stage, StepRecord, StepStatus};
 
@@ -267,6 +268,10 @@ pub enum OnResume {
     LandAgain,
     /// Its pull request is armed: the loop never pushes to it again, so a resume is refused.
     PullRequestArmed,
+    /// Its delivery failed for the loop's own reasons (git failed, a lock's git still ran), not
+    /// the guard's: delivered again in the same attempt, a close commit it prepared adopted. Its
+    /// work was verified, and its branch may hold that close already.
+    DeliverAgain,
     /// A fresh attempt with a fresh budget.
     NewAttempt,
 }
@@ -281,7 +286,17 @@ impl OnResume {
 
 pub fn on_resume(lane: &Lane) -> OnResume {
     if !lane.is_done(&StepKey::Deliver) {
-        OnResume::NewAttempt
+        // Failed for the loop's own reasons: not moved under it, not refused by the guard.
+        let loops_own = lane
+            .record(&StepKey::Deliver)
+            .filter(|r| r.status == StepStatus::Failed)
+            .and_then(|r| r.outcome_as::<DeliverOutcome>())
+            .is_some_and(|o| o.error.is_some() && o.moved.is_none() && !o.denied);
+        if loops_own {
+            OnResume::DeliverAgain
+        } else {
+            OnResume::NewAttempt
+        }
     } else if lane.is_done(&StepKey::PrArm) {
         OnResume::PullRequestArmed
     } else {
@@ -385,5 +400,99 @@ pub(super) fn sync_step(lane: &Lane, view: &DecideView, step: StepKey) -> Option
             }
         }
         Some(_) => None,
+    }
+}
+
+/// A person's resume of a lane whose delivery failed for the loop's own reasons
+/// ([`OnResume::DeliverAgain`]): the failed record becomes that of a call that died in the
+/// delivery (started, its owner gone, a commit it prepared kept), so the next step delivers again,
+/// that same commit when one was prepared, adopting the branch where it already moved. Returns
+/// the failed record, for the history; None (nothing changed) when the lane is not such a lane.
+pub fn deliver_again(lane: &mut Lane) -> Option<StepRecord> {
+    if on_resume(lane) != OnResume::DeliverAgain {
+        return None;
+    }
+    let record = lane.record_mut(&StepKey::Deliver)?;
+    let failed = record.clone();
+    let prepared = failed.outcome_as::<DeliverOutcome>()?.prepared;
+    record.status = StepStatus::Started;
+    record.ended_at = None;
+    record.pid = None;
+    record.pid_start = None;
+    record.outcome = prepared.map(|p| serde_json::json!({ "prepared": p }));
+    lane.stage = Stage::Deliver;
+    lane.released = false;
+    lane.crashes = 0;
+    Some(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{lane, record, run, view};
+    use super::*;
+    use crate::run::decide::decide_with;
+    use crate::run::state::Driver;
+    use serde_json::{json, Value};
+
+    /// A lane blocked by its delivery, whose record says `outcome`.
+    fn blocked_delivering(outcome: Value) -> Lane {
+        let mut failed = record("deliver", outcome);
+        failed.status = StepStatus::Failed;
+        failed.ended_at = Some("2026-09-30T11:00:01Z".into());
+        failed.pid = Some(4242);
+        lane("a", Stage::Blocked, vec![failed])
+    }
+
+    /// SPEC 23.3 "Resuming a delivery": each failed delivery, what a resume does with it, and
+    /// what `decide` does next.
+    #[test]
+    fn a_delivery_that_failed_for_the_loop_s_reasons_is_delivered_again_on_resume() {
+        let rows = [
+            (
+                json!({"error": "git failed", "prepared": "c1"}),
+                OnResume::DeliverAgain,
+                Some(json!({"prepared": "c1"})),
+            ),
+            (json!({"error": "git failed"}), OnResume::DeliverAgain, None),
+            (
+                json!({"error": "the guard refused", "denied": true}),
+                OnResume::NewAttempt,
+                None,
+            ),
+            (
+                json!({"moved": {"judged": "a1", "head": "b2", "commits": []}}),
+                OnResume::NewAttempt,
+                None,
+            ),
+        ];
+        for (outcome, resume, kept) in rows {
+            let mut l = blocked_delivering(outcome.clone());
+            assert_eq!(on_resume(&l), resume, "{outcome}");
+            let failed = deliver_again(&mut l);
+            if resume != OnResume::DeliverAgain {
+                assert_eq!(failed, None, "{outcome}");
+                assert_eq!(l.stage, Stage::Blocked);
+                continue;
+            }
+            assert_eq!(
+                failed.as_ref().and_then(|r| r.outcome.clone()),
+                Some(outcome.clone())
+            );
+            assert_eq!(l.stage, Stage::Deliver);
+            assert_eq!(l.attempt, 1, "the same attempt");
+            let r = l.record(&StepKey::Deliver).expect("kept");
+            assert_eq!(
+                (r.status, r.pid, r.outcome.clone()),
+                (StepStatus::Started, None, kept),
+                "{outcome}"
+            );
+            // Nobody holds it: `decide` delivers again.
+            let run = run(Driver::Process, vec![l]);
+            let next = decide_with(&run, &view(Driver::Process), &|_, _| vec![0]);
+            assert!(
+                matches!(&next, Next::Deliver { lane } if lane == "a"),
+                "{next:?}"
+            );
+        }
     }
 }

@@ -265,6 +265,9 @@ impl Sim {
             Next::Deliver { lane } => {
                 let moved = mishap(self, 4);
                 let failed = !moved && mishap(self, 2);
+                // Failed after preparing its close (git failed at the checkout), or before.
+                let prepared = failed && self.dice.chance(50);
+                let denied = failed && !prepared && self.dice.chance(50);
                 let mode = self.case.land_mode;
                 let l = self.lane_mut(lane);
                 let record = l.record_mut(&StepKey::Deliver).expect("marked");
@@ -275,7 +278,14 @@ impl Sim {
                     return false;
                 }
                 if failed {
-                    finish(record, StepStatus::Failed, json!({"error": "git failed"}));
+                    let mut o = json!({"error": "git failed"});
+                    if prepared {
+                        o["prepared"] = "p1".into();
+                    } else if denied {
+                        // The guard refused the range: a resume starts a fresh attempt.
+                        o["denied"] = true.into();
+                    }
+                    finish(record, StepStatus::Failed, o);
                     let mv = after_deliver(mode.into(), Delivered::Failed("git failed"));
                     apply_move(l, mv.expect("a failed delivery moves the lane"));
                     return true;
@@ -873,7 +883,8 @@ impl Sim {
     }
 
     /// `iced run resume` on a blocked run (`control::set_paused`): a fresh attempt of each blocked
-    /// lane, or, for one blocked while landing, a new landing round.
+    /// lane, or, for one blocked while landing, a new landing round, or, for one whose delivery
+    /// failed after preparing, that delivery again.
     fn resume(&mut self) -> bool {
         let armed = self
             .run
@@ -890,6 +901,10 @@ impl Sim {
             kept.now = true;
         }
         for l in self.run.lanes.iter_mut_where(|l| l.stage == Stage::Blocked) {
+            // The rule `control` applies: a delivery that failed after preparing is made again.
+            if crate::run::decide::deliver_again(l).is_some() {
+                continue;
+            }
             if l.is_done(&StepKey::Deliver) {
                 let attempt = l.attempt;
                 l.steps.retain(|s| {

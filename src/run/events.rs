@@ -47,6 +47,9 @@ pub enum Event {
     /// A git lock a git that did not finish left in a lane worktree's git folder, removed
     /// (SPEC 24.6).
     GitLockRemoved,
+    /// A git lock was found while a git still ran in the lane's worktree; the loop waited for
+    /// it to end before removing what it left (SPEC 24.6).
+    GitLockWaited,
 }
 
 impl Event {
@@ -82,6 +85,7 @@ impl Event {
             Event::ArmRequested => "arm_requested",
             Event::ClaimsRenewed => "claims_renewed",
             Event::GitLockRemoved => "git_lock_removed",
+            Event::GitLockWaited => "git_lock_waited",
         }
     }
 }

@@ -240,6 +240,10 @@ pub struct DeliverOutcome {
     pub prepared: Option<String>,
     pub moved: Option<Moved>,
     pub error: Option<String>,
+    /// The failure is the guard's refusal of the range delivered (SPEC 24.2): the agent's work,
+    /// not the loop's, so a resume starts a fresh attempt rather than delivering again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
 }
 
 /// A landing step (`base`, `integrate-<r>`, `landcommit-<r>`, `land-<r>`, `push-branch`,

@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 /// The lane's worktree's git folder, from the worktree (`<tmp>/repo.iced-worktrees/<lane>`).
 const LOCK: &str = "../../repo/.git/worktrees/001-session-timeout/index.lock";
 
+/// The lane's branch.
+const BRANCH: &str = "iced/001-session-timeout/001-session-timeout";
+
 /// The `git_lock_removed` events of the test's run.
 fn removed(env: &crate::env::TestEnv) -> Vec<Value> {
     events(env)
@@ -188,4 +191,173 @@ fn a_build_killed_after_removing_a_lock_delivers_once() {
         removed(&env).is_empty(),
         "the killed call logged nothing; the replay found no lock"
     );
+}
+
+/// A call of the loop killed while its own git runs leaves that git running: it is not the
+/// call's process. Here the delivery's `git checkout` takes the worktree's index lock, kills the
+/// build that started it and works on until the test lets it end. The next build finds the lock
+/// while that git still works in the worktree: it waits for it to end (logged) instead of
+/// removing its lock under it, and delivers. Removing the lock at once (the loop's word that
+/// nothing of the lane runs) let two gits write one index: the running git found its lock gone.
+#[test]
+fn a_lock_whose_git_outlived_a_killed_call_is_waited_for_not_removed() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(json!([])),
+    );
+    let (armed, release, clobbered, ended) = (
+        env.outside("armed"),
+        env.outside("release"),
+        env.outside("clobbered"),
+        env.outside("ended"),
+    );
+    let path = crate::env::git_shim(
+        &env.outside("bin"),
+        &format!(
+            "case \" $* \" in *' checkout -q HEAD -- '*) if [ ! -e '{armed}' ]; then : > '{armed}'\n\
+             lock=\"$(\"$REAL_GIT\" rev-parse --git-path index.lock)\"; echo running > \"$lock\"\n\
+             kill -9 $PPID; n=0; while [ ! -e '{release}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n\
+             [ \"$(cat \"$lock\" 2>/dev/null)\" = running ] || : > '{clobbered}'\n\
+             rm -f \"$lock\"; : > '{ended}'; exit 0; fi;; esac\n",
+            armed = armed.display(),
+            release = release.display(),
+            clobbered = clobbered.display(),
+            ended = ended.display()
+        ),
+    );
+    let out = env
+        .command()
+        .args(["build", &id, "--json"])
+        .env("PATH", &path)
+        .output()
+        .expect("iced runs");
+    crate::env::assert_killed(&out, "the delivery's checkout");
+    assert!(!ended.exists(), "the git outlived the call");
+    // The next build, while that git still runs; it is let end once the build has taken the
+    // delivery up again.
+    let replay = {
+        let mut cmd = env.command();
+        cmd.args(["build", &id, "--json"]);
+        std::thread::spawn(move || crate::env::run(&mut cmd))
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !events(&env)
+        .iter()
+        .any(|e| e["event"] == "step_replay" && e["step"] == "deliver")
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the delivery was not taken up again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&release, "").unwrap();
+    let out = replay.join().unwrap();
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        crate::loop_e2e::last_line(&out)["status"],
+        "delivered",
+        "{out:#?}"
+    );
+    assert!(ended.exists(), "the build went on only once that git ended");
+    assert!(
+        !clobbered.exists(),
+        "the lock of a git still running was removed under it"
+    );
+    let waited: Vec<Value> = events(&env)
+        .into_iter()
+        .filter(|e| e["event"] == "git_lock_waited")
+        .collect();
+    assert_eq!(waited.len(), 1, "{waited:#?}");
+    assert_eq!(waited[0]["step"], "deliver");
+    assert_eq!(waited[0]["lane"], id.as_str());
+    assert_eq!(
+        waited[0]["pids"].as_array().map(Vec::len),
+        Some(1),
+        "{waited:#?}"
+    );
+    assert!(
+        removed(&env).is_empty(),
+        "the git that ended removed its own"
+    );
+    assert_eq!(env.agent_starts().len(), 1);
+}
+
+/// A git that outlived a killed call and does not end (or a person's that holds the lock for
+/// longer than the loop waits, 30 s) is never raced: the delivery leaves its lock as it is and
+/// blocks the lane naming the process. Once it is stopped (killed: its lock stays behind), a
+/// resume removes the lock and delivers.
+#[test]
+fn a_lock_whose_git_runs_on_blocks_the_delivery_naming_it_until_it_is_stopped() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        own_checks(json!([])),
+    );
+    let (armed, pid) = (env.outside("armed"), env.outside("pid"));
+    let path = crate::env::git_shim(
+        &env.outside("bin"),
+        &format!(
+            "case \" $* \" in *' checkout -q HEAD -- '*) if [ ! -e '{armed}' ]; then : > '{armed}'\n\
+             lock=\"$(\"$REAL_GIT\" rev-parse --git-path index.lock)\"; echo running > \"$lock\"\n\
+             kill -9 $PPID; sleep 120 & echo \"$$ $!\" > '{pid}'; wait; fi;; esac\n",
+            armed = armed.display(),
+            pid = pid.display()
+        ),
+    );
+    let out = env
+        .command()
+        .args(["build", &id, "--json"])
+        .env("PATH", &path)
+        .output()
+        .expect("iced runs");
+    crate::env::assert_killed(&out, "the delivery's checkout");
+    // Killed in the checkout that sets the worktree to the close: the branch is there already.
+    let prepared = env.git_out(&["rev-parse", BRANCH]);
+    assert_eq!(
+        env.git_out(&["log", "-1", "--format=%s", BRANCH]),
+        "iced: deliver 001-session-timeout\n"
+    );
+    let args = ["build", id.as_str()];
+    let blocked = env.iced(&args);
+    assert_eq!(blocked.code, 4, "{blocked:#?}");
+    crate::snap::assert_read!(
+        &env,
+        "a_lock_whose_git_runs_on",
+        crate::snap::text_block(&args, &blocked)
+    );
+    let lock = env
+        .root()
+        .join(".git/worktrees/001-session-timeout/index.lock");
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "running\n",
+        "left as it was"
+    );
+    assert!(removed(&env).is_empty());
+    // The person stops it; its lock stays behind, and the resumed run removes it.
+    for orphan in std::fs::read_to_string(&pid).unwrap().split_whitespace() {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(orphan.parse().unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    }
+    let listed = env.iced_json(&["run", "list"]).ok().json();
+    let run = listed[0]["id"].as_str().unwrap().to_owned();
+    env.iced_json(&["run", "resume", &run]).ok();
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let removed = removed(&env);
+    assert_eq!(removed.len(), 1, "{removed:#?}");
+    // The resume delivers the close the killed call prepared (its work was verified): no new
+    // attempt, no agent started again, the same close commit on the branch.
+    assert_eq!(removed[0]["step"], "deliver");
+    assert!(!lock.exists());
+    assert_eq!(
+        env.git_out(&["rev-parse", BRANCH]),
+        prepared,
+        "the same close"
+    );
+    assert_eq!(env.agent_starts().len(), 1, "{out:#?}");
 }

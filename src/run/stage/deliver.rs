@@ -48,6 +48,8 @@ pub enum Undelivered {
         commits: Vec<String>,
     },
     Failed(String),
+    /// The guard refused the range delivered (SPEC 24.2).
+    Denied(String),
 }
 
 impl From<String> for Undelivered {
@@ -112,7 +114,7 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
             let delivered = match &result {
                 Ok(_) => Delivered::Committed,
                 Err(Undelivered::Moved { .. }) => Delivered::Moved,
-                Err(Undelivered::Failed(e)) => Delivered::Failed(e),
+                Err(Undelivered::Failed(e) | Undelivered::Denied(e)) => Delivered::Failed(e),
             };
             let mv = after_deliver(ctx.settings.land.mode, delivered);
             if mv == Some(LaneMove::To(Stage::Land)) {
@@ -153,8 +155,20 @@ pub fn step(ctx: &Ctx<'_>, snapshot: &Run, lane_id: &str) -> Result<StepReport, 
                         },
                     ))
                 }
-                Err(Undelivered::Failed(e)) => {
-                    finish(record, StepStatus::Failed, json!({"error": e}));
+                Err(Undelivered::Failed(e) | Undelivered::Denied(e)) => {
+                    // A close commit this step prepared is kept with the failure: a person's
+                    // resume delivers exactly it again (SPEC 23.3), the branch may hold it.
+                    let prepared = record
+                        .outcome_as::<crate::run::outcome::DeliverOutcome>()
+                        .and_then(|o| o.prepared);
+                    let mut outcome = json!({"error": e});
+                    if let Some(p) = prepared {
+                        outcome["prepared"] = p.into();
+                    }
+                    if matches!(result, Err(Undelivered::Denied(_))) {
+                        outcome["denied"] = true.into();
+                    }
+                    finish(record, StepStatus::Failed, outcome);
                     Ok((Action::Blocked, Then::DeliverFailed { error: e.clone() }))
                 }
             }
@@ -323,7 +337,7 @@ pub fn deliver(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Result<String, Undelive
     let denied =
         crate::run::lane_guard::judge_range(ctx, &lane.unit, worktree, (base, &head), base, &[])?;
     if !denied.is_empty() {
-        return Err(Undelivered::Failed(
+        return Err(Undelivered::Denied(
             denied
                 .iter()
                 .map(|d| d.gap(base))

@@ -58,8 +58,12 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         // The agent has ended: a git lock its git left is not its work (SPEC 24.6).
         if let Some(admin) = &admin {
             let lane_of = (run.id.as_str(), lane.id.as_str());
-            let removed =
-                super::worktree::remove_git_locks(ctx, lane_of, ("receipt", Some(&branch)), admin);
+            let removed = super::worktree::remove_git_locks(
+                ctx,
+                lane_of,
+                ("receipt", Some(&branch)),
+                (&worktree, admin),
+            );
             missing.extend(removed.err());
         }
         // The worktree's status, with the branch it is on and its head (one git).

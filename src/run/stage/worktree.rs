@@ -6,7 +6,8 @@
 use crate::run::ctx::*;
 use crate::run::events::{emit, Event};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The lane's worktree at `path` on `branch`, made from `base` with its branch, or adopted: the
 /// worktree step's whole git work. A new lane costs one git (issue 16): only when git refuses to
@@ -190,7 +191,8 @@ pub(crate) fn own_worktree(ctx: &Ctx<'_>, dir: &Path) -> Result<std::path::PathB
 /// `index.lock` and `HEAD.lock` in its git folder, and the lock of its lane `branch`'s ref. Once
 /// nothing of the lane runs there: an agent killed in the middle of `git commit` would otherwise
 /// fail every later git that writes the index or moves the branch. Only a worktree git made;
-/// each logged as `git_lock_removed`. Err when a lock is there that cannot be removed.
+/// each logged as `git_lock_removed`. Err when a lock is there that cannot be removed, or whose
+/// git still runs.
 pub(crate) fn clear_git_locks(
     ctx: &Ctx<'_>,
     lane_of: (&str, &str),
@@ -199,23 +201,50 @@ pub(crate) fn clear_git_locks(
 ) -> Result<(), String> {
     // A replaced worktree is judged by its own checks; nothing of it is touched here.
     match own_worktree(ctx, dir) {
-        Ok(admin) => remove_git_locks(ctx, lane_of, step_branch, &admin),
+        Ok(admin) => remove_git_locks(ctx, lane_of, step_branch, (dir, &admin)),
         Err(_) => Ok(()),
     }
 }
 
-/// [`clear_git_locks`], for a worktree already found to be the one git made: `admin` is git's
-/// folder for it (`own_worktree`'s answer).
+/// How long a lock's git that still runs is waited for before the step gives up (SPEC 24.6).
+const GIT_STILL_RUNNING: Duration = Duration::from_secs(30);
+
+/// [`clear_git_locks`], for a worktree `dir` already found to be the one git made: `admin` is
+/// git's folder for it (`own_worktree`'s answer).
 pub(crate) fn remove_git_locks(
     ctx: &Ctx<'_>,
     (run, lane): (&str, &str),
     (step, branch): (&str, Option<&str>),
-    admin: &Path,
+    (dir, admin): (&Path, &Path),
 ) -> Result<(), String> {
     let mut locks = vec![admin.join("index.lock"), admin.join("HEAD.lock")];
     // `<common>/worktrees/<name>`: the common folder is two up.
     if let (Some(common), Some(branch)) = (admin.parent().and_then(Path::parent), branch) {
         locks.push(common.join(format!("refs/heads/{branch}.lock")));
+    }
+    let there = |lock: &PathBuf| std::fs::symlink_metadata(lock).is_ok();
+    if !locks.iter().any(there) {
+        return Ok(());
+    }
+    // A git still running there (a killed call's, which outlived it; a person's) owns its lock.
+    match wait_for_gits(dir, &locks, GIT_STILL_RUNNING) {
+        Waited::None => {}
+        Waited::Ended { pids, ms } => emit(
+            &ctx.paths,
+            run,
+            Event::GitLockWaited,
+            json!({"lane": lane, "step": step, "pids": pids, "ms": ms}),
+        ),
+        Waited::Running(working) => {
+            let lock = locks.iter().find(|l| there(l)).unwrap_or(&locks[0]);
+            return Err(format!(
+                "git's lock `{}` is held by a git still running in the worktree (pid {}: `{}`) after {} s; it was left as it is: once that process has ended, or been stopped, `iced run resume {run}` goes on",
+                lock.display(),
+                working.pid,
+                working.command,
+                GIT_STILL_RUNNING.as_secs()
+            ));
+        }
     }
     for lock in locks {
         let Ok(meta) = std::fs::symlink_metadata(&lock) else {
@@ -240,6 +269,46 @@ pub(crate) fn remove_git_locks(
         );
     }
     Ok(())
+}
+
+/// What waiting for the gits still working in a worktree came to.
+#[derive(Debug, PartialEq, Eq)]
+enum Waited {
+    /// None was running.
+    None,
+    /// Those that ran have ended, after `ms`.
+    Ended { pids: Vec<u32>, ms: u64 },
+    /// One still runs after the bound.
+    Running(crate::activity::Working),
+}
+
+/// Wait, at most `bound`, until no process works in `dir` or holds one of `locks` open
+/// (`activity::working_in`).
+fn wait_for_gits(dir: &Path, locks: &[PathBuf], bound: Duration) -> Waited {
+    let start = Instant::now();
+    let mut seen: Vec<u32> = Vec::new();
+    loop {
+        let working = crate::activity::working_in(dir, locks);
+        let Some(first) = working.first() else {
+            return if seen.is_empty() {
+                Waited::None
+            } else {
+                Waited::Ended {
+                    pids: seen,
+                    ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                }
+            };
+        };
+        if start.elapsed() >= bound {
+            return Waited::Running(first.clone());
+        }
+        for w in &working {
+            if !seen.contains(&w.pid) {
+                seen.push(w.pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The second half of `reuse_spare`, once `branch` is checked out in the spare: what git ignores
@@ -436,4 +505,41 @@ impl Stale {
 /// `existing` (as git lists a worktree) is `path`.
 fn same_path(existing: &Path, path: &Path) -> bool {
     existing == path || existing.canonicalize().ok() == path.canonicalize().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::git_sleeping;
+
+    #[test]
+    fn a_git_still_working_is_waited_for_and_one_that_outlasts_the_bound_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (bin, dir) = (tmp.path().join("bin"), tmp.path().join("lane"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let locks = [dir.join("index.lock")];
+        assert_eq!(
+            wait_for_gits(&dir, &locks, Duration::from_secs(5)),
+            Waited::None
+        );
+        let mut short = git_sleeping(&bin, &dir, "0.4");
+        let waited = wait_for_gits(&dir, &locks, Duration::from_secs(5));
+        short.wait().unwrap();
+        match waited {
+            Waited::Ended { pids, ms } => {
+                assert_eq!(pids, [short.id()]);
+                assert!(ms >= 300, "{ms}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut long = git_sleeping(&bin, &dir, "30");
+        let waited = wait_for_gits(&dir, &locks, Duration::from_millis(200));
+        long.kill().unwrap();
+        long.wait().unwrap();
+        match waited {
+            Waited::Running(w) => assert_eq!(w.pid, long.id()),
+            other => panic!("{other:?}"),
+        }
+    }
 }
