@@ -361,3 +361,22 @@ fn a_lock_whose_git_runs_on_blocks_the_delivery_naming_it_until_it_is_stopped() 
     );
     assert_eq!(env.agent_starts().len(), 1, "{out:#?}");
 }
+
+/// A definition-of-done command that fails after leaving every lock a `git commit` takes (killed
+/// in the middle of its git): the next attempt's agent would meet them and fail its own commit,
+/// spending the attempt. They are removed before its launch, and attempt 2 delivers.
+#[test]
+fn locks_a_failed_definition_of_done_left_are_removed_before_the_next_agent() {
+    let (env, id) = with_agent(
+        "attempt 1\ncommit src/session.rs fixed\nreport-ok E1 E2\nattempt 2\ncommit src/session.rs fixed again\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 2, "commands": [{"argv": ["sh", "-c", format!("if grep -q again src/session.rs; then exit 0; fi; {LEAVES_LOCKS}; exit 1")], "timeoutSec": 30}]}}),
+    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert_eq!(env.agent_starts().len(), 2);
+    let steps: Vec<String> = removed(&env)
+        .iter()
+        .map(|e| e["step"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(steps, ["implement", "implement", "implement"]);
+}

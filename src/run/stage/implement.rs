@@ -83,6 +83,13 @@ pub(crate) fn launch(
             }
         }
     }
+    crate::run::stage::worktree::clear_git_locks_for_agent(
+        ctx,
+        &snapshot.id,
+        l,
+        "implement",
+        &worktree,
+    );
     let dir = ctx.activity_dir(&snapshot.id, &lane, &StepKey::Implement, l.attempt);
     let spec = agent_spec(
         ctx,

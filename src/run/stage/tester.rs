@@ -245,6 +245,7 @@ pub(crate) fn launch(
         ("lane", lane.to_owned()),
         ("attempt", l.attempt.to_string()),
     ];
+    super::worktree::clear_git_locks_for_agent(ctx, &snapshot.id, l, "test-write", &worktree);
     let dir = ctx.activity_dir(&snapshot.id, lane, &StepKey::TestWrite, l.attempt);
     let spec = agent_spec(
         ctx,

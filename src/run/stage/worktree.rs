@@ -206,6 +206,26 @@ pub(crate) fn clear_git_locks(
     }
 }
 
+/// Before the loop launches an agent that works in `lane`'s worktree (its implementer, its test
+/// writer; `step` names which): nothing of the lane runs there now, so a git lock the last
+/// attempt's agent or a killed definition-of-done command left goes before the agent's own git
+/// meets it and the attempt is spent on it (SPEC 24.6). One that cannot go is left to the
+/// receipt or the writer's check, which name it.
+pub(crate) fn clear_git_locks_for_agent(
+    ctx: &Ctx<'_>,
+    run: &str,
+    lane: &crate::run::state::Lane,
+    step: &str,
+    worktree: &Path,
+) {
+    let _ = clear_git_locks(
+        ctx,
+        (run, &lane.id),
+        (step, lane.branch.as_deref()),
+        worktree,
+    );
+}
+
 /// How long a lock's git that still runs is waited for before the step gives up (SPEC 24.6).
 const GIT_STILL_RUNNING: Duration = Duration::from_secs(30);
 
