@@ -272,6 +272,15 @@ agent = sum(1 for kind, who, _ in calls if kind == "n" and who == "agent")
 probe_git = sum(1 for kind, _, _ in read(probe_log) if kind == "n")
 total_loop = sum(loop.values())
 print(f"N={n}: {status} in {wall:.1f} s, {wall / n * 1000:.0f} ms a lane (pace.lanes 8, build.drivers {os.environ.get('ICED_BENCH_DRIVERS') or 'default'})")
+if status != "delivered":
+    # Why it stopped: the build's lines that blocked a lane or refused (with their `next` and
+    # `missing`), and the probes that did not answer a step, so a run that stopped says why.
+    why = [l for _, l in lines if l.get("stage") == "blocked" or l.get("action") in ("blocked", "refused") or "code" in l]
+    for line in why[:5]:
+        print(f"  why: {json.dumps(line)[:800]}")
+    for ms, code, _, kind in probes:
+        if code not in (0, 4):
+            print(f"  a probe exited {code} ({kind})")
 if counting:
     print(f"  git: {(total_loop + agent) / n:.1f} processes a lane: the loop's {total_loop / n:.1f}, "
           f"the agents' {agent / n:.1f} (the probe's {probe_git} left out)")
