@@ -193,6 +193,30 @@ fn a_build_killed_after_removing_a_lock_delivers_once() {
     );
 }
 
+/// `iced build <id>` with a `git` shim whose first `checkout -q HEAD -- ...` (the delivery setting
+/// the worktree to its close, after moving the branch) takes the worktree's index lock, kills the
+/// build that started it, and goes on as `rest` (sh, `$lock` the lock's path): the git that
+/// outlived the call. Checked to be killed.
+fn killed_in_the_delivery_s_checkout(env: &crate::env::TestEnv, id: &str, rest: &str) {
+    let armed = env.outside("armed");
+    let path = crate::env::git_shim(
+        &env.outside("bin"),
+        &format!(
+            "case \" $* \" in *' checkout -q HEAD -- '*) if [ ! -e '{armed}' ]; then : > '{armed}'\n\
+             lock=\"$(\"$REAL_GIT\" rev-parse --git-path index.lock)\"; echo running > \"$lock\"\n\
+             kill -9 $PPID; {rest}; fi;; esac\n",
+            armed = armed.display(),
+        ),
+    );
+    let out = env
+        .command()
+        .args(["build", id, "--json"])
+        .env("PATH", &path)
+        .output()
+        .expect("iced runs");
+    crate::env::assert_killed(&out, "the delivery's checkout");
+}
+
 /// A call of the loop killed while its own git runs leaves that git running: it is not the
 /// call's process. Here the delivery's `git checkout` takes the worktree's index lock, kills the
 /// build that started it and works on until the test lets it end. The next build finds the lock
@@ -205,33 +229,23 @@ fn a_lock_whose_git_outlived_a_killed_call_is_waited_for_not_removed() {
         "commit src/session.rs fixed\nreport-ok E1 E2\n",
         own_checks(json!([])),
     );
-    let (armed, release, clobbered, ended) = (
-        env.outside("armed"),
+    let (release, clobbered, ended) = (
         env.outside("release"),
         env.outside("clobbered"),
         env.outside("ended"),
     );
-    let path = crate::env::git_shim(
-        &env.outside("bin"),
+    killed_in_the_delivery_s_checkout(
+        &env,
+        &id,
         &format!(
-            "case \" $* \" in *' checkout -q HEAD -- '*) if [ ! -e '{armed}' ]; then : > '{armed}'\n\
-             lock=\"$(\"$REAL_GIT\" rev-parse --git-path index.lock)\"; echo running > \"$lock\"\n\
-             kill -9 $PPID; n=0; while [ ! -e '{release}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n\
+            "n=0; while [ ! -e '{release}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n\
              [ \"$(cat \"$lock\" 2>/dev/null)\" = running ] || : > '{clobbered}'\n\
-             rm -f \"$lock\"; : > '{ended}'; exit 0; fi;; esac\n",
-            armed = armed.display(),
+             rm -f \"$lock\"; : > '{ended}'; exit 0",
             release = release.display(),
             clobbered = clobbered.display(),
             ended = ended.display()
         ),
     );
-    let out = env
-        .command()
-        .args(["build", &id, "--json"])
-        .env("PATH", &path)
-        .output()
-        .expect("iced runs");
-    crate::env::assert_killed(&out, "the delivery's checkout");
     assert!(!ended.exists(), "the git outlived the call");
     // The next build, while that git still runs; it is let end once the build has taken the
     // delivery up again.
@@ -294,24 +308,15 @@ fn a_lock_whose_git_runs_on_blocks_the_delivery_naming_it_until_it_is_stopped() 
         "commit src/session.rs fixed\nreport-ok E1 E2\n",
         own_checks(json!([])),
     );
-    let (armed, pid) = (env.outside("armed"), env.outside("pid"));
-    let path = crate::env::git_shim(
-        &env.outside("bin"),
+    let pid = env.outside("pid");
+    killed_in_the_delivery_s_checkout(
+        &env,
+        &id,
         &format!(
-            "case \" $* \" in *' checkout -q HEAD -- '*) if [ ! -e '{armed}' ]; then : > '{armed}'\n\
-             lock=\"$(\"$REAL_GIT\" rev-parse --git-path index.lock)\"; echo running > \"$lock\"\n\
-             kill -9 $PPID; sleep 120 & echo \"$$ $!\" > '{pid}'; wait; fi;; esac\n",
-            armed = armed.display(),
+            "sleep 120 & echo \"$$ $!\" > '{pid}'; wait",
             pid = pid.display()
         ),
     );
-    let out = env
-        .command()
-        .args(["build", &id, "--json"])
-        .env("PATH", &path)
-        .output()
-        .expect("iced runs");
-    crate::env::assert_killed(&out, "the delivery's checkout");
     // Killed in the checkout that sets the worktree to the close: the branch is there already.
     let prepared = env.git_out(&["rev-parse", BRANCH]);
     assert_eq!(
