@@ -234,7 +234,7 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
             // Resuming a blocked run: a fresh attempt of every blocked lane, with a fresh budget;
             // a lane that blocked while landing (its close is committed) lands again instead, in
             // a new round that takes whatever the person did on its branch; one whose delivery
-            // failed after preparing its close delivers that close again.
+            // failed for the loop's own reasons is delivered again (SPEC 23.3).
             let run_id = run.id.clone();
             // An implementer's escalation waits for the person's answer, not for a resume
             // (SPEC 20.7): its lane stays blocked while the others resume; with nothing else
@@ -273,7 +273,8 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
             }
             for lane in run.lanes.iter_mut_where(|l| l.stage == Stage::Blocked && !escalated(l)) {
                 let on_resume = crate::run::decide::on_resume(lane);
-                // Its delivery failed after preparing its close: that close is delivered again.
+                // Its delivery failed for the loop's own reasons: delivered again, a close commit
+                // it prepared adopted.
                 if let Some(failed) = crate::run::decide::deliver_again(lane) {
                     archive(ctx, &run_id, &lane.id, &[failed])?;
                     continue;
