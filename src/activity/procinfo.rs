@@ -97,8 +97,10 @@ pub struct Working {
 
 /// The live processes (other than this one) still working in `dir`: a git (named `git` or
 /// `git-*`) whose working folder is `dir` or a folder in it, or any process holding one of
-/// `files` open. Processes of other users are not seen. `dir` and `files` are compared as
-/// written and as resolved, since `/proc` gives resolved paths.
+/// `files` open. A git daemon (an argument ending in `--daemon`: `fsmonitor--daemon`,
+/// `credential-cache--daemon`) lives on after the command that started it and writes no index or
+/// ref, so it is not one. Processes of other users are not seen. `dir` and `files` are compared
+/// as written and as resolved, since `/proc` gives resolved paths.
 pub fn working_in(dir: &Path, files: &[PathBuf]) -> Vec<Working> {
     let me = std::process::id();
     let dirs: Vec<PathBuf> = [Some(dir.to_path_buf()), dir.canonicalize().ok()]
@@ -123,7 +125,7 @@ pub fn working_in(dir: &Path, files: &[PathBuf]) -> Vec<Working> {
                 fs::read_link(format!("/proc/{pid}/cwd"))
                     .is_ok_and(|cwd| dirs.iter().any(|d| cwd.starts_with(d)))
             };
-            (is_git && in_dir()) || held(*pid)
+            (is_git && in_dir() && !is_daemon(*pid)) || held(*pid)
         })
         .map(|(pid, _)| Working {
             pid,
@@ -132,6 +134,14 @@ pub fn working_in(dir: &Path, files: &[PathBuf]) -> Vec<Working> {
         .collect();
     found.sort_by_key(|w| w.pid);
     found
+}
+
+/// Whether `pid` is a git daemon: one of its arguments ends in `--daemon`.
+fn is_daemon(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .any(|arg| arg.ends_with(b"--daemon"))
 }
 
 /// `/proc` names an open file by its resolved path; `file` may be written through a link in a
@@ -256,6 +266,13 @@ mod tests {
         }
         let lock = other.join("index.lock");
         let mut in_sub = git_sleeping(&bin, &work.join("sub"), "30");
+        // A git daemon in the folder (a shell started as `git`, its last argument the daemon's).
+        std::os::unix::fs::symlink("/bin/sh", bin.join("git-sh")).unwrap();
+        let mut daemon = std::process::Command::new(bin.join("git-sh"))
+            .args(["-c", "sleep 30; true", "fsmonitor--daemon"])
+            .current_dir(&work)
+            .spawn()
+            .unwrap();
         // Not a git: a sleep in the folder is not found; a shell holding the lock open is.
         let mut not_git = std::process::Command::new("sleep")
             .arg("30")
@@ -283,7 +300,7 @@ mod tests {
         let git = found.iter().find(|w| w.pid == in_sub.id()).unwrap();
         assert!(git.command.ends_with("/bin/git 30"), "{git:?}");
         assert!(working_in(&other, &[]).is_empty());
-        for child in [&mut in_sub, &mut not_git, &mut holder] {
+        for child in [&mut in_sub, &mut daemon, &mut not_git, &mut holder] {
             child.kill().unwrap();
             child.wait().unwrap();
         }
