@@ -674,7 +674,14 @@ impl Sim {
         let Some(l) = lane_of_move(next).and_then(|id| self.run.lane(id)) else {
             return;
         };
-        if started(l) || matches!(next, Next::Block { .. } | Next::Stall { .. }) {
+        // A block, a stall or a wait starts nothing (a wait for the claims' renewal names the
+        // lane that would move next, whether or not the pace lets it start).
+        if started(l)
+            || matches!(
+                next,
+                Next::Block { .. } | Next::Stall { .. } | Next::Wait { .. }
+            )
+        {
             return;
         }
         let active = self.run.lanes.iter().filter(|l| active(l)).count();
