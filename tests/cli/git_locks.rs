@@ -265,7 +265,9 @@ fn a_lock_whose_git_outlived_a_killed_call_is_waited_for_not_removed() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // What follows the replay's start (its sandboxes, the worktree's checks, the look at the
+    // locks) takes milliseconds: by now it has found the lock and waits for that git.
+    std::thread::sleep(std::time::Duration::from_secs(2));
     std::fs::write(&release, "").unwrap();
     let out = replay.join().unwrap();
     assert_eq!(out.code, 0, "{out:#?}");
