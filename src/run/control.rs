@@ -275,8 +275,10 @@ pub fn set_paused(ctx: &Ctx<'_>, run_id: &str, paused: bool) -> Result<Run, Refu
                 let on_resume = crate::run::decide::on_resume(lane);
                 // Its delivery failed for the loop's own reasons: delivered again, a close commit
                 // it prepared adopted.
-                if let Some(failed) = crate::run::decide::deliver_again(lane) {
-                    archive(ctx, &run_id, &lane.id, &[failed])?;
+                if on_resume == OnResume::DeliverAgain {
+                    if let Some(failed) = crate::run::decide::deliver_again(lane) {
+                        archive(ctx, &run_id, &lane.id, &[failed])?;
+                    }
                     continue;
                 }
                 if on_resume != OnResume::NewAttempt {

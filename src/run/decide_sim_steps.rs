@@ -884,7 +884,7 @@ impl Sim {
 
     /// `iced run resume` on a blocked run (`control::set_paused`): a fresh attempt of each blocked
     /// lane, or, for one blocked while landing, a new landing round, or, for one whose delivery
-    /// failed after preparing, that delivery again.
+    /// failed for the loop's own reasons, that delivery again.
     fn resume(&mut self) -> bool {
         let armed = self
             .run
@@ -901,7 +901,8 @@ impl Sim {
             kept.now = true;
         }
         for l in self.run.lanes.iter_mut_where(|l| l.stage == Stage::Blocked) {
-            // The rule `control` applies: a delivery that failed after preparing is made again.
+            // The rule `control` applies: a delivery that failed for the loop's own reasons is
+            // made again.
             if crate::run::decide::deliver_again(l).is_some() {
                 continue;
             }
