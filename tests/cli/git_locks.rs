@@ -387,3 +387,30 @@ fn locks_a_failed_definition_of_done_left_are_removed_before_the_next_agent() {
         .collect();
     assert_eq!(steps, ["implement", "implement", "implement"]);
 }
+
+/// A build killed right after removing, before an agent's launch, the locks a failed definition
+/// of done left: the launch it never made counts as crashed (SPEC 21.4), so the next build starts
+/// attempt 3, whose launch removes the two locks the killed call had not reached yet, and which
+/// delivers. Attempt 2's agent never started.
+#[test]
+fn a_build_killed_after_removing_a_lock_before_the_next_agent_delivers() {
+    let (env, id) = with_agent(
+        "attempt 1\ncommit src/session.rs fixed\nreport-ok E1 E2\nattempt 3\ncommit src/session.rs fixed again\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "maxAttempts": 3, "commands": [{"argv": ["sh", "-c", format!("if grep -q again src/session.rs; then exit 0; fi; {LEAVES_LOCKS}; exit 1")], "timeoutSec": 30}]}}),
+    );
+    env.killed_at(&["build", &id, "--json"], "git-lock-after-remove");
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    let starts = env.agent_starts();
+    assert_eq!(starts.len(), 2, "{starts:#?}");
+    assert!(starts[1].contains("attempt=3"), "{starts:#?}");
+    let removed: Vec<String> = removed(&env)
+        .iter()
+        .map(|e| {
+            assert_eq!(e["step"], "implement");
+            let path = e["path"].as_str().unwrap();
+            path.rsplit('/').next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(removed, ["HEAD.lock", format!("{id}.lock").as_str()]);
+}
