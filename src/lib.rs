@@ -8,6 +8,7 @@ pub mod activity;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod confine;
 pub mod failpoint;
 pub mod git;
 pub mod guard;

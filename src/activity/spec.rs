@@ -33,6 +33,11 @@ pub struct ActivitySpec {
     /// is empty), so that what they name is never written here either.
     #[serde(default)]
     pub env_templates: BTreeMap<String, String>,
+    /// What the child may write (SPEC 24.12): entered in the child before it executes `argv`.
+    /// `None` runs it unconfined: a definition-of-done command, or an agent of a person whose
+    /// user config says `agents.unconfined`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<crate::confine::Rules>,
 }
 
 impl ActivitySpec {
@@ -198,6 +203,7 @@ mod tests {
             stdin: None,
             inherit_prefixes: vec!["ANTHROPIC_".into()],
             env_templates: BTreeMap::from([("ANTHROPIC_BASE_URL".into(), "${PROXY}".into())]),
+            confine: None,
         };
         let env = spec.child_env(&vars);
         assert_eq!(env["ANTHROPIC_API_KEY"], "sk-secret");

@@ -235,6 +235,13 @@ fn spawn(spec: &ActivitySpec) -> io::Result<Child> {
         }
         None => Stdio::null(),
     };
+    // Built here, before the fork: the child only enters it (SPEC 24.12).
+    let confinement = spec
+        .confine
+        .as_ref()
+        .map(crate::confine::prepare)
+        .transpose()
+        .map_err(|why| io::Error::other(format!("cannot confine the agent: {why}")))?;
     let mut command = Command::new(program);
     command
         .args(args)
@@ -253,9 +260,10 @@ fn spawn(spec: &ActivitySpec) -> io::Result<Child> {
         // setpgid(0, 0) in the child before exec: the group is what timeouts and the final
         // clean-up signal.
         .process_group(0);
-    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, getppid), and
-    // nothing allocates: errors are built from raw errno values.
+    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, getppid, the
+    // two system calls of `enter`), and nothing allocates: errors are built from raw errno values.
     unsafe {
+        let entry = confinement.as_ref().map(crate::confine::Prepared::entry);
         command.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             // The supervisor may have died before the line above took effect; then no signal
@@ -263,10 +271,16 @@ fn spawn(spec: &ActivitySpec) -> io::Result<Child> {
             if getppid() != supervisor {
                 return Err(io::Error::from_raw_os_error(Errno::ESRCH as i32));
             }
+            // `confinement` holds the rules open until `spawn` below has forked.
+            if let Some(entry) = entry {
+                entry.enter().map_err(io::Error::from_raw_os_error)?;
+            }
             Ok(())
         });
     }
-    command.spawn()
+    let child = command.spawn();
+    drop(confinement);
+    child
 }
 
 /// What set off the stop sequence.

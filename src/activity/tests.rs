@@ -47,6 +47,7 @@ fn spec_for(cwd: &Path, argv: &[&str], timeout_ms: u64, grace_ms: u64) -> Activi
         stdin: None,
         inherit_prefixes: Vec::new(),
         env_templates: BTreeMap::new(),
+        confine: None,
     }
 }
 
@@ -557,4 +558,36 @@ fn the_registration_pipe_ends_at_registration_and_never_reaches_the_child() {
     for fd in [0, 1, 2, file.as_raw_fd(), 1_000_000] {
         assert!(ready_pipe(fd).is_none(), "{fd}");
     }
+}
+
+/// SPEC 24.12: a child confined by its spec writes only beneath the spec's paths and cannot
+/// signal its supervisor (here the test process itself: `kill -0` only asks whether it may).
+#[test]
+fn a_confined_child_writes_only_its_paths_and_cannot_signal_its_supervisor() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let work = d.join("work");
+    fs::create_dir(&work).unwrap();
+    let mut spec = sh(
+        &work,
+        r#"echo mine > mine.txt; echo theirs > ../theirs.txt; kill -0 $PPID && echo signalled > mine.txt; exit 0"#,
+        10_000,
+        200,
+    );
+    spec.confine = Some(crate::confine::Rules {
+        writable: vec![work.clone()],
+    });
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert_eq!(fs::read_to_string(work.join("mine.txt")).unwrap(), "mine\n");
+    assert!(!d.join("theirs.txt").exists(), "it wrote outside its paths");
+    let err = fs::read_to_string(d.join(files::STDERR)).unwrap();
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(err.contains("not permitted"), "{err}");
+    // The same child unconfined does both: the test sees a difference.
+    spec.confine = None;
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert!(d.join("theirs.txt").exists());
+    assert_eq!(fs::read_to_string(work.join("mine.txt")).unwrap(), "signalled\n");
 }

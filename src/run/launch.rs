@@ -124,6 +124,7 @@ pub(crate) fn agent_spec(
             .map(|p| (*p).to_owned())
             .collect(),
         env_templates: runner.env.clone(),
+        confine: None,
     })
 }
 

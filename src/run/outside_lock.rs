@@ -156,6 +156,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                     stdin: None,
                     inherit_prefixes: Vec::new(),
                     env_templates: BTreeMap::new(),
+                    confine: None,
                 };
                 launch(ctx, &dir, &spec)?;
                 crate::failpoint::hit("dod-after-launch");
