@@ -589,5 +589,8 @@ fn a_confined_child_writes_only_its_paths_and_cannot_signal_its_supervisor() {
     let outcome = finished(&spec, d);
     assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
     assert!(d.join("theirs.txt").exists());
-    assert_eq!(fs::read_to_string(work.join("mine.txt")).unwrap(), "signalled\n");
+    assert_eq!(
+        fs::read_to_string(work.join("mine.txt")).unwrap(),
+        "signalled\n"
+    );
 }

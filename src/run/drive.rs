@@ -42,6 +42,7 @@ pub fn start(
 ) -> Result<Admitted, Refusal> {
     // Before admit writes anything or a step starts anything (SPEC 24.10).
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+    crate::run::confinement::require(&ctx.settings, ctx.verb)?;
     ctx.set_pace_flags(flags)?;
     let (run, resumed) = admit::admit(ctx, unit, session, picked, false)?;
     if resumed {
@@ -72,6 +73,7 @@ pub fn start_planning(
     flags: &Flags,
 ) -> Result<Admitted, Refusal> {
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+    crate::run::confinement::require(&ctx.settings, ctx.verb)?;
     ctx.set_pace_flags(flags)?;
     if crate::git::head(&ctx.repo.root).is_none() {
         return Err(ctx.refuse(
@@ -311,6 +313,7 @@ pub fn step_live(
         Some(run) => {
             // Before the step starts anything (SPEC 24.10).
             crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+            crate::run::confinement::require(&ctx.settings, ctx.verb)?;
             let report = stepper::step(ctx, &run)?;
             Ok((Some(run), report))
         }

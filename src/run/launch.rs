@@ -104,6 +104,35 @@ pub(crate) fn agent_spec(
     } else {
         (expand(&runner.argv, &values), None)
     };
+    // SPEC 24.12: a local agent is confined to its workspace; a remote runner's launcher is not
+    // (its agent runs where the launcher puts it).
+    let confine = if runner.remote {
+        None
+    } else {
+        let value = |key: &str| {
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        super::confinement::rules(
+            &super::confinement::Start {
+                role: value("role").unwrap_or_default(),
+                cwd: &start.cwd,
+                dir: start.dir,
+                output: Path::new(value("output_file").unwrap_or_default()),
+            },
+            ctx.verb,
+        )?
+    };
+    if confine.is_some() {
+        let tmp = super::confinement::temp_dir(start.dir)
+            .display()
+            .to_string();
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            env.insert(var.into(), tmp.clone());
+        }
+    }
     Ok(ActivitySpec {
         argv,
         cwd: if runner.remote {
@@ -124,7 +153,7 @@ pub(crate) fn agent_spec(
             .map(|p| (*p).to_owned())
             .collect(),
         env_templates: runner.env.clone(),
-        confine: None,
+        confine,
     })
 }
 

@@ -98,6 +98,7 @@ fn refuse_io(ctx: &Ctx<'_>, what: impl std::fmt::Display) -> Refusal {
 /// Draft the memory files (SPEC 20.15), or take up the draft a killed call left.
 pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+    crate::run::confinement::require(&ctx.settings, ctx.verb)?;
     let Some(runner) = ctx.settings.memory.clone() else {
         return Err(ctx.refuse(
             "memory-needs-runner",

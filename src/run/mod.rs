@@ -9,6 +9,7 @@ pub mod budget;
 pub mod claims;
 pub mod claims_remote;
 pub mod config_keys;
+pub mod confinement;
 pub mod control;
 pub mod ctx;
 pub mod decide;

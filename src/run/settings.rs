@@ -874,16 +874,7 @@ pub fn pace_with(
 /// there that cannot be read or parsed counts as none, except one that is not a regular file,
 /// which is refused (SPEC 24.6).
 fn user_pace() -> Result<Value, crate::store::StoreError> {
-    let dir = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    let bytes = match dir.map(|d| crate::store::read_limited(&d.join("iced/config.json"), 1 << 20))
-    {
-        Some(Ok(bytes)) => bytes,
-        Some(Err(e @ crate::store::StoreError::NotRegular { .. })) => return Err(e),
-        _ => return Ok(Value::Null),
-    };
-    Ok(serde_json::from_slice::<Value>(&bytes).map_or(Value::Null, |v| v["pace"].clone()))
+    super::confinement::user_config().map(|(_, config)| config["pace"].clone())
 }
 
 /// A name a process environment can hold: letters, digits and `_`, not starting with a digit.

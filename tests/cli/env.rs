@@ -92,7 +92,15 @@ impl TestEnv {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = dir.path().join("repo");
         std::fs::create_dir(&root).unwrap();
-        TestEnv { _dir: dir, root }
+        let env = TestEnv { _dir: dir, root };
+        // The fake agent's script and its log of starts live in `agent/`, outside the repository:
+        // the person's user config lets every confined agent write there, and nowhere else
+        // outside its workspace (SPEC 24.12).
+        std::fs::create_dir(env.agent_dir()).unwrap();
+        env.write_user_config(&serde_json::json!({
+            "agents": {"writable": [env.agent_dir()]}
+        }));
+        env
     }
 
     /// A repository where `iced init` has run.
@@ -424,9 +432,22 @@ impl TestEnv {
         (env, id)
     }
 
+    /// The folder outside the repository that the person's user config lets agents write: the
+    /// fake agent's script and log are there, and what a test has an agent leave for it.
+    pub fn agent_dir(&self) -> PathBuf {
+        self.outside("agent")
+    }
+
+    /// The person's user config (`$XDG_CONFIG_HOME/iced/config.json`), replaced whole.
+    pub fn write_user_config(&self, config: &Value) {
+        let path = self.outside("config").join("iced/config.json");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, serde_json::to_string_pretty(config).unwrap()).unwrap();
+    }
+
     /// The script the fake agent of [`fake_runner`] follows, outside the repository.
     pub fn agent_script(&self) -> PathBuf {
-        self.outside("agent.txt")
+        self.agent_dir().join("agent.txt")
     }
 
     /// Every start of the fake agent, as it logged them (`start run=.. lane=.. attempt=.. pid=..`).
