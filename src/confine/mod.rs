@@ -5,7 +5,7 @@
 //! forks; [`Prepared::enter`] applies them in the child, between fork and exec. On Linux the
 //! mechanism is Landlock ([`landlock`]); another system (Seatbelt on macOS, say) goes beside it
 //! behind the same four names. This module decides nothing about roles: the run says which paths
-//! an agent gets (`crate::run::confinement`).
+//! an agent gets (its `confinement` module).
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

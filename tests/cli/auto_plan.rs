@@ -326,6 +326,8 @@ fn a_planner_that_writes_anything_but_its_draft_is_refused() {
         ]),
         3,
     );
+    // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write itself.
+    env.unconfined();
     let (_, id) = auto_plan(&env, "session timeout for idle users", 4);
     let show = env.iced_json(&["run", "show"]).json();
     assert_eq!(
@@ -426,6 +428,8 @@ fn a_reviewer_that_writes_has_no_answer() {
         ]),
         3,
     );
+    // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write itself.
+    env.unconfined();
     env.patch_config(&json!({"plan": {"rounds": 1}}));
     env.commit_all("one round");
     let (last, id) = auto_plan(&env, "session timeout for idle users", 4);

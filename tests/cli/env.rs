@@ -98,7 +98,7 @@ impl TestEnv {
         // outside its workspace (SPEC 24.12).
         std::fs::create_dir(env.agent_dir()).unwrap();
         env.write_user_config(&serde_json::json!({
-            "agents": {"writable": [env.agent_dir()]}
+            "agents": {"writable": [env.agent_dir(), shared_agent_dir()]}
         }));
         env
     }
@@ -360,6 +360,14 @@ pub fn git_at(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A folder every test's agents may write (the tests' user config lists it), for what a test
+/// makes before its repository: one for this test process, in the temporary directory.
+pub fn shared_agent_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("iced-cli-agents-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("the shared agent folder");
+    dir
+}
+
 /// `fixtures/fake-agent`, the scripted stand-in for a coding agent.
 pub fn fake_agent() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-agent")
@@ -436,6 +444,15 @@ impl TestEnv {
     /// fake agent's script and log are there, and what a test has an agent leave for it.
     pub fn agent_dir(&self) -> PathBuf {
         self.outside("agent")
+    }
+
+    /// The person's user config says `agents.unconfined`: a test of the loop's own checks of what
+    /// an agent changed (SPEC 24.2 to 24.5), which stand behind the confinement for a person who
+    /// runs agents unconfined; with the confinement the agent's write would simply fail.
+    pub fn unconfined(&self) {
+        self.write_user_config(&serde_json::json!({
+            "agents": {"unconfined": true, "writable": [self.agent_dir(), shared_agent_dir()]}
+        }));
     }
 
     /// The person's user config (`$XDG_CONFIG_HOME/iced/config.json`), replaced whole.

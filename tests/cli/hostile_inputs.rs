@@ -174,6 +174,8 @@ fn memory_refused(agent: &str, code: &str, snap: &str) -> (TestEnv, TestEnv) {
     let args = ["memory", "draft"];
     let (text_env, json_env) = (memory_env(agent), memory_env(agent));
     for env in [&text_env, &json_env] {
+        // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write.
+        env.unconfined();
         std::fs::write(env.outside("secret.txt"), "TOP-SECRET-7f3a\n").unwrap();
         let script = std::fs::read_to_string(env.agent_script())
             .unwrap()

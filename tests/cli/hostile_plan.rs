@@ -70,6 +70,8 @@ fn refused_plan(planner: &str) -> (TestEnv, Run, String) {
         &format!("role planner\n{planner}\nrole plan-reviewer\n{PASS}\n"),
         3,
     );
+    // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write itself.
+    env.unconfined();
     // What the planner may point at: a secret and a FIFO outside the repository, a tracked file.
     let secret = secret(&env);
     let pipe = env.outside("pipe");
@@ -231,6 +233,8 @@ fn reviewer_swaps_the_kept_draft(reviewer: &str) {
         &format!("role planner\ndraft-body {{planned}}\nrole plan-reviewer\nlens design\n{reviewer}\nlens *\n{PASS}\n"),
         3,
     );
+    // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write itself.
+    env.unconfined();
     let secret = secret(&env);
     let script = std::fs::read_to_string(env.agent_script())
         .unwrap()

@@ -12,6 +12,7 @@ mod claims_remote;
 mod claims_renew;
 mod compat;
 mod config_keys;
+mod confined;
 mod crash;
 mod crash_chained;
 mod crash_plan;

@@ -310,6 +310,9 @@ fn drain_needs_a_runner() {
 /// file with text that is no state.
 fn drain_broken_by_an_agent() -> (TestEnv, String, String) {
     let env = TestEnv::initialized();
+    // Confined, the agent could not write the state at all (SPEC 24.12); this is the drain's
+    // answer to a state that went bad under it.
+    env.unconfined();
     let first = env.approved_unit("delivered before the refusal");
     let second = env.approved_unit("its agent breaks the state");
     let state_file = env.path(".iced/run/state.json");

@@ -36,7 +36,7 @@ fn a_project_run_reads_well() {
     // then lets the other two go on: they wait for it, so neither lands before the handback is
     // recorded (the loop steps lanes in order, the first lane first). The two each rewrite
     // README.md their own way, so the second to land conflicts.
-    let handed_back = env.outside("handed-back");
+    let handed_back = env.agent_dir().join("handed-back");
     let script = format!(
         "lane {held}\nawait-start {second}\nhandback E2 cannot hold without a change to C1\nwrite {marker} yes\nexit 0\nlane *\nawait-file {marker}\ncommit README.md the readme as {{lane}} wrote it\nreport-ok E1 E2\n",
         marker = handed_back.display()

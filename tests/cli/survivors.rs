@@ -15,7 +15,9 @@ pub(crate) struct Escapees {
 
 impl Escapees {
     pub(crate) fn new() -> Escapees {
-        let dir = tempfile::tempdir().expect("a temporary directory");
+        // Where the confined agent may write its escapees' pids (SPEC 24.12).
+        let dir =
+            tempfile::tempdir_in(crate::env::shared_agent_dir()).expect("a temporary directory");
         let file = dir.path().join("escapees.txt");
         Escapees { _dir: dir, file }
     }

@@ -129,7 +129,7 @@ fn a_cloned_config_runs_nothing_until_trusted_and_again_after_it_changes() {
 
     // A change to what runs, landed as an agent's change would be: refused again, the new argv
     // shown, nothing of it run.
-    let script2 = author.outside("agent2.txt");
+    let script2 = author.agent_dir().join("agent2.txt");
     std::fs::write(&script2, "commit src/session.rs fixed\nreport-ok E1 E2\n").unwrap();
     let mut changed: Value =
         serde_json::from_slice(&std::fs::read(dir.join(".iced/config.json")).unwrap()).unwrap();
@@ -152,7 +152,7 @@ fn a_cloned_config_runs_nothing_until_trusted_and_again_after_it_changes() {
         "{refused}"
     );
     assert!(
-        !author.outside("agent2.txt.log").exists(),
+        !author.agent_dir().join("agent2.txt.log").exists(),
         "the changed runner ran"
     );
     // Verbs that only look still work.
@@ -162,7 +162,7 @@ fn a_cloned_config_runs_nothing_until_trusted_and_again_after_it_changes() {
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(last_line(&out)["status"], "delivered", "{out:#?}");
     assert!(
-        author.outside("agent2.txt.log").exists(),
+        author.agent_dir().join("agent2.txt.log").exists(),
         "the trusted runner did not run"
     );
 }

@@ -534,6 +534,8 @@ pub(crate) fn a_validator_that_changes_its_tree_is_discarded_and_run_again() {
                     + &section("*", "validator", "expectations", &format!("report {PASS}"))
                     + &format!("attempt *\nrole validator\nlens full\nstart 1\n{act}\nstart *\nreport {PASS}\n");
                 let (env, id) = validated(&script, &["expectations", "full"], json!({}));
+                // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write.
+                env.unconfined();
                 let (_, run) = build_to_end(&env, &id, 0, "delivered");
 
                 assert_eq!(attempts_of(&env, "validator", "full"), [1, 1], "{act}: run again once");
@@ -613,6 +615,8 @@ pub(crate) fn a_validator_that_moves_the_lane_branch_blocks_the_lane_at_once() {
             &format!("git update-ref refs/heads/iced/{{lane}}/{{lane}} HEAD~1\nreport {PASS}"),
         );
     let (env, id) = validated(&script, &["full"], json!({}));
+    // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write.
+    env.unconfined();
     let (_, run) = build_to_end(&env, &id, 4, "blocked");
     assert_eq!(attempts_of(&env, "validator", "full"), [1], "not run again");
     let show = run_show(&env, &run);
@@ -645,6 +649,8 @@ pub(crate) fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_
             &format!("write ../../{{lane}}/stray.txt left by a validator\nreport {PASS}"),
         );
     let (env, id) = validated(&script, &["full"], json!({}));
+    // The loop's own check, behind the confinement (SPEC 24.12) that would refuse the write.
+    env.unconfined();
     let (_, run) = build_to_end(&env, &id, 4, "blocked");
     let show = run_show(&env, &run);
     let reason = str_of(&show["lanes"][0], "reason");

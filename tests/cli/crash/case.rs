@@ -12,6 +12,8 @@ impl Case {
             .expect("the repo has a parent")
             .join("crash");
         std::fs::create_dir_all(&out).unwrap();
+        // The fake agent logs its starts beside its script here: the person lets agents write it.
+        env.write_user_config(&json!({"agents": {"writable": [env.agent_dir(), out.clone()]}}));
         std::fs::write(out.join("agent.script"), setup.agent.replace("{lane}", &id)).unwrap();
         let mut config: Value = serde_json::from_str(&env.read(".iced/config.json")).unwrap();
         let commands: Vec<Value> = (0..setup.dod)
