@@ -216,3 +216,49 @@ fn a_validator_writes_only_its_sandbox() {
     assert!(!env.path("validator-was-here.txt").exists());
     assert!(!worktree.join("ignored.txt").exists());
 }
+
+/// SPEC 24.12 "Where it is not available": with no Landlock (simulated: the kernel's ABI read as
+/// 0, then as 4, which has no signal scoping) `build` refuses before anything changes, naming what
+/// is missing and what the person can do; no agent starts. The person's `agents.unconfined` lets
+/// the same build deliver.
+#[test]
+fn with_confinement_unavailable_no_agent_starts() {
+    let (env, id) = validated(
+        &crate::validation::implementer(""),
+        &[],
+        json!({"verify": {"independent": false}}),
+    );
+    let args = ["build", id.as_str()];
+    let run = |abi: &str, json: bool| {
+        let mut command = env.command();
+        command.env("ICED_TEST_LANDLOCK_ABI", abi).args(args);
+        if json {
+            command.arg("--json");
+        }
+        crate::env::run(&mut command)
+    };
+    let blocks = ["0", "4"]
+        .iter()
+        .map(|abi| {
+            crate::snap::refusal_blocks(
+                &args,
+                &run(abi, false),
+                &run(abi, true),
+                3,
+                "confinement-unavailable",
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    crate::snap::assert_read!(&env, "refused_confinement-unavailable", blocks);
+    assert!(env.agent_starts().is_empty(), "an agent started");
+    assert!(
+        !env.path(".iced/run/state.json").exists(),
+        "the refused build wrote a state"
+    );
+
+    env.write_user_config(&json!({"agents": {"unconfined": true, "writable": [env.agent_dir()]}}));
+    let out = run("0", true);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(env.agent_starts().len(), 1);
+}

@@ -38,6 +38,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("no-active-unit", In("snap_refusals")),
     ("confirmation-needed", In("snap_refusals")),
     ("config-untrusted", In("snap_refusals")),
+    ("confinement-unavailable", In("confined")),
     ("trust-invalid", In("snap_refusals")),
     ("usage", In("snap_refusals")),
     ("io-error", In("snap_refusals")),
