@@ -1,9 +1,12 @@
 //! The few git questions the record asks (HEAD, the top level, who is signing off). Always argv,
-//! never a shell, and with the variables that would point git at some other repository removed.
+//! never a shell, with the variables that would point git at some other repository removed, and
+//! with every setting that makes git start a program a repository's configuration names switched
+//! off (SPEC 24.13): an agent can write that configuration.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod no_programs;
 pub mod tree;
 
 /// Variables that redirect git away from the repository we were asked about.
@@ -18,14 +21,19 @@ const SCRUBBED: &[&str] = &[
     "GIT_CEILING_DIRECTORIES",
 ];
 
+/// Every git iced starts: in `dir`, its standard input empty, pointed at no other repository, and
+/// starting no program a configuration file names ([`no_programs`]).
 pub fn command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.current_dir(dir).stdin(Stdio::null());
     for var in SCRUBBED {
         cmd.env_remove(var);
     }
+    no_programs::switch_off(&mut cmd);
     cmd
 }
+
+pub use no_programs::config_env;
 
 /// Run git and return its trimmed stdout, or None when git is missing or the command fails.
 fn output(dir: &Path, args: &[&str]) -> Option<String> {

@@ -66,18 +66,9 @@ impl ActivitySpec {
 /// `.git/packed-refs.lock` leaves every later branch creation waiting out git's lock timeout.
 /// Appended to any `GIT_CONFIG_COUNT` pairs `env` holds, so those still apply.
 fn no_housekeeping(env: &mut BTreeMap<String, String>) {
-    let held = env
-        .get("GIT_CONFIG_COUNT")
-        .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(0);
-    for (i, (key, value)) in [("gc.auto", "0"), ("maintenance.auto", "false")]
-        .into_iter()
-        .enumerate()
-    {
-        env.insert(format!("GIT_CONFIG_KEY_{}", held + i), key.to_owned());
-        env.insert(format!("GIT_CONFIG_VALUE_{}", held + i), value.to_owned());
-    }
-    env.insert("GIT_CONFIG_COUNT".to_owned(), (held + 2).to_string());
+    let pairs = [("gc.auto", "0"), ("maintenance.auto", "false")];
+    let vars = crate::git::config_env(env.get("GIT_CONFIG_COUNT").map(String::as_str), &pairs);
+    env.extend(vars);
 }
 
 /// `template` with every `${NAME}` replaced by `NAME`'s value in `vars` (unset is empty); a `$`

@@ -28,6 +28,7 @@ mod harness_codex_pi;
 mod harness_mcp;
 mod host_pace;
 mod hostile_files;
+mod hostile_git_config;
 mod hostile_inputs;
 mod hostile_lane;
 mod hostile_plan;
