@@ -59,7 +59,11 @@ fn main() {
         unconfined.push(u);
         paired.push(c - u);
     }
-    let (c, u, d) = (median(&mut confined), median(&mut unconfined), median(&mut paired));
+    let (c, u, d) = (
+        median(&mut confined),
+        median(&mut unconfined),
+        median(&mut paired),
+    );
     println!(
         "confine: start to outcome, {runs} pairs: confined {c:.2} ms, unconfined {u:.2} ms (medians); difference of medians {:.2} ms, median paired difference {d:.2} ms",
         c - u

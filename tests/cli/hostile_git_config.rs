@@ -35,6 +35,9 @@ fn hooks_an_implementer_configured_never_run_from_the_loops_git() {
         &["full"],
         json!({"land": {"mode": "merge", "strategy": "merge"}}),
     );
+    // Confined, the agent cannot write the configuration at all (SPEC 24.12); this is the
+    // loop's own git, which must hold for a person who runs agents unconfined too.
+    env.unconfined();
     let hooks = env.outside("hooks");
     let marker = env.outside("hook-ran");
     std::fs::create_dir_all(&hooks).unwrap();
