@@ -93,6 +93,14 @@ pub(crate) fn user_agents(step: &str) -> Result<UserAgents, Refusal> {
     })
 }
 
+/// The line `run show` and the handover add while the person's user config runs agents
+/// unconfined (SPEC 24.12), or `None`.
+pub(crate) fn unconfined_line(step: &str) -> Option<&'static str> {
+    user_agents(step)
+        .is_ok_and(|u| u.unconfined)
+        .then_some("agents run unconfined: your user config says agents.unconfined (SPEC 24.12)")
+}
+
 /// Refuse `confinement-unavailable` when the loop would start an agent itself (a local runner
 /// names a role) and this machine cannot confine it, unless the person's user config runs agents
 /// unconfined. Called where the trust is checked, before anything changes.

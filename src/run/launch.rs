@@ -157,6 +157,20 @@ pub(crate) fn agent_spec(
     })
 }
 
+/// An `agent_start` event's `fields`, with `"confined": false` when the agent starts unconfined
+/// because the person's user config says so (SPEC 24.12; a remote runner's agent is confined where
+/// it runs, not here).
+pub(crate) fn start_fields(
+    spec: &ActivitySpec,
+    runner: &super::settings::Runner,
+    mut fields: Value,
+) -> Value {
+    if spec.confine.is_none() && !runner.remote {
+        fields["confined"] = false.into();
+    }
+    fields
+}
+
 /// iced's MCP server for an agent of a lane (SPEC 20.8): the implementer's tools for the
 /// implementer, the read tools for a validator or the refuter, started as the running iced on the
 /// checkout (the harness starts it in the lane's worktree or a sandbox). Only claude and codex

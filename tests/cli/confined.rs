@@ -182,6 +182,16 @@ fn without_confinement_the_same_attempts_go_through() {
     // for `main`.
     let out = env.iced_json(&["build", &id]);
     assert_eq!(out.code, 3, "{out:#?}");
+    // The refusal may come while the agent still works: its outcome says it has ended.
+    let runs = env.path(".iced/run");
+    crate::loop_e2e::wait_for("the implementer's outcome", || {
+        std::fs::read_dir(&runs).unwrap().flatten().any(|run| {
+            run.path()
+                .join(&id)
+                .join("activities/implement-1/outcome.json")
+                .exists()
+        })
+    });
     let tries = attempts(&log);
     assert_eq!(tries.len(), 6, "{tries:#?}");
     assert!(tries.iter().all(|(code, _, _)| *code == 0), "{tries:#?}");
@@ -261,4 +271,21 @@ fn with_confinement_unavailable_no_agent_starts() {
     let out = run("0", true);
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(env.agent_starts().len(), 1);
+    // It says so: the agent's start, `run show` and the handover.
+    let events = env.read(".iced/run/events.jsonl");
+    let start = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "agent_start")
+        .expect("an agent_start event");
+    assert_eq!(start["confined"], false, "{start}");
+    let said = "agents run unconfined: your user config says agents.unconfined";
+    for verb in [["run", "show"], ["run", "handover"]] {
+        let text = env.iced(&verb).ok();
+        assert!(text.stdout.contains(said), "{verb:?}: {}", text.stdout);
+        assert_eq!(env.iced_json(&verb).ok().json()["agents_unconfined"], true);
+    }
+    // Confined, none of it.
+    env.write_user_config(&json!({"agents": {"writable": [env.agent_dir()]}}));
+    assert!(!env.iced(&["run", "show"]).ok().stdout.contains(said));
 }

@@ -113,7 +113,11 @@ pub(crate) fn launch(
         &ctx.paths,
         &snapshot.id,
         Event::AgentStart,
-        json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
+        crate::run::launch::start_fields(
+            &spec,
+            runner,
+            json!({"lane": lane, "attempt": l.attempt, "role": "implementer", "runner": runner.name}),
+        ),
     );
     start(ctx, &dir, &spec)?;
     crate::failpoint::hit("launch-after-spawn");

@@ -249,7 +249,11 @@ pub(crate) fn launch(
             &ctx.paths,
             &snapshot.id,
             Event::AgentStart,
-            json!({"lane": lane_id, "attempt": 1, "role": role, "lens": lens, "step": key, "runner": runner.name}),
+            crate::run::launch::start_fields(
+                &spec,
+                runner,
+                json!({"lane": lane_id, "attempt": 1, "role": role, "lens": lens, "step": key, "runner": runner.name}),
+            ),
         );
         start(ctx, &dir, &spec)?;
         crate::failpoint::hit("plan-launch-after-spawn");

@@ -267,7 +267,11 @@ pub(crate) fn launch(
         &ctx.paths,
         &snapshot.id,
         Event::AgentStart,
-        json!({"lane": lane, "attempt": l.attempt, "role": StepKey::TestWrite.role(), "step": StepKey::TestWrite, "runner": runner.name}),
+        crate::run::launch::start_fields(
+            &spec,
+            runner,
+            json!({"lane": lane, "attempt": l.attempt, "role": StepKey::TestWrite.role(), "step": StepKey::TestWrite, "runner": runner.name}),
+        ),
     );
     start(ctx, &dir, &spec)?;
     crate::failpoint::hit("tester-after-spawn");

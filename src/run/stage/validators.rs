@@ -553,7 +553,11 @@ pub fn launch_all(
             &ctx.paths,
             &snapshot.id,
             Event::AgentStart,
-            json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "step": key, "runner": runner.name}),
+            crate::run::launch::start_fields(
+                &spec,
+                runner,
+                json!({"lane": lane_id, "attempt": lane.attempt, "role": role_of(key), "lens": name_of(key), "step": key, "runner": runner.name}),
+            ),
         );
         launch(ctx, &dir, &spec)?;
         crate::failpoint::hit("validator-after-launch");

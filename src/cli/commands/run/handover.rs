@@ -19,7 +19,12 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     let repo = repo(STEP)?;
     let ctx = Ctx::new(&repo, STEP)?;
     let h = view::handover(&ctx, args.run.as_deref())?;
-    let text = handover::text(&h);
+    let mut text = handover::text(&h);
+    let unconfined = crate::run::confinement::unconfined_line(STEP);
+    if let Some(line) = unconfined {
+        text.push_str(line);
+        text.push('\n');
+    }
     let runs: Vec<_> = h
         .runs
         .iter()
@@ -31,5 +36,9 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
             summary
         })
         .collect();
-    Ok(Output::new(json!({"handover": text, "runs": runs}), text))
+    let mut json = json!({"handover": text, "runs": runs});
+    if unconfined.is_some() {
+        json["agents_unconfined"] = true.into();
+    }
+    Ok(Output::new(json, text))
 }

@@ -34,10 +34,16 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     if let Some(file) = args.html {
         return timeline_output(&ctx, &shown, &file);
     }
-    Ok(match shown {
+    let mut output = match shown {
         Shown::Live(live) => live_output(*live),
         Shown::Recorded(recorded) => recorded_output(*recorded),
-    })
+    };
+    if let Some(line) = crate::run::confinement::unconfined_line(STEP) {
+        output.text.push_str(line);
+        output.text.push('\n');
+        output.json["agents_unconfined"] = true.into();
+    }
+    Ok(output)
 }
 
 /// `--html <file>`: the run's timeline, written atomically to `file` (never through a symlink).
