@@ -63,6 +63,27 @@ pub(crate) fn agent_spec(
         env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
     }
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
+    // SPEC 24.12: a local agent is confined to its workspace; a remote runner's launcher is not
+    // (its agent runs where the launcher puts it).
+    let confine = if runner.remote {
+        None
+    } else {
+        let value = |key: &str| {
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        super::confinement::rules(
+            &super::confinement::Start {
+                role: value("role").unwrap_or_default(),
+                cwd: &start.cwd,
+                dir: start.dir,
+                output: Path::new(value("output_file").unwrap_or_default()),
+            },
+            ctx.verb,
+        )?
+    };
     let (argv, stdin) = if runner.kind.is_harness() {
         let session = crate::runner::session_id(start.nonce);
         // The repository's git directory, and the worktree's own (`.git` in a worktree is a file
@@ -95,6 +116,7 @@ pub(crate) fn agent_spec(
                 git_dirs: &git_dirs,
                 settings: settings.as_deref(),
                 mcp: mcp.as_ref(),
+                confined: confine.is_some(),
             },
         );
         (argv, Some(start.prompt.to_owned()))
@@ -103,27 +125,6 @@ pub(crate) fn agent_spec(
         (expand(&runner.argv, &values), Some(start.prompt.to_owned()))
     } else {
         (expand(&runner.argv, &values), None)
-    };
-    // SPEC 24.12: a local agent is confined to its workspace; a remote runner's launcher is not
-    // (its agent runs where the launcher puts it).
-    let confine = if runner.remote {
-        None
-    } else {
-        let value = |key: &str| {
-            values
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v.as_str())
-        };
-        super::confinement::rules(
-            &super::confinement::Start {
-                role: value("role").unwrap_or_default(),
-                cwd: &start.cwd,
-                dir: start.dir,
-                output: Path::new(value("output_file").unwrap_or_default()),
-            },
-            ctx.verb,
-        )?
     };
     let mut env_templates = runner.env.clone();
     if confine.is_some() {

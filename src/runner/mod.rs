@@ -86,6 +86,9 @@ pub struct Invocation<'a> {
     /// iced's MCP server for this agent (SPEC 20.8), given by claude and codex; the tools allowed
     /// follow `read_only`.
     pub mcp: Option<&'a McpServer>,
+    /// The loop confines the agent itself (SPEC 24.12): codex's own sandbox, which cannot start
+    /// inside that confinement, is off.
+    pub confined: bool,
 }
 
 /// iced's MCP server as a harness starts it (SPEC 20.8, 20.18): the running iced and its
@@ -203,13 +206,18 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
         }
         Kind::Codex => {
             push(&["exec", "--json", "--skip-git-repo-check"]);
-            let sandbox = if inv.read_only {
+            // Codex's sandbox is bubblewrap, which must write `/proc/self/uid_map` and `/tmp` to
+            // start: inside the loop's confinement every command would fail, and 0.171 refuses
+            // its Landlock-only fallback. The confinement bounds what the agent writes instead.
+            let sandbox = if inv.confined {
+                "danger-full-access"
+            } else if inv.read_only {
                 "read-only"
             } else {
                 "workspace-write"
             };
             push(&["--sandbox", sandbox]);
-            if !inv.read_only {
+            if sandbox == "workspace-write" {
                 for dir in inv.git_dirs {
                     push(&["--add-dir", dir]);
                 }
@@ -519,6 +527,7 @@ mod tests {
             git_dirs: &[],
             settings: None,
             mcp: None,
+            confined: false,
         }
     }
 
@@ -658,6 +667,15 @@ mod tests {
             ),
             "{w}"
         );
+        // SPEC 20.8: confined by the loop, codex's own sandbox (which cannot start there) is off,
+        // whatever the role.
+        for read_only in [false, true] {
+            i.read_only = read_only;
+            i.confined = true;
+            let c = argv(Kind::Codex, &i).join(" ");
+            assert!(c.contains("--sandbox danger-full-access -"), "{c}");
+            assert!(!c.contains("--add-dir"), "{c}");
+        }
     }
 
     #[test]

@@ -556,6 +556,7 @@ pub(crate) fn record_claude_outputs() {
                 git_dirs: &[],
                 settings: None,
                 mcp: None,
+                confined: false,
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {
