@@ -26,7 +26,8 @@ pub struct ActivitySpec {
     #[serde(default)]
     pub stdin: Option<PathBuf>,
     /// Variables of the supervisor's own environment whose names start with one of these, passed
-    /// on as they are (credentials: never written here, only named).
+    /// on as they are (credentials: never written here, only named), unless `env` sets one: what
+    /// the loop pins (a confined harness's home, SPEC 20.8) is not undone by the person's own.
     #[serde(default)]
     pub inherit_prefixes: Vec<String>,
     /// Variables set last, each value with `${VAR}` replaced by the supervisor's own `VAR` (unset
@@ -45,10 +46,11 @@ impl ActivitySpec {
     pub fn child_env(&self, vars: &[(String, String)]) -> BTreeMap<String, String> {
         let mut env = self.env.clone();
         for (k, v) in vars {
-            if self
-                .inherit_prefixes
-                .iter()
-                .any(|p| k.starts_with(p.as_str()))
+            if !self.env.contains_key(k)
+                && self
+                    .inherit_prefixes
+                    .iter()
+                    .any(|p| k.starts_with(p.as_str()))
             {
                 env.insert(k.clone(), v.clone());
             }
@@ -200,6 +202,15 @@ mod tests {
         assert_eq!(env["ANTHROPIC_API_KEY"], "sk-secret");
         assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
         assert!(!env.contains_key("GIT_DIR"));
+        // What the spec pins (a confined harness's home) is not replaced by an inherited value.
+        let mut pinned = spec.clone();
+        pinned
+            .env
+            .insert("ANTHROPIC_API_KEY".into(), "from the loop".into());
+        assert_eq!(
+            pinned.child_env(&vars)["ANTHROPIC_API_KEY"],
+            "from the loop"
+        );
         // Nothing secret is in what is written.
         let written = serde_json::to_string(&spec).unwrap();
         assert!(!written.contains("sk-secret") && !written.contains("127.0.0.1"));

@@ -147,15 +147,24 @@ pub(crate) fn rules(start: &Start<'_>, step: &str) -> Result<Option<Rules>, Refu
     if user.unconfined {
         return Ok(None);
     }
-    // Private: 0700, as the activity folder they are in.
+    // Private: 0700, as the activity folder they are in. A folder, not a link to one: the rules,
+    // and the harness home's seeds, would go where it points.
     let made = |p: PathBuf| -> Result<PathBuf, Refusal> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&p)
-            .map(|()| p.clone())
-            .map_err(|e| crate::refusal::io_error(step, format!("create `{}`: {e}", p.display())))
+            .map_err(|e| {
+                crate::refusal::io_error(step, format!("create `{}`: {e}", p.display()))
+            })?;
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => Ok(p),
+            _ => Err(crate::repo::store_refusal(
+                step,
+                crate::store::StoreError::Symlink(p),
+            )),
+        }
     };
     let mut writable = vec![made(temp_dir(start.dir))?, made(home_dir(start.dir))?];
     writable.extend(start.output.parent().map(Path::to_owned));

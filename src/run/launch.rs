@@ -63,6 +63,27 @@ pub(crate) fn agent_spec(
         env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
     }
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
+    // SPEC 24.12: a local agent is confined to its workspace; a remote runner's launcher is not
+    // (its agent runs where the launcher puts it).
+    let confine = if runner.remote {
+        None
+    } else {
+        let value = |key: &str| {
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        super::confinement::rules(
+            &super::confinement::Start {
+                role: value("role").unwrap_or_default(),
+                cwd: &start.cwd,
+                dir: start.dir,
+                output: Path::new(value("output_file").unwrap_or_default()),
+            },
+            ctx.verb,
+        )?
+    };
     let (argv, stdin) = if runner.kind.is_harness() {
         let session = crate::runner::session_id(start.nonce);
         // The repository's git directory, and the worktree's own (`.git` in a worktree is a file
@@ -95,6 +116,7 @@ pub(crate) fn agent_spec(
                 git_dirs: &git_dirs,
                 settings: settings.as_deref(),
                 mcp: mcp.as_ref(),
+                confined: confine.is_some(),
             },
         );
         (argv, Some(start.prompt.to_owned()))
@@ -104,33 +126,33 @@ pub(crate) fn agent_spec(
     } else {
         (expand(&runner.argv, &values), None)
     };
-    // SPEC 24.12: a local agent is confined to its workspace; a remote runner's launcher is not
-    // (its agent runs where the launcher puts it).
-    let confine = if runner.remote {
-        None
-    } else {
-        let value = |key: &str| {
-            values
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v.as_str())
-        };
-        super::confinement::rules(
-            &super::confinement::Start {
-                role: value("role").unwrap_or_default(),
-                cwd: &start.cwd,
-                dir: start.dir,
-                output: Path::new(value("output_file").unwrap_or_default()),
-            },
-            ctx.verb,
-        )?
-    };
+    let mut env_templates = runner.env.clone();
     if confine.is_some() {
         let tmp = super::confinement::temp_dir(start.dir)
             .display()
             .to_string();
         for var in ["TMPDIR", "TMP", "TEMP"] {
             env.insert(var.into(), tmp.clone());
+        }
+        // SPEC 20.8: a confined harness keeps its state in a home of its own, seeded from the
+        // person's (the runner's `env` first, then iced's environment, then the default). The
+        // loop's value wins: it is in `env`, which an inherited variable does not replace, and
+        // the runner's template for it is the person's home, not the child's.
+        if let Some(var) = crate::runner::home::variable(runner.kind) {
+            let vars: Vec<(String, String)> = std::env::vars().collect();
+            let person = |k: &str| {
+                runner
+                    .env
+                    .get(k)
+                    .map(|t| crate::activity::expand_vars(t, &vars))
+                    .filter(|v| !v.is_empty())
+                    .or_else(|| std::env::var(k).ok())
+            };
+            let home = super::confinement::home_dir(start.dir);
+            crate::runner::home::seed(runner.kind, &person, &home)
+                .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+            env.insert(var.into(), home.display().to_string());
+            env_templates.remove(var);
         }
     }
     Ok(ActivitySpec {
@@ -152,7 +174,7 @@ pub(crate) fn agent_spec(
             .iter()
             .map(|p| (*p).to_owned())
             .collect(),
-        env_templates: runner.env.clone(),
+        env_templates,
         confine,
     })
 }
@@ -322,7 +344,8 @@ pub(crate) fn read_harness(
         .session_id
         .as_deref()
         .zip(transcript)
-        .and_then(|(session, to)| copy_transcript(runner, session, to));
+        .zip(harness_home(dir, kind))
+        .and_then(|((session, to), home)| copy_transcript(runner, session, &home, to));
     if copied.is_some() {
         // Copied, not yet recorded: a replay copies it again over the same file.
         crate::failpoint::hit("transcript-after-copy");
@@ -349,17 +372,30 @@ pub(crate) fn read_harness(
     (value, failed)
 }
 
-/// Copy a harness session's transcript to `to` (0600), secrets redacted (SPEC 20.8): the values
-/// of the variables iced passes the harness for its credentials, and keys by their shape. Done
-/// again whole by a call that died before recording it. Returns the path written.
+/// The home the harness of the agent of activity `dir` kept its session in (SPEC 20.8): its own,
+/// when it ran confined (the loop made it, a folder; an agent may have put a link in its place,
+/// which is not followed), else the person's, as iced's environment names it.
+fn harness_home(dir: &Path, kind: crate::runner::Kind) -> Option<PathBuf> {
+    let own = super::confinement::home_dir(dir);
+    match std::fs::symlink_metadata(&own) {
+        Ok(m) if m.is_dir() => Some(own),
+        Ok(_) => None,
+        Err(_) => crate::runner::home::home_of(kind, &|k| std::env::var(k).ok()),
+    }
+}
+
+/// Copy the transcript of session `session`, kept in the harness home `home`, to `to` (0600),
+/// secrets redacted (SPEC 20.8): the values of the variables iced passes the harness for its
+/// credentials, and keys by their shape. Done again whole by a call that died before recording
+/// it. Returns the path written.
 pub(crate) fn copy_transcript(
     runner: &super::settings::Runner,
     session: &str,
+    home: &Path,
     to: &Path,
 ) -> Option<String> {
-    let var = |k: &str| std::env::var(k).ok();
-    let from = crate::runner::transcript_of(runner.kind, session, &var)?;
-    let text = crate::store::read_limited(&from, 64 * 1024 * 1024).ok()?;
+    let from = crate::runner::transcript_of(runner.kind, session, home)?;
+    let text = crate::store::read_no_follow(&from, 64 * 1024 * 1024).ok()?;
     // Secrets: every variable of iced's environment named like one, and the values the runner's
     // `env` gives to variables named like one (whatever its template reads them from).
     let secret_name = |k: &str| {

@@ -1,13 +1,16 @@
 //! Harness runners (SPEC 20.8): how a coding-agent harness run headless is started, and what its
 //! machine output says about the run: argv from an invocation, a result from bytes (one module per
 //! harness), an answer from a final message, redaction. Nothing here starts a process; only
-//! `transcript_of` looks at the file system, to find where a harness kept a session.
+//! `transcript_of` looks at the file system, to find where a harness kept a session, and `home`
+//! seeds a confined agent's harness home with copies of the person's login files.
 
 use serde::Serialize;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 mod claude;
 mod codex;
+pub mod home;
 mod pi;
 
 pub use pi::pi_session_usage;
@@ -83,6 +86,9 @@ pub struct Invocation<'a> {
     /// iced's MCP server for this agent (SPEC 20.8), given by claude and codex; the tools allowed
     /// follow `read_only`.
     pub mcp: Option<&'a McpServer>,
+    /// The loop confines the agent itself (SPEC 24.12): codex's own sandbox, which cannot start
+    /// inside that confinement, is off.
+    pub confined: bool,
 }
 
 /// iced's MCP server as a harness starts it (SPEC 20.8, 20.18): the running iced and its
@@ -200,13 +206,18 @@ pub fn argv(kind: Kind, inv: &Invocation<'_>) -> Vec<String> {
         }
         Kind::Codex => {
             push(&["exec", "--json", "--skip-git-repo-check"]);
-            let sandbox = if inv.read_only {
+            // Codex's sandbox is bubblewrap, which must write `/proc/self/uid_map` and `/tmp` to
+            // start: inside the loop's confinement every command would fail, and 0.171 refuses
+            // its Landlock-only fallback. The confinement bounds what the agent writes instead.
+            let sandbox = if inv.confined {
+                "danger-full-access"
+            } else if inv.read_only {
                 "read-only"
             } else {
                 "workspace-write"
             };
             push(&["--sandbox", sandbox]);
-            if !inv.read_only {
+            if sandbox == "workspace-write" {
                 for dir in inv.git_dirs {
                     push(&["--add-dir", dir]);
                 }
@@ -439,46 +450,21 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     result
 }
 
-/// Where a harness keeps the transcript of session `session` (SPEC 20.8): Claude Code's
-/// `<$CLAUDE_CONFIG_DIR or ~/.claude>/projects/<folder>/<session>.jsonl`; Codex's
-/// `<$CODEX_HOME or ~/.codex>/sessions/<y>/<m>/<d>/rollout-<time>-<session>.jsonl`; pi's
-/// `<$PI_CODING_AGENT_DIR or ~/.pi/agent>/sessions/<folder>/<time>_<session>.jsonl`.
-pub fn transcript_of(
-    kind: Kind,
-    session: &str,
-    vars: &dyn Fn(&str) -> Option<String>,
-) -> Option<std::path::PathBuf> {
-    use std::path::{Path, PathBuf};
+/// Where a harness whose home is `home` (SPEC 20.8: a confined agent's own, else the person's,
+/// [`home::home_of`]) keeps the transcript of session `session`: Claude Code's
+/// `projects/<folder>/<session>.jsonl`; Codex's `sessions/<y>/<m>/<d>/rollout-<time>-<session>.jsonl`;
+/// pi's `sessions/<folder>/<time>_<session>.jsonl`. No link below `home` is followed: an agent
+/// writes its home, and must not point the loop at a file elsewhere.
+pub fn transcript_of(kind: Kind, session: &str, home: &Path) -> Option<PathBuf> {
     if session.is_empty() || session.contains('/') {
         return None;
     }
-    let home = |rel: &str| vars("HOME").map(|h| Path::new(&h).join(rel));
-    // (where, folders down, the file's name begins with, and ends with)
-    let (root, depth, starts, ends) = match kind {
+    // (the folder, folders down, the file's name begins with, and ends with)
+    let (folder, depth, starts, ends) = match kind {
         Kind::Command => return None,
-        Kind::Claude => {
-            let config = vars("CLAUDE_CONFIG_DIR")
-                .map(PathBuf::from)
-                .or_else(|| home(".claude"))?;
-            (config.join("projects"), 1, "", format!("{session}.jsonl"))
-        }
-        Kind::Codex => {
-            let config = vars("CODEX_HOME")
-                .map(PathBuf::from)
-                .or_else(|| home(".codex"))?;
-            (
-                config.join("sessions"),
-                3,
-                "rollout-",
-                format!("-{session}.jsonl"),
-            )
-        }
-        Kind::Pi => {
-            let config = vars("PI_CODING_AGENT_DIR")
-                .map(PathBuf::from)
-                .or_else(|| home(".pi/agent"))?;
-            (config.join("sessions"), 1, "", format!("_{session}.jsonl"))
-        }
+        Kind::Claude => ("projects", 1, "", format!("{session}.jsonl")),
+        Kind::Codex => ("sessions", 3, "rollout-", format!("-{session}.jsonl")),
+        Kind::Pi => ("sessions", 1, "", format!("_{session}.jsonl")),
     };
     // Claude's file is exactly `<session>.jsonl`; the others' end with the session.
     let name = |n: &str| {
@@ -488,20 +474,31 @@ pub fn transcript_of(
             n.starts_with(starts) && n.ends_with(&ends)
         }
     };
+    // What is in `dir` of the kind `want`, as it is (a link is a link, not what it names).
+    let entries = |dir: &PathBuf, want: fn(&std::fs::FileType) -> bool| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| want(&t)))
+            .map(|e| e.path())
+            .collect()
+    };
+    let root = home.join(folder);
+    if !std::fs::symlink_metadata(&root).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
     // Folders `depth` levels down, then the file.
     let mut dirs = vec![root];
     for _ in 0..depth {
         dirs = dirs
             .iter()
-            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
+            .flat_map(|d| entries(d, std::fs::FileType::is_dir))
             .collect();
     }
     dirs.iter()
-        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
-        .map(|e| e.path())
-        .find(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(name))
+        .flat_map(|d| entries(d, std::fs::FileType::is_file))
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(name))
 }
 
 #[cfg(test)]
@@ -530,6 +527,7 @@ mod tests {
             git_dirs: &[],
             settings: None,
             mcp: None,
+            confined: false,
         }
     }
 
@@ -669,6 +667,15 @@ mod tests {
             ),
             "{w}"
         );
+        // SPEC 20.8: confined by the loop, codex's own sandbox (which cannot start there) is off,
+        // whatever the role.
+        for read_only in [false, true] {
+            i.read_only = read_only;
+            i.confined = true;
+            let c = argv(Kind::Codex, &i).join(" ");
+            assert!(c.contains("--sandbox danger-full-access -"), "{c}");
+            assert!(!c.contains("--add-dir"), "{c}");
+        }
     }
 
     #[test]
@@ -724,20 +731,53 @@ mod tests {
         let claude = made("claude/projects/-tmp-repo/abc-1.jsonl");
         let codex = made("codex/sessions/2026/11/30/rollout-2026-11-30T00-55-01-th-1.jsonl");
         let pi = made("pi/sessions/--tmp-repo--/2026-11-30T00-58-58-480Z_ps-1.jsonl");
-        let vars = |k: &str| {
-            let r = |p: &str| Some(root.join(p).display().to_string());
-            match k {
-                "CLAUDE_CONFIG_DIR" => r("claude"),
-                "CODEX_HOME" => r("codex"),
-                "PI_CODING_AGENT_DIR" => r("pi"),
-                _ => None,
-            }
-        };
-        assert_eq!(transcript_of(Kind::Claude, "abc-1", &vars), Some(claude));
-        assert_eq!(transcript_of(Kind::Codex, "th-1", &vars), Some(codex));
-        assert_eq!(transcript_of(Kind::Pi, "ps-1", &vars), Some(pi));
-        assert_eq!(transcript_of(Kind::Codex, "other", &vars), None);
-        assert_eq!(transcript_of(Kind::Claude, "../x", &vars), None);
+        let home = |h: &str| root.join(h);
+        assert_eq!(
+            transcript_of(Kind::Claude, "abc-1", &home("claude")),
+            Some(claude)
+        );
+        assert_eq!(
+            transcript_of(Kind::Codex, "th-1", &home("codex")),
+            Some(codex)
+        );
+        assert_eq!(transcript_of(Kind::Pi, "ps-1", &home("pi")), Some(pi));
+        assert_eq!(transcript_of(Kind::Codex, "other", &home("codex")), None);
+        assert_eq!(transcript_of(Kind::Claude, "../x", &home("claude")), None);
+        assert_eq!(transcript_of(Kind::Command, "abc-1", &home("claude")), None);
+    }
+
+    /// An agent writes its harness's home: a link it left there (to a folder, or to a file named
+    /// like its session) is not followed to a file elsewhere.
+    #[test]
+    fn a_transcript_is_not_found_through_a_link_in_the_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("p")).unwrap();
+        std::fs::write(elsewhere.join("p/s-1.jsonl"), "{}\n").unwrap();
+        let linked_root = dir.path().join("a");
+        std::fs::create_dir(&linked_root).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, linked_root.join("projects")).unwrap();
+        assert_eq!(transcript_of(Kind::Claude, "s-1", &linked_root), None);
+        let linked_folder = dir.path().join("b");
+        std::fs::create_dir_all(linked_folder.join("projects")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("p"), linked_folder.join("projects/p")).unwrap();
+        assert_eq!(transcript_of(Kind::Claude, "s-1", &linked_folder), None);
+        let linked_file = dir.path().join("c");
+        std::fs::create_dir_all(linked_file.join("projects/p")).unwrap();
+        std::os::unix::fs::symlink(
+            elsewhere.join("p/s-1.jsonl"),
+            linked_file.join("projects/p/s-1.jsonl"),
+        )
+        .unwrap();
+        assert_eq!(transcript_of(Kind::Claude, "s-1", &linked_file), None);
+        // The same file, where it belongs, is found.
+        std::fs::remove_file(linked_file.join("projects/p/s-1.jsonl")).unwrap();
+        std::fs::copy(
+            elsewhere.join("p/s-1.jsonl"),
+            linked_file.join("projects/p/s-1.jsonl"),
+        )
+        .unwrap();
+        assert!(transcript_of(Kind::Claude, "s-1", &linked_file).is_some());
     }
 
     #[test]

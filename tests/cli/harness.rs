@@ -181,6 +181,55 @@ pub(crate) fn record<'a>(show: &'a Value, key: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {key} record in {show:#}"))
 }
 
+/// SPEC 20.8, 24.12: the session of the agent of step `key` (its current record in `show`) is a
+/// file of its own harness home, `<activity>/home/`, which the loop gave it, and in none of the
+/// person's folders `theirs` (their HOME, the home their variable names), which a confined agent
+/// cannot write. Returns the session file.
+pub(crate) fn assert_session_in_agent_home(
+    env: &TestEnv,
+    (run, lane): (&str, &str),
+    show: &Value,
+    key: &str,
+    theirs: &[&Path],
+) -> PathBuf {
+    let rec = record(show, key);
+    let session = str_of(&rec["outcome"]["harness"], "session_id");
+    let attempt = rec["attempt"].as_u64().expect("an attempt");
+    let home = env.path(&format!(
+        ".iced/run/{run}/{lane}/activities/{key}-{attempt}/home"
+    ));
+    // Claude's and pi's file is named after the session, Codex's after its thread: each ends so.
+    let named = format!("{session}.jsonl");
+    let sessions = |dir: &Path| -> Vec<PathBuf> {
+        walk_files(dir)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().ends_with(&named))
+            .collect()
+    };
+    let mine = sessions(&home);
+    assert_eq!(
+        mine.len(),
+        1,
+        "{key}'s session {session} in its own home {}: {:#?}",
+        home.display(),
+        walk_files(&home)
+    );
+    assert!(
+        std::fs::symlink_metadata(&mine[0]).unwrap().is_file(),
+        "{}",
+        mine[0].display()
+    );
+    for dir in theirs {
+        assert_eq!(
+            sessions(dir),
+            Vec::<PathBuf>::new(),
+            "{key}'s session in the person's {}",
+            dir.display()
+        );
+    }
+    mine[0].clone()
+}
+
 /// SPEC 20.8: the real Claude Code CLI implements (a tool call that commits, then its report in
 /// its final message) and validates (its answer in its final message, read-only tools); the run
 /// is delivered, and the record names each agent's session, model, turns and cost. The API key
@@ -291,6 +340,12 @@ pub(crate) fn claude_implements_and_validates_a_unit_through_the_mock_api() {
             path.display()
         );
     }
+
+    // Each agent kept its session in the home the loop gave it, not in the person's HOME.
+    let home = h.env.outside("home");
+    for key in ["implement", "validate-full"] {
+        assert_session_in_agent_home(&h.env, (&run, &h.id), &show, key, &[&home]);
+    }
 }
 
 /// SPEC 20.8: an API error makes the harness say `is_error` (while exiting 0 and saying
@@ -320,6 +375,13 @@ pub(crate) fn an_api_error_is_a_crash_and_blocks_the_lane_once_retries_are_spent
     // Two agents ran and failed; neither reported a cost: the total is unknown, not 0.
     assert_eq!(show["cost"]["agents"], 2, "{:#}", show["agents"]);
     assert_eq!(show["cost"]["unknown"], 2);
+    assert_session_in_agent_home(
+        &h.env,
+        (&run, &h.id),
+        &show,
+        "implement",
+        &[&h.env.outside("home")],
+    );
 }
 
 /// SPEC 20.8: a tool the implementer was not allowed is denied; the CLI still exits 0 and says
@@ -345,6 +407,13 @@ pub(crate) fn a_denied_tool_fails_the_implementer() {
     let (out, last) = h.build();
     assert_eq!(last["status"], "blocked", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
+    assert_session_in_agent_home(
+        &h.env,
+        (str_of(&last, "run"), &h.id),
+        &show,
+        "implement",
+        &[&h.env.outside("home")],
+    );
     let implement = record(&show, "implement");
     assert_eq!(implement["status"], "failed", "{implement:#}");
     assert!(
@@ -393,6 +462,15 @@ pub(crate) fn the_guard_hook_keeps_a_claude_implementer_off_its_contract() {
     let (out, last) = h.build();
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
+    for key in ["implement", "validate-full"] {
+        assert_session_in_agent_home(
+            &h.env,
+            (str_of(&last, "run"), &h.id),
+            &show,
+            key,
+            &[&h.env.outside("home")],
+        );
+    }
     let implement = record(&show, "implement");
     assert_eq!(implement["status"], "done", "{implement:#}");
     let harness = &implement["outcome"]["harness"];
@@ -556,6 +634,7 @@ pub(crate) fn record_claude_outputs() {
                 git_dirs: &[],
                 settings: None,
                 mcp: None,
+                confined: false,
             },
         );
         if let Some(i) = argv.iter().position(|a| a == "json") {
@@ -618,6 +697,14 @@ fn killed_at_then_delivered(program: &Path, failpoint: (&str, &str)) -> (Harness
         .filter(|s| s.rule.as_deref() == Some("# Brief: implement") && s.turn == 0)
         .count();
     assert_eq!(implementer_calls, 1, "the implementer ran once");
+    let show = h.show(str_of(&last, "run"));
+    assert_session_in_agent_home(
+        &h.env,
+        (str_of(&last, "run"), &h.id),
+        &show,
+        "implement",
+        &[&home],
+    );
     (h, last)
 }
 
@@ -674,6 +761,13 @@ pub(crate) fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_deliv
     let (out, last) = h.build();
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
+    assert_session_in_agent_home(
+        &h.env,
+        (str_of(&last, "run"), &h.id),
+        &show,
+        "implement",
+        &[&h.env.outside("home")],
+    );
     let lane = &show["lanes"][0];
     assert_eq!(
         lane["attempt"], 1,
@@ -759,11 +853,14 @@ pub(crate) fn a_transcript_is_captured_with_a_planted_key_redacted() {
         std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    // The original held them: the redaction did something.
-    let original = walk_files(&h.env.outside("home"))
-        .into_iter()
-        .find(|p| p.ends_with(format!("{session}.jsonl")))
-        .expect("the CLI's own transcript");
+    // The original, in the agent's own home, held them: the redaction did something.
+    let original = assert_session_in_agent_home(
+        &h.env,
+        (str_of(&last, "run"), &h.id),
+        &show,
+        "implement",
+        &[&h.env.outside("home")],
+    );
     let original = std::fs::read_to_string(original).unwrap();
     assert!(original.contains(API_KEY) && original.contains(CRED));
     // The validator's is there too.
@@ -802,6 +899,13 @@ pub(crate) fn a_rate_limited_validator_paces_the_run_then_answers() {
     let (out, last) = h.build();
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
+    assert_session_in_agent_home(
+        &h.env,
+        (str_of(&last, "run"), &h.id),
+        &show,
+        "validate-full",
+        &[&h.env.outside("home")],
+    );
     assert_eq!(show["lanes"][0]["crashes"], 0, "{show:#}");
     let events = h.env.read(".iced/run/events.jsonl");
     let paced = events

@@ -30,29 +30,17 @@ pub(crate) fn codex() -> Option<PathBuf> {
 }
 
 /// A buildable unit whose implementer and validator are the real `codex`, on `api`'s Responses
-/// API (its provider given by `-c` in the runner's `args`).
+/// API: its provider is in the person's own `config.toml` (their `CODEX_HOME`), which reaches a
+/// confined agent only as the copy the loop seeds its home with (SPEC 20.8).
 pub(crate) fn codex_harness(program: &std::path::Path, api: MockApi) -> Harness {
-    let provider = |k: &str, v: &str| format!("model_providers.mock.{k}={v}");
-    let args = vec![
-        "-c".to_owned(),
-        "model_provider=mock".to_owned(),
-        "-c".to_owned(),
-        provider("name", "\"Mock\""),
-        "-c".to_owned(),
-        provider("base_url", &format!("\"{}/v1\"", api.url)),
-        "-c".to_owned(),
-        provider("env_key", "OPENAI_API_KEY"),
-        "-c".to_owned(),
-        provider("wire_api", "responses"),
-        "-c".to_owned(),
-        provider("request_max_retries", "0"),
-        "-c".to_owned(),
-        provider("stream_max_retries", "0"),
-    ];
+    let config = format!(
+        "model_provider = \"mock\"\n\n[model_providers.mock]\nname = \"Mock\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+        serde_json::to_string(&format!("{}/v1", api.url)).unwrap()
+    );
     let (env, id) = TestEnv::buildable_with(|_| {
         json!({
             "runners": {"cx": {"kind": "codex", "program": program.display().to_string(),
-                "timeoutSec": 120, "args": args}},
+                "timeoutSec": 120}},
             "roles": {
                 "implementer": {"runner": "cx", "model": "gpt-5.5"},
                 "validator": {"runner": "cx", "model": "gpt-5.5-mini"}
@@ -65,7 +53,9 @@ pub(crate) fn codex_harness(program: &std::path::Path, api: MockApi) -> Harness 
             "run": {"maxCrashRetries": 0}
         })
     });
-    Harness { env, id, api }
+    let h = Harness { env, id, api };
+    std::fs::write(h.codex_home().join("config.toml"), config).unwrap();
+    h
 }
 
 /// SPEC 20.8, with Codex: the real `codex exec` implements (its own shell tool commits, its
@@ -129,6 +119,35 @@ fn codex_implements_and_validates_a_unit_through_the_mock_api() {
             .any(|s| s.rule.as_deref() == Some("# Validate:") && s.model == "gpt-5.5-mini"),
         "{seen:#?}"
     );
+
+    // Each agent kept its rollout in its own CODEX_HOME, not the person's, and found the
+    // person's provider in a copy of their config.toml there.
+    let run = str_of(&last, "run");
+    let theirs = h.codex_home();
+    for (key, activity) in [
+        ("implement", "implement-1"),
+        ("validate-full", "validate-full-1"),
+    ] {
+        assert_session_in_agent_home(
+            &h.env,
+            (run, &h.id),
+            &show,
+            key,
+            &[&theirs, &h.env.outside("home")],
+        );
+        let copy = h.env.path(&format!(
+            ".iced/run/{run}/{}/activities/{activity}/home/config.toml",
+            h.id
+        ));
+        let meta = std::fs::symlink_metadata(&copy).unwrap();
+        assert!(meta.is_file(), "a copy, not a link: {}", copy.display());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read(&copy).unwrap(),
+            std::fs::read(theirs.join("config.toml")).unwrap()
+        );
+    }
 }
 
 /// The pi CLI and the folder of the Node it needs, or why they are not here (`ICED_PI`, and
@@ -171,12 +190,19 @@ fn pi_implements_and_validates_a_unit_through_the_mock_api() {
             "run": {"maxCrashRetries": 0}
         })
     });
-    // pi's own folder: the mock as the Anthropic provider's endpoint, no retries.
+    // The person's pi folder: the mock as the Anthropic provider's endpoint, the key as a login
+    // saved in auth.json (none in the environment), and settings, which are not theirs to give
+    // an agent (SPEC 20.8).
     let agent_dir = env.outside("pi-agent");
     std::fs::create_dir_all(&agent_dir).unwrap();
     std::fs::write(
         agent_dir.join("models.json"),
         json!({"providers": {"anthropic": {"baseUrl": api.url}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        agent_dir.join("auth.json"),
+        json!({"anthropic": {"type": "api_key", "key": API_KEY}}).to_string(),
     )
     .unwrap();
     std::fs::write(
@@ -199,7 +225,6 @@ fn pi_implements_and_validates_a_unit_through_the_mock_api() {
             .env("PI_OFFLINE", "1")
             .env("PI_TELEMETRY", "0")
             .env("PI_SKIP_VERSION_CHECK", "1")
-            .env("ANTHROPIC_API_KEY", API_KEY)
             .args(["build", &id, "--json"]),
     );
     let last = last_line(&out);
@@ -246,4 +271,29 @@ fn pi_implements_and_validates_a_unit_through_the_mock_api() {
         "pass",
         "{validate:#}"
     );
+
+    // Each agent logged in with the copy of the person's auth.json in its own home, reached the
+    // mock through the copy of their models.json, got none of their settings, and kept its
+    // session there, not in the person's folder.
+    let seen = api.seen();
+    assert!(
+        seen.iter()
+            .all(|s| s.credential.as_deref() == Some(API_KEY)),
+        "{seen:#?}"
+    );
+    for (key, activity) in [
+        ("implement", "implement-1"),
+        ("validate-full", "validate-full-1"),
+    ] {
+        assert_session_in_agent_home(&env, (&run, &id), &show, key, &[&agent_dir, &home]);
+        let own = env.path(&format!(".iced/run/{run}/{id}/activities/{activity}/home"));
+        for name in ["auth.json", "models.json"] {
+            let meta = std::fs::symlink_metadata(own.join(name)).unwrap();
+            assert!(meta.is_file(), "{name}: a copy, not a link");
+        }
+        assert!(
+            !own.join("settings.json").exists(),
+            "the person's settings are not seeded"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 //! a tool error naming the field and writes nothing; the good one is the lane's report, and the
 //! lane is delivered. The CLIs are found and required as in `harness.rs`.
 
-use crate::harness::{claude, record, validator, Harness, PASS, REPORT};
+use crate::harness::{assert_session_in_agent_home, claude, record, Harness, PASS, REPORT};
 use crate::loop_e2e::str_of;
 use crate::mock_api::{Reply, Rule, Seen};
 use serde_json::{json, Value};
@@ -49,6 +49,19 @@ fn implementer() -> Rule {
                 serde_json::from_str(REPORT).expect("a JSON object"),
             ),
             Reply::Text("Submitted through iced_submit.".into()),
+        ],
+    )
+}
+
+/// A validator that reads through the server before it answers: the run, then the handover.
+/// Its server runs confined, as its harness does (SPEC 24.12), and reads only.
+fn validator() -> Rule {
+    Rule::new(
+        "# Validate:",
+        vec![
+            call("iced_run_show", json!({})),
+            call("iced_handover", json!({})),
+            Reply::Text(format!("I read the change.\n\n```json\n{PASS}\n```\n")),
         ],
     )
 }
@@ -116,6 +129,30 @@ fn assert_delivered_through_the_server(h: &Harness, last: &Value, out: &crate::e
             .git_out(&["show", &format!("{branch}:src/session.txt")]),
         "sessions end when idle\n"
     );
+    // The validator's reads through its confined server answered.
+    let told = h
+        .api
+        .seen()
+        .into_iter()
+        .filter(|s| s.rule.as_deref() == Some("# Validate:"))
+        .max_by_key(|s| s.turn)
+        .expect("the validator asked the API");
+    assert_eq!(told.tool_results.len(), 2, "{:#?}", told.tool_results);
+    assert!(
+        told.tool_results[0].contains(&run) && told.tool_results[0].contains("validate-full"),
+        "iced_run_show: {}",
+        told.tool_results[0]
+    );
+    assert!(
+        told.tool_results[1].contains("handover") && told.tool_results[1].contains(&run),
+        "iced_handover: {}",
+        told.tool_results[1]
+    );
+    // Each agent kept its session in its own home, not in the person's.
+    let theirs = [h.env.outside("home"), h.codex_home()];
+    for key in ["implement", "validate-full"] {
+        assert_session_in_agent_home(&h.env, (&run, &h.id), &show, key, &[&theirs[0], &theirs[1]]);
+    }
 }
 
 /// SPEC 20.8, 20.18 with the real Claude Code CLI: the implementer is offered the implementer's
@@ -124,7 +161,7 @@ fn assert_delivered_through_the_server(h: &Harness, last: &Value, out: &crate::e
 #[test]
 fn claude_builds_a_lane_through_the_mcp_server() {
     let Some(program) = claude() else { return };
-    let h = Harness::new(&program, vec![implementer(), validator(PASS)], json!({}));
+    let h = Harness::new(&program, vec![implementer(), validator()], json!({}));
     let (out, last) = h.build();
     assert_delivered_through_the_server(&h, &last, &out);
     let seen = h.api.seen();
@@ -191,7 +228,7 @@ fn codex_builds_a_lane_through_the_mcp_server() {
     let Some(program) = crate::harness_codex_pi::codex() else {
         return;
     };
-    let api = crate::mock_api::MockApi::start(vec![implementer(), validator(PASS)]);
+    let api = crate::mock_api::MockApi::start(vec![implementer(), validator()]);
     let h = crate::harness_codex_pi::codex_harness(&program, api);
     let (out, last) = h.build();
     assert_delivered_through_the_server(&h, &last, &out);

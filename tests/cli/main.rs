@@ -25,6 +25,7 @@ mod goal_coverage;
 mod guard;
 mod harness;
 mod harness_codex_pi;
+mod harness_home;
 mod harness_mcp;
 mod host_pace;
 mod hostile_files;

@@ -81,6 +81,8 @@ pub struct Seen {
     pub rule: Option<String>,
     pub turn: usize,
     pub authorization: bool,
+    /// The key the request carried: `x-api-key`, or what follows `Bearer ` in `authorization`.
+    pub credential: Option<String>,
     /// What the conversation's tool calls returned, in order (what the agent's harness told the
     /// model: an output, or why a call was refused).
     pub tool_results: Vec<String>,
@@ -308,6 +310,11 @@ fn scripted(
             .headers
             .iter()
             .any(|(k, _)| k == "x-api-key" || k == "authorization"),
+        credential: req.headers.iter().find_map(|(k, v)| match k.as_str() {
+            "x-api-key" => Some(v.clone()),
+            "authorization" => v.strip_prefix("Bearer ").map(str::to_owned),
+            _ => None,
+        }),
         tool_results,
         tools: tool_names(body),
         body: body.clone(),
