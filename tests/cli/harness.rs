@@ -76,6 +76,18 @@ pub(crate) struct Harness {
 }
 
 impl Harness {
+    /// [`assert_session_in_agent_home`] for this harness's lane, the run `last` names, and the
+    /// test's home as the person's.
+    fn assert_session_in_its_home(&self, last: &Value, show: &Value, key: &str) -> PathBuf {
+        assert_session_in_agent_home(
+            &self.env,
+            (str_of(last, "run"), &self.id),
+            show,
+            key,
+            &[&self.env.outside("home")],
+        )
+    }
+
     pub(crate) fn new(program: &std::path::Path, rules: Vec<Rule>, patch: Value) -> Harness {
         let api = MockApi::start(rules);
         let (env, id) = TestEnv::buildable_with(|_| {
@@ -407,13 +419,7 @@ pub(crate) fn a_denied_tool_fails_the_implementer() {
     let (out, last) = h.build();
     assert_eq!(last["status"], "blocked", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
-    assert_session_in_agent_home(
-        &h.env,
-        (str_of(&last, "run"), &h.id),
-        &show,
-        "implement",
-        &[&h.env.outside("home")],
-    );
+    h.assert_session_in_its_home(&last, &show, "implement");
     let implement = record(&show, "implement");
     assert_eq!(implement["status"], "failed", "{implement:#}");
     assert!(
@@ -463,13 +469,7 @@ pub(crate) fn the_guard_hook_keeps_a_claude_implementer_off_its_contract() {
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
     for key in ["implement", "validate-full"] {
-        assert_session_in_agent_home(
-            &h.env,
-            (str_of(&last, "run"), &h.id),
-            &show,
-            key,
-            &[&h.env.outside("home")],
-        );
+        h.assert_session_in_its_home(&last, &show, key);
     }
     let implement = record(&show, "implement");
     assert_eq!(implement["status"], "done", "{implement:#}");
@@ -761,13 +761,7 @@ pub(crate) fn a_rate_limited_implementer_paces_the_run_then_it_resumes_and_deliv
     let (out, last) = h.build();
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
-    assert_session_in_agent_home(
-        &h.env,
-        (str_of(&last, "run"), &h.id),
-        &show,
-        "implement",
-        &[&h.env.outside("home")],
-    );
+    h.assert_session_in_its_home(&last, &show, "implement");
     let lane = &show["lanes"][0];
     assert_eq!(
         lane["attempt"], 1,
@@ -854,13 +848,7 @@ pub(crate) fn a_transcript_is_captured_with_a_planted_key_redacted() {
         0o600
     );
     // The original, in the agent's own home, held them: the redaction did something.
-    let original = assert_session_in_agent_home(
-        &h.env,
-        (str_of(&last, "run"), &h.id),
-        &show,
-        "implement",
-        &[&h.env.outside("home")],
-    );
+    let original = h.assert_session_in_its_home(&last, &show, "implement");
     let original = std::fs::read_to_string(original).unwrap();
     assert!(original.contains(API_KEY) && original.contains(CRED));
     // The validator's is there too.
@@ -899,13 +887,7 @@ pub(crate) fn a_rate_limited_validator_paces_the_run_then_answers() {
     let (out, last) = h.build();
     assert_eq!(last["status"], "delivered", "{out:#?}");
     let show = h.show(str_of(&last, "run"));
-    assert_session_in_agent_home(
-        &h.env,
-        (str_of(&last, "run"), &h.id),
-        &show,
-        "validate-full",
-        &[&h.env.outside("home")],
-    );
+    h.assert_session_in_its_home(&last, &show, "validate-full");
     assert_eq!(show["lanes"][0]["crashes"], 0, "{show:#}");
     let events = h.env.read(".iced/run/events.jsonl");
     let paced = events
