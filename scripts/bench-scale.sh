@@ -58,6 +58,11 @@ fi
 real_git="$(command -v git)"
 
 work="$(mktemp -d)"
+# The person's config for this benchmark alone: agents run confined (SPEC 24.12), and may write the
+# work directory, where the counting git's default log is (an agent's git logs there too).
+export XDG_CONFIG_HOME="$work/config"
+mkdir -p "$XDG_CONFIG_HOME/iced"
+printf '{"agents": {"writable": ["%s"]}}\n' "$work" >"$XDG_CONFIG_HOME/iced/config.json"
 cleanup() {
   if [ "${ICED_BENCH_KEEP:-}" = 1 ]; then
     echo "work directory: $work" >&2

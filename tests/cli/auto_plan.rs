@@ -58,7 +58,7 @@ Idle sessions end after 30 minutes; active sessions stay signed in.
 - [E1] An idle session ends after 30 minutes. {goal: G1} {verify: test | tests/session.rs}
 ";
 
-const PASS: &str = r#"report {"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "checkable"}]}"#;
+pub(crate) const PASS: &str = r#"report {"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "checkable"}]}"#;
 
 const FINDING: &str = r#"report {"verdict": "fail", "findings": [{"file_path": "intent/x/iced.md", "criterion_ref": "G2", "finding_category": "test-coverage", "severity": "S2-major", "summary": "the second goal clause has no expectation", "failure_scenario": {"inputs": "an active session", "expected": "an expectation checks it stays signed in", "actual": "none does"}}]}"#;
 
@@ -93,7 +93,7 @@ pub(crate) fn planning(script: &str, autonomy: i64) -> TestEnv {
 }
 
 /// `iced build --auto-plan <what> --json`, checked to exit `exit`: the final line and the unit.
-fn auto_plan(env: &TestEnv, what: &str, exit: i32) -> (Value, String) {
+pub(crate) fn auto_plan(env: &TestEnv, what: &str, exit: i32) -> (Value, String) {
     let out = env.iced_json(&["build", "--auto-plan", what]);
     assert_eq!(out.code, exit, "build --auto-plan:\n{out:#?}");
     (last_line(&out), planned_id(env))

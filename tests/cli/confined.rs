@@ -289,3 +289,38 @@ fn with_confinement_unavailable_no_agent_starts() {
     env.write_user_config(&json!({"agents": {"writable": [env.agent_dir()]}}));
     assert!(!env.iced(&["run", "show"]).ok().stdout.contains(said));
 }
+
+/// A planner is confined to where its draft goes: its writes to the checkout (a file, the config)
+/// fail, nothing of them is there, and its draft is taken as any other (the loop's own check of
+/// what a planner changed never has anything to refuse).
+#[test]
+fn a_planner_writes_only_its_draft() {
+    let env = crate::auto_plan::planning("", 3);
+    let log = env.agent_dir().join("tries.txt");
+    let root = env.root().display().to_string();
+    let tries: String = [
+        format!("printf x > {root}/src-sneaky.txt"),
+        format!("printf x >> {root}/.iced/config.json"),
+    ]
+    .iter()
+    .map(|c| format!("try {} {c}\n", log.display()))
+    .collect();
+    let planned = env.outside("planned.md").display().to_string();
+    std::fs::write(
+        env.agent_script(),
+        format!(
+            "role planner\n{tries}draft-body {planned}\nrole plan-reviewer\n{}\n",
+            crate::auto_plan::PASS
+        ),
+    )
+    .unwrap();
+    let config = env.read(".iced/config.json");
+    crate::auto_plan::auto_plan(&env, "session timeout for idle users", 4);
+    assert_all_refused(&log, 2);
+    assert!(!env.path("src-sneaky.txt").exists());
+    assert_eq!(env.read(".iced/config.json"), config);
+    let show = env.iced_json(&["run", "show"]).json();
+    let reason = show["lanes"][0]["reason"].as_str().unwrap_or_default();
+    assert!(!reason.contains("plan-draft-refused"), "{show:#}");
+    assert_eq!(crate::auto_plan::starts(&env, "planner", ""), 1);
+}
