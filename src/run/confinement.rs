@@ -137,6 +137,9 @@ pub(crate) struct Start<'a> {
     pub dir: &'a Path,
     /// Where its report, answer or draft goes.
     pub output: &'a Path,
+    /// The repository's common git folder, as the loop knows it (never as a worktree's files,
+    /// which an agent can write, say it).
+    pub common: Option<&'a Path>,
 }
 
 /// The rules for `start`, or `None` when the person's user config runs agents unconfined. Makes
@@ -171,7 +174,7 @@ pub(crate) fn rules(start: &Start<'_>, step: &str) -> Result<Option<Rules>, Refu
     match Reach::of(start.role) {
         Reach::Commits => {
             writable.push(start.cwd.to_owned());
-            writable.extend(commit_paths(start.cwd).map_err(|why| {
+            writable.extend(commit_paths(start.cwd, start.common).map_err(|why| {
                 Refusal::new(
                     step,
                     "worktree-replaced",
@@ -182,7 +185,7 @@ pub(crate) fn rules(start: &Start<'_>, step: &str) -> Result<Option<Rules>, Refu
         }
         Reach::Sandbox => {
             writable.push(start.cwd.to_owned());
-            writable.extend(admin_dir(start.cwd));
+            writable.extend(start.common.and_then(|c| admin_dir(start.cwd, c)));
         }
         Reach::Answer => {}
     }
@@ -201,38 +204,34 @@ pub(crate) fn home_dir(activity: &Path) -> PathBuf {
 }
 
 /// The folder git keeps a linked worktree's own state in (`HEAD`, index, logs), as its `.git`
-/// file names it.
-fn admin_dir(worktree: &Path) -> Option<PathBuf> {
+/// file names it, when that is a folder of `<common>/worktrees/` (an agent can rewrite the file;
+/// launching refuses a worktree whose file names anything else, SPEC 24.6).
+fn admin_dir(worktree: &Path, common: &Path) -> Option<PathBuf> {
     let text = crate::store::read_no_follow(&worktree.join(".git"), 4096).ok()?;
     let text = String::from_utf8(text).ok()?;
     let named = Path::new(text.lines().next()?.strip_prefix("gitdir:")?.trim());
-    worktree.join(named).canonicalize().ok()
+    let admin = worktree.join(named).canonicalize().ok()?;
+    let worktrees = common.join("worktrees").canonicalize().ok()?;
+    (admin.parent() == Some(worktrees.as_path())).then_some(admin)
 }
 
 /// What a commit in the linked worktree `worktree` writes besides the worktree: its own git
 /// folder, the repository's objects, and the folders of its branch's ref and of that ref's log
-/// (made when missing). A branch with no folder (`main`) gets none: the agent cannot move it.
-fn commit_paths(worktree: &Path) -> Result<Vec<PathBuf>, String> {
-    let admin = admin_dir(worktree).ok_or("its `.git` names no worktree folder")?;
-    let common = crate::store::read_no_follow(&admin.join("commondir"), 4096)
-        .ok()
-        .and_then(|t| String::from_utf8(t).ok())
-        .map(|t| admin.join(t.trim()))
+/// (made when missing). Only a branch of the loop's (`iced/...`) gets its folder, read from the
+/// worktree's `HEAD` and taken only when every part of it is a plain name: an agent that points
+/// its `HEAD` at `refs/heads/./main` or `main` gets no ref folder, so it cannot move `main`.
+fn commit_paths(worktree: &Path, common: Option<&Path>) -> Result<Vec<PathBuf>, String> {
+    let common = common
         .and_then(|c| c.canonicalize().ok())
-        .ok_or("its git folder names no repository")?;
+        .ok_or("the repository's git folder is not known")?;
+    let admin = admin_dir(worktree, &common)
+        .ok_or("its `.git` names no worktree folder of this repository")?;
     let mut paths = vec![admin.clone(), common.join("objects")];
     let head = crate::store::read_no_follow(&admin.join("HEAD"), 4096)
         .ok()
         .and_then(|t| String::from_utf8(t).ok())
         .unwrap_or_default();
-    let folder = head
-        .trim()
-        .strip_prefix("ref: refs/heads/")
-        .and_then(|branch| branch.rsplit_once('/'))
-        .map(|(folder, _)| folder.to_owned());
-    if let Some(folder) =
-        folder.filter(|f| !f.split('/').any(|part| part == ".." || part.is_empty()))
-    {
+    if let Some(folder) = branch_folder(&head) {
         for base in ["refs/heads", "logs/refs/heads"] {
             let dir = common.join(base).join(&folder);
             crate::store::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -240,6 +239,17 @@ fn commit_paths(worktree: &Path) -> Result<Vec<PathBuf>, String> {
         }
     }
     Ok(paths)
+}
+
+/// The folder of the branch a `HEAD` file names (`ref: refs/heads/iced/p/a` is `iced/p`), when it
+/// is one of the loop's, every part a plain name.
+fn branch_folder(head: &str) -> Option<String> {
+    let branch = head.trim().strip_prefix("ref: refs/heads/")?;
+    let (folder, _) = branch.rsplit_once('/')?;
+    let plain = folder
+        .split('/')
+        .all(|part| !matches!(part, "" | "." | "..") && !part.contains('\\'));
+    (plain && folder.split('/').next() == Some("iced")).then(|| folder.to_owned())
 }
 
 #[cfg(test)]
@@ -256,5 +266,28 @@ mod tests {
         assert_eq!(Reach::of("planner"), Reach::Answer);
         assert_eq!(Reach::of("plan-reviewer"), Reach::Answer);
         assert_eq!(Reach::of("anything else"), Reach::Answer);
+    }
+
+    /// Only a branch of the loop's gets its ref folder, and never through a part that is not a
+    /// plain name (an agent writes its worktree's `HEAD`).
+    #[test]
+    fn a_branch_folder_is_the_loops_and_plain() {
+        let folder = |head: &str| branch_folder(head);
+        assert_eq!(
+            folder("ref: refs/heads/iced/p/a\n").as_deref(),
+            Some("iced/p")
+        );
+        assert_eq!(folder("ref: refs/heads/iced/a").as_deref(), Some("iced"));
+        for head in [
+            "ref: refs/heads/main",
+            "ref: refs/heads/./main",
+            "ref: refs/heads/iced/../main",
+            "ref: refs/heads/iced/./x",
+            "ref: refs/heads//iced/x",
+            "ref: refs/heads/feature/x",
+            "0123456789abcdef0123456789abcdef01234567",
+        ] {
+            assert_eq!(folder(head), None, "{head}");
+        }
     }
 }

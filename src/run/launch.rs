@@ -80,6 +80,7 @@ pub(crate) fn agent_spec(
                 cwd: &start.cwd,
                 dir: start.dir,
                 output: Path::new(value("output_file").unwrap_or_default()),
+                common: ctx.claims().common_dir(),
             },
             ctx.verb,
         )?
