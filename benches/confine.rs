@@ -91,6 +91,7 @@ fn start_to_outcome(base: &Path, n: usize, confine: Option<iced::confine::Rules>
         inherit_prefixes: Vec::new(),
         env_templates: BTreeMap::new(),
         confine,
+        discard: Vec::new(),
     };
     let started = Instant::now();
     activity::launch(Path::new(env!("CARGO_BIN_EXE_iced")), &dir, &spec).expect("launched");

@@ -39,6 +39,10 @@ pub struct ActivitySpec {
     /// user config says `agents.unconfined`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confine: Option<crate::confine::Rules>,
+    /// Files given to the child for its run alone (a confined harness's copies of the person's
+    /// login, SPEC 20.8), removed once it and everything it started have ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discard: Vec<PathBuf>,
 }
 
 impl ActivitySpec {
@@ -197,6 +201,7 @@ mod tests {
             inherit_prefixes: vec!["ANTHROPIC_".into()],
             env_templates: BTreeMap::from([("ANTHROPIC_BASE_URL".into(), "${PROXY}".into())]),
             confine: None,
+            discard: Vec::new(),
         };
         let env = spec.child_env(&vars);
         assert_eq!(env["ANTHROPIC_API_KEY"], "sk-secret");

@@ -172,7 +172,12 @@ async fn supervise_on(
         }
     }
     crate::failpoint::hit("supervisor-after-gate");
+    // Held from before the child starts: what it does to the folders' paths meanwhile (a link in
+    // their place) cannot send the removal anywhere else.
+    let discard = Discard::open(dir, &spec.discard);
     let finished = run(dir, &spec, stop, reach).await;
+    // The child and everything below it have ended: what it was given for its run alone goes.
+    discard.remove(dir);
     crate::failpoint::hit("supervisor-before-outcome");
     match write_results(dir, &finished) {
         Ok(()) => EXIT_OK,
@@ -596,6 +601,45 @@ fn reap_orphans(child: u32) {
             return;
         }
         let _ = waitpid(exited, Some(WaitPidFlag::WNOHANG));
+    }
+}
+
+/// The files of [`ActivitySpec::discard`], each as its folder (opened without following a link)
+/// and its name in it.
+struct Discard(Vec<(OwnedFd, std::ffi::OsString)>);
+
+impl Discard {
+    fn open(dir: &Path, paths: &[std::path::PathBuf]) -> Discard {
+        use nix::fcntl::{open, OFlag};
+        let mut held = Vec::new();
+        for path in paths {
+            let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+                continue;
+            };
+            let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            match open(folder, flags, nix::sys::stat::Mode::empty()) {
+                Ok(fd) => held.push((fd, name.to_owned())),
+                Err(e) => log(dir, &format!("cannot open `{}`: {e}", folder.display())),
+            }
+        }
+        Discard(held)
+    }
+
+    /// Unlink each file by its name in its folder (a link there is removed, not followed).
+    fn remove(self, dir: &Path) {
+        for (folder, name) in &self.0 {
+            match nix::unistd::unlinkat(
+                folder,
+                name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            ) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => log(
+                    dir,
+                    &format!("cannot remove `{}`: {e}", name.to_string_lossy()),
+                ),
+            }
+        }
     }
 }
 

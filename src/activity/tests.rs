@@ -48,6 +48,7 @@ fn spec_for(cwd: &Path, argv: &[&str], timeout_ms: u64, grace_ms: u64) -> Activi
         inherit_prefixes: Vec::new(),
         env_templates: BTreeMap::new(),
         confine: None,
+        discard: Vec::new(),
     }
 }
 
@@ -593,4 +594,47 @@ fn a_confined_child_writes_only_its_paths_and_cannot_signal_its_supervisor() {
         fs::read_to_string(work.join("mine.txt")).unwrap(),
         "signalled\n"
     );
+}
+
+/// SPEC 20.8: the files a child was given for its run alone are gone once it has ended, and a
+/// link the child put in place of their folder sends the removal nowhere else.
+#[test]
+fn what_a_child_was_given_for_its_run_is_removed_when_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let home = d.join("home");
+    let elsewhere = d.join("elsewhere");
+    for folder in [&home, &elsewhere] {
+        fs::create_dir(folder).unwrap();
+        fs::write(folder.join("login.json"), "secret\n").unwrap();
+    }
+    let mut spec = sh(
+        d,
+        "cat home/login.json >/dev/null && echo kept > home/session.jsonl",
+        10_000,
+        200,
+    );
+    spec.discard = vec![home.join("login.json"), home.join("never-there.json")];
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert!(!home.join("login.json").exists(), "the copy stayed");
+    assert_eq!(
+        fs::read_to_string(home.join("session.jsonl")).unwrap(),
+        "kept\n"
+    );
+
+    // The child swaps its folder for a link to another holding a file of the same name.
+    fs::write(home.join("login.json"), "secret\n").unwrap();
+    let spec = ActivitySpec {
+        discard: vec![home.join("login.json")],
+        ..sh(d, "mv home home-moved && ln -s elsewhere home", 10_000, 200)
+    };
+    let outcome = finished(&spec, d);
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(elsewhere.join("login.json")).unwrap(),
+        "secret\n",
+        "the removal followed the link"
+    );
+    assert!(!d.join("home-moved/login.json").exists(), "the copy stayed");
 }

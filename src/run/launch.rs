@@ -128,6 +128,7 @@ pub(crate) fn agent_spec(
         (expand(&runner.argv, &values), None)
     };
     let mut env_templates = runner.env.clone();
+    let mut discard = Vec::new();
     if confine.is_some() {
         let tmp = super::confinement::temp_dir(start.dir)
             .display()
@@ -150,8 +151,9 @@ pub(crate) fn agent_spec(
                     .or_else(|| std::env::var(k).ok())
             };
             let home = super::confinement::home_dir(start.dir);
-            crate::runner::home::seed(runner.kind, &person, &home)
+            let seeded = crate::runner::home::seed(runner.kind, &person, &home)
                 .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
+            discard.extend(seeded.iter().map(|name| home.join(name)));
             env.insert(var.into(), home.display().to_string());
             env_templates.remove(var);
         }
@@ -177,6 +179,7 @@ pub(crate) fn agent_spec(
             .collect(),
         env_templates,
         confine,
+        discard,
     })
 }
 

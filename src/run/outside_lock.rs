@@ -157,6 +157,7 @@ pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<Ste
                     inherit_prefixes: Vec::new(),
                     env_templates: BTreeMap::new(),
                     confine: None,
+                    discard: Vec::new(),
                 };
                 launch(ctx, &dir, &spec)?;
                 crate::failpoint::hit("dod-after-launch");

@@ -7,7 +7,7 @@ use crate::harness::{
     assert_session_in_agent_home, claude, implementer, record, validator, walk_files, Harness, PASS,
 };
 use crate::loop_e2e::{last_line, str_of};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// A key the person stored with `/login` (Claude Code keeps it in `~/.claude.json`); not in the
 /// environment.
@@ -60,15 +60,13 @@ fn a_confined_claude_logs_in_with_a_copy_of_the_persons_stored_key() {
             ".iced/run/{run}/{}/activities/{activity}/home/.claude.json",
             h.id
         ));
-        let meta = std::fs::symlink_metadata(&copy).unwrap();
-        assert!(meta.is_file(), "a copy, not a link: {}", copy.display());
-        // Claude Code adds its own keys to the copy as it runs; none of the person's is there but
-        // the login.
-        let text = std::fs::read_to_string(&copy).unwrap();
-        let copied: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(copied["primaryApiKey"], STORED, "{text}");
-        assert_ne!(copied["userID"], "the-person", "{text}");
-        assert!(!text.contains("/their/secret/project"), "{text}");
+        // The requests carried the key, so the copy was there while the agent ran; it is gone
+        // once the agent ended (the copy's shape is the unit tests' of the seeding).
+        assert!(
+            !copy.exists(),
+            "the login's copy stayed: {}",
+            copy.display()
+        );
     }
     assert_eq!(
         std::fs::read_to_string(home.join(".claude.json")).unwrap(),
