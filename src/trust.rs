@@ -262,9 +262,10 @@ struct Entry {
     at: String,
 }
 
-/// `$XDG_CONFIG_HOME/iced/trust.json`, else `~/.config/iced/trust.json`: the person's own, outside
-/// every repository. `None` when neither variable says where that is.
-pub fn store_path() -> Option<PathBuf> {
+/// `$XDG_CONFIG_HOME/iced`, else `~/.config/iced`: the person's own folder of iced's, outside every
+/// repository, where the trust store and the user config are. `None` when neither variable says
+/// where that is (an absolute path).
+pub fn person_dir() -> Option<PathBuf> {
     let var = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -272,7 +273,12 @@ pub fn store_path() -> Option<PathBuf> {
     };
     var("XDG_CONFIG_HOME")
         .or_else(|| var("HOME").map(|h| h.join(".config")))
-        .map(|dir| dir.join("iced").join("trust.json"))
+        .map(|dir| dir.join("iced"))
+}
+
+/// `<person_dir>/trust.json`.
+pub fn store_path() -> Option<PathBuf> {
+    person_dir().map(|dir| dir.join("trust.json"))
 }
 
 /// The key of a checkout in the store: its root, canonical.

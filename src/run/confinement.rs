@@ -41,11 +41,7 @@ pub(crate) struct UserAgents {
 /// `~/.config/iced/config.json`): its path, and its JSON or null when there is none or it does not
 /// parse. One that is not a regular file is refused (SPEC 24.6).
 pub(crate) fn user_config() -> Result<(Option<PathBuf>, Value), crate::store::StoreError> {
-    let Some(path) = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|dir| dir.join("iced/config.json"))
-    else {
+    let Some(path) = crate::trust::person_dir().map(|dir| dir.join("config.json")) else {
         return Ok((None, Value::Null));
     };
     let value = match crate::store::read_limited(&path, 1 << 20) {
@@ -115,17 +111,19 @@ pub(crate) fn require(settings: &super::settings::Settings, step: &str) -> Resul
     .into_iter()
     .flatten()
     .any(|runner| !runner.remote);
+    // The kernel first: where it confines, the user config need not be read on every step.
+    let Err(missing) = crate::confine::available() else {
+        return Ok(());
+    };
     if !local || user_agents(step)?.unconfined {
         return Ok(());
     }
-    crate::confine::available().map_err(|missing| {
-        Refusal::new(
-            step,
-            "confinement-unavailable",
-            format!("the config starts agents, and iced starts an agent only confined to its own workspace (SPEC 24.12), which this machine cannot do: {missing}; nothing was started"),
-            "run iced on a kernel with Landlock ABI 6 or newer (Linux 6.12); or, accepting that agents can then write anything you can, set `\"agents\": {\"unconfined\": true}` in your user config (`~/.config/iced/config.json`)",
-        )
-    })
+    Err(Refusal::new(
+        step,
+        "confinement-unavailable",
+        format!("the config starts agents, and iced starts an agent only confined to its own workspace (SPEC 24.12), which this machine cannot do: {missing}; nothing was started"),
+        "run iced on a kernel with Landlock ABI 6 or newer (Linux 6.12); or, accepting that agents can then write anything you can, set `\"agents\": {\"unconfined\": true}` in your user config (`~/.config/iced/config.json`)",
+    ))
 }
 
 /// One start of an agent, as its rules need it.
@@ -140,6 +138,9 @@ pub(crate) struct Start<'a> {
     /// The repository's common git folder, as the loop knows it (never as a worktree's files,
     /// which an agent can write, say it).
     pub common: Option<&'a Path>,
+    /// The git folder of the worktree it works in, when `cwd` is a linked worktree of the
+    /// repository as git made it (`stage::worktree::own_worktree`).
+    pub admin: Option<PathBuf>,
 }
 
 /// The rules for `start`, or `None` when the person's user config runs agents unconfined. Makes
@@ -174,7 +175,7 @@ pub(crate) fn rules(start: &Start<'_>, step: &str) -> Result<Option<Rules>, Refu
     match Reach::of(start.role) {
         Reach::Commits => {
             writable.push(start.cwd.to_owned());
-            writable.extend(commit_paths(start.cwd, start.common).map_err(|why| {
+            writable.extend(commit_paths(start.admin.as_deref(), start.common).map_err(|why| {
                 Refusal::new(
                     step,
                     "worktree-replaced",
@@ -185,7 +186,7 @@ pub(crate) fn rules(start: &Start<'_>, step: &str) -> Result<Option<Rules>, Refu
         }
         Reach::Sandbox => {
             writable.push(start.cwd.to_owned());
-            writable.extend(start.common.and_then(|c| admin_dir(start.cwd, c)));
+            writable.extend(start.admin.clone());
         }
         Reach::Answer => {}
     }
@@ -203,30 +204,17 @@ pub(crate) fn home_dir(activity: &Path) -> PathBuf {
     activity.join("home")
 }
 
-/// The folder git keeps a linked worktree's own state in (`HEAD`, index, logs), as its `.git`
-/// file names it, when that is a folder of `<common>/worktrees/` (an agent can rewrite the file;
-/// launching refuses a worktree whose file names anything else, SPEC 24.6).
-fn admin_dir(worktree: &Path, common: &Path) -> Option<PathBuf> {
-    let text = crate::store::read_no_follow(&worktree.join(".git"), 4096).ok()?;
-    let text = String::from_utf8(text).ok()?;
-    let named = Path::new(text.lines().next()?.strip_prefix("gitdir:")?.trim());
-    let admin = worktree.join(named).canonicalize().ok()?;
-    let worktrees = common.join("worktrees").canonicalize().ok()?;
-    (admin.parent() == Some(worktrees.as_path())).then_some(admin)
-}
-
-/// What a commit in the linked worktree `worktree` writes besides the worktree: its own git
-/// folder, the repository's objects, and the folders of its branch's ref and of that ref's log
+/// What a commit in the linked worktree whose git folder is `admin` writes besides the worktree:
+/// that folder, the repository's objects, and the folders of its branch's ref and of that ref's log
 /// (made when missing). Only a branch of the loop's (`iced/...`) gets its folder, read from the
 /// worktree's `HEAD` and taken only when every part of it is a plain name: an agent that points
 /// its `HEAD` at `refs/heads/./main` or `main` gets no ref folder, so it cannot move `main`.
-fn commit_paths(worktree: &Path, common: Option<&Path>) -> Result<Vec<PathBuf>, String> {
+fn commit_paths(admin: Option<&Path>, common: Option<&Path>) -> Result<Vec<PathBuf>, String> {
     let common = common
         .and_then(|c| c.canonicalize().ok())
         .ok_or("the repository's git folder is not known")?;
-    let admin = admin_dir(worktree, &common)
-        .ok_or("its `.git` names no worktree folder of this repository")?;
-    let mut paths = vec![admin.clone(), common.join("objects")];
+    let admin = admin.ok_or("its `.git` names no worktree folder of this repository")?;
+    let mut paths = vec![admin.to_owned(), common.join("objects")];
     let head = crate::store::read_no_follow(&admin.join("HEAD"), 4096)
         .ok()
         .and_then(|t| String::from_utf8(t).ok())

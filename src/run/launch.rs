@@ -81,6 +81,7 @@ pub(crate) fn agent_spec(
                 dir: start.dir,
                 output: Path::new(value("output_file").unwrap_or_default()),
                 common: ctx.claims().common_dir(),
+                admin: super::stage::worktree::own_worktree(ctx, &start.cwd).ok(),
             },
             ctx.verb,
         )?

@@ -55,18 +55,16 @@ fn assert_all_refused(log: &Path, expected: usize) {
 fn hostile_implementer(env: &TestEnv, id: &str, marker: &Path) -> String {
     let root = env.root().display();
     let hooks = env.agent_dir().join("hooks");
-    std::fs::create_dir_all(&hooks).unwrap();
-    for hook in [
-        "post-checkout",
-        "post-merge",
-        "post-commit",
-        "reference-transaction",
-    ] {
-        crate::env::write_executable(
-            &hooks.join(hook),
-            &format!("#!/bin/sh\necho {hook} >> '{}'\n", marker.display()),
-        );
-    }
+    crate::hostile_git_config::plant_hooks(
+        &hooks,
+        &[
+            "post-checkout",
+            "post-merge",
+            "post-commit",
+            "reference-transaction",
+        ],
+        marker,
+    );
     let store = env.outside("config").join("iced/trust.json");
     let iced = env!("CARGO_BIN_EXE_iced");
     let config_home = env.outside("config").display().to_string();

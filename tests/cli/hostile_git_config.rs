@@ -11,14 +11,22 @@ use serde_json::json;
 /// person's checkout. Now a lane whose implementer does that is validated, delivered and landed
 /// by merge, and no hook runs; the configuration is still there, as a plain git in the checkout
 /// shows by running one.
+/// Hooks named `names` in `dir` (made), each appending its name and where it ran to `marker`.
+pub(crate) fn plant_hooks(dir: &std::path::Path, names: &[&str], marker: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for hook in names {
+        write_executable(
+            &dir.join(hook),
+            &format!(
+                "#!/bin/sh\necho \"${{0##*/}} in $(pwd)\" >> '{}'\n",
+                marker.display()
+            ),
+        );
+    }
+}
+
 #[test]
 fn hooks_an_implementer_configured_never_run_from_the_loops_git() {
-    let hooks_script = |marker: &std::path::Path| {
-        format!(
-            "#!/bin/sh\necho \"${{0##*/}} in $(pwd)\" >> '{}'\n",
-            marker.display()
-        )
-    };
     let implementer = |hooks: &std::path::Path| {
         section(
             "*",
@@ -40,17 +48,18 @@ fn hooks_an_implementer_configured_never_run_from_the_loops_git() {
     env.unconfined();
     let hooks = env.outside("hooks");
     let marker = env.outside("hook-ran");
-    std::fs::create_dir_all(&hooks).unwrap();
-    for hook in [
-        "post-checkout",
-        "post-merge",
-        "pre-commit",
-        "post-commit",
-        "reference-transaction",
-        "post-index-change",
-    ] {
-        write_executable(&hooks.join(hook), &hooks_script(&marker));
-    }
+    plant_hooks(
+        &hooks,
+        &[
+            "post-checkout",
+            "post-merge",
+            "pre-commit",
+            "post-commit",
+            "reference-transaction",
+            "post-index-change",
+        ],
+        &marker,
+    );
     // The implementer commits first and configures after, so that its own git runs none.
     let script = implementer(&hooks) + &section("*", "validator", "*", &format!("report {PASS}"));
     set_script(&env, &id, &script);
