@@ -954,26 +954,18 @@ fn receipt(
         .unwrap_or(Next::FinishReceipt { lane: id })
 }
 
-#[path = "decide_across.rs"]
 mod across;
 /// The run's claims on `land.remote`: lost ones block, due ones are renewed (SPEC 24.9.1).
-#[path = "decide_claims.rs"]
 mod claims;
 /// Where a lane goes once a step's result is in, and what a resume does to it.
-#[path = "decide_moves.rs"]
 pub mod moves;
-#[path = "decide_plan.rs"]
 pub mod plan;
-#[path = "decide_tester.rs"]
 pub mod tester;
 pub use moves::*;
 
 #[cfg(test)]
-#[path = "decide_props.rs"]
 mod props;
 #[cfg(test)]
-#[path = "decide_tester_tests.rs"]
 mod tester_tests;
 #[cfg(test)]
-#[path = "decide_tests.rs"]
 mod tests;

@@ -288,15 +288,11 @@ pub struct ReviewTarget {
     pub paths: Vec<String>,
 }
 
-#[path = "state_forms.rs"]
 mod forms;
 pub use forms::Ended;
-#[path = "state_known.rs"]
 mod known;
-#[path = "state_lanes.rs"]
 mod lanes;
 pub use lanes::Lanes;
-#[path = "state_lines.rs"]
 mod lines;
 pub(crate) use known::Known;
 

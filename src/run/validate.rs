@@ -980,5 +980,4 @@ pub fn finding_json(f: &Finding) -> Value {
 }
 
 #[cfg(test)]
-#[path = "validate_tests.rs"]
 mod tests;

@@ -1,7 +1,7 @@
 //! `decide` for a remote that could not be reached when a lane branch was published (SPEC 20.19,
 //! 20.10): not the lane's fault, so no attempt, no crash and no block; the step runs again once
 //! the run's backoff has passed. A branch the run may not overwrite still blocks. The state
-//! builders are `decide_tests.rs`', whose module this is.
+//! builders are `decide/tests.rs`', whose module this is.
 
 use super::super::*;
 use super::{lane, record, run, view};

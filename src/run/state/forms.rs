@@ -450,7 +450,7 @@ mod tests {
         assert!(lane.steps.is_empty() && lane.depends.is_empty());
 
         let schema: Value =
-            serde_json::from_str(include_str!("../../spec/schema/state.schema.json")).unwrap();
+            serde_json::from_str(include_str!("../../../spec/schema/state.schema.json")).unwrap();
         let def = &schema["$defs"]["ended_lane"];
         let mut named: Vec<&String> = def["properties"].as_object().unwrap().keys().collect();
         let form = written["runs"]["r"]["lanes"][0].as_object().unwrap();
@@ -599,7 +599,7 @@ mod tests {
 
         // The waiting form names every field the schema's `waiting_lane` names, no other.
         let schema: Value =
-            serde_json::from_str(include_str!("../../spec/schema/state.schema.json")).unwrap();
+            serde_json::from_str(include_str!("../../../spec/schema/state.schema.json")).unwrap();
         let mut named: Vec<&String> = schema["$defs"]["waiting_lane"]["properties"]
             .as_object()
             .unwrap()

@@ -11,8 +11,8 @@
 //!   and, as a concurrent call sees it, a move whose records the stepper has just marked started is
 //!   not chosen again.
 //!
-//! The simulator (`decide_sim.rs`) walks whole runs. Failures are not kept in a file: one found
-//! here becomes a plain #[test] in `decide_tests.rs`.
+//! The simulator (`decide/props/sim.rs`) walks whole runs. Failures are not kept in a file: one found
+//! here becomes a plain #[test] in `decide/tests.rs`.
 
 use super::tests::{lane, run, view};
 use super::*;
@@ -21,7 +21,6 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
 
-#[path = "decide_sim.rs"]
 mod sim;
 
 /// proptest's defaults (256 cases; `PROPTEST_CASES` overrides), without a regressions file.

@@ -901,9 +901,7 @@ fn apply_move(l: &mut Lane, mv: LaneMove) {
     }
 }
 
-#[path = "decide_sim_plan.rs"]
 mod planning;
-#[path = "decide_sim_steps.rs"]
 mod steps;
 
 proptest! {

@@ -2,8 +2,6 @@
 //! chooses every move; the stages and the stepper only apply it (`records::apply_move`), so a
 //! stage never names the stage that follows it (tests/cli/layout.rs checks that no file outside
 //! `decide` writes a stage or a run status of its own choosing).
-//!
-//! Paths here are `crate::` paths: this file is `decide::moves`, kept beside `decide.rs`.
 
 use crate::run::decide::{DecideView, Next, Waiting};
 use crate::run::keys::StepKey;

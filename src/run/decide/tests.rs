@@ -2,7 +2,7 @@
 //! would start an agent and for one whose agent the host already has; where a lane goes after its
 //! receipt, its verdict and its refutation (SPEC 20.4, 22.4); the run's status from its lanes
 //! (SPEC 23.6); a step some call has in hand is waited for, never done twice. The helpers that
-//! build states are shared with the property tests (`decide_props.rs`).
+//! build states are shared with the property tests (`decide/props.rs`).
 
 use super::*;
 use crate::run::state::{Base, StepRecord};
@@ -988,9 +988,6 @@ fn a_review_lane_skips_the_implementer_and_delivers_its_findings() {
     }
 }
 
-#[path = "decide_claims_tests.rs"]
 mod claims;
-#[path = "decide_remote_tests.rs"]
 mod remote;
-#[path = "decide_replaced_tests.rs"]
 mod replaced;

@@ -1,6 +1,6 @@
 //! `decide` for a lane whose worktree an agent replaced (SPEC 24.6): the receipt that finds it so
 //! runs no definition of done, and the lane blocks at once, naming the worktree. The state builders
-//! are `decide_tests.rs`', whose module this is.
+//! are `decide/tests.rs`', whose module this is.
 
 use super::super::*;
 use super::{lane, record, run, view};

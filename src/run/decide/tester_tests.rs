@@ -1,5 +1,5 @@
 //! `decide` row by row for the test writer (SPEC 20.17): where it comes in a lane's receipt, what
-//! a crash of it does, and why its work is refused. The state builders are `decide_tests.rs`'.
+//! a crash of it does, and why its work is refused. The state builders are `decide/tests.rs`'.
 
 use super::tests::{lane, record, run, view};
 use super::*;

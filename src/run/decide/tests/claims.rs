@@ -1,7 +1,7 @@
 //! `decide` for a run's claims on `land.remote` (SPEC 24.9.1): a lane whose unit's claim was lost
 //! blocks before it moves again (every live lane, when the run's own unit's was); claims due are
 //! renewed before any lane moves, or waited for while the remote is backed off; a run whose every
-//! lane is final renews nothing. The state builders are `decide_tests.rs`', whose module this is.
+//! lane is final renews nothing. The state builders are `decide/tests.rs`', whose module this is.
 
 use super::super::*;
 use super::{lane, run, view};
