@@ -8,7 +8,7 @@ use super::claims_remote::RemoteClaims;
 use super::keys::StepKey;
 use super::lock::transact_seeing;
 use super::settings::Settings;
-use super::state::{Driver, RunPaths, State};
+use super::state::{Driver, Run, RunPaths, State, ANSWER_LAYOUT};
 use crate::config::Config;
 use crate::refusal::{io_error, Refusal};
 use crate::repo::Repo;
@@ -442,9 +442,49 @@ impl<'a> Ctx<'a> {
             .join(format!("{lane}-{role}-{attempt}.jsonl"))
     }
 
-    pub fn receipt_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {
-        self.lane_dir(run, lane)
-            .join(format!("report-{attempt}.json"))
+    /// Where attempt `attempt`'s implementer writes its report: `out/report.json` of its activity
+    /// from brief layout 5 on, else `<lane>/report-<attempt>.json` (SPEC 21.1).
+    pub fn receipt_path(&self, run: &Run, lane: &str, attempt: u32) -> PathBuf {
+        self.receipt_path_of(&run.id, run.brief_layout, lane, attempt)
+    }
+
+    /// [`Ctx::receipt_path`] of run `run`, admitted with brief layout `layout`.
+    pub fn receipt_path_of(&self, run: &str, layout: u32, lane: &str, attempt: u32) -> PathBuf {
+        if layout >= ANSWER_LAYOUT {
+            self.answer_dir(run, lane, &StepKey::Implement, attempt)
+                .join("report.json")
+        } else {
+            self.lane_dir(run, lane)
+                .join(format!("report-{attempt}.json"))
+        }
+    }
+
+    /// The folder of its own the agent of `step` writes its answer to, and nothing of the loop's
+    /// is in (brief layout 5 on; SPEC 21.1, 24.12).
+    pub(crate) fn answer_dir(
+        &self,
+        run: &str,
+        lane: &str,
+        step: &StepKey,
+        attempt: u32,
+    ) -> PathBuf {
+        self.activity_dir(run, lane, step, attempt).join("out")
+    }
+
+    /// Where the agent of `step` answers into, for a run of brief layout `layout`: its
+    /// [`Ctx::answer_dir`] from layout 5 on, else its activity folder itself.
+    pub(crate) fn answer_folder(
+        &self,
+        (run, layout): (&str, u32),
+        lane: &str,
+        step: &StepKey,
+        attempt: u32,
+    ) -> PathBuf {
+        if layout >= ANSWER_LAYOUT {
+            self.answer_dir(run, lane, step, attempt)
+        } else {
+            self.activity_dir(run, lane, step, attempt)
+        }
     }
 
     pub(crate) fn brief_path(&self, run: &str, lane: &str, attempt: u32) -> PathBuf {

@@ -63,6 +63,16 @@ pub(crate) fn agent_spec(
         env.insert(format!("ICED_{}", k.to_uppercase()), v.clone());
     }
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
+    // The folder its answer goes to: made by the loop, 0700, never a link (SPEC 21.1), and, from
+    // brief layout 5, a folder of the answer's own, which is all of the activity it may write.
+    if let Some(folder) = values
+        .iter()
+        .find(|(k, _)| *k == "output_file")
+        .and_then(|(_, v)| Path::new(v).parent())
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        super::state::ensure_dir(folder, ctx.verb)?;
+    }
     // SPEC 24.12: a local agent is confined to its workspace; a remote runner's launcher is not
     // (its agent runs where the launcher puts it).
     let confine = if runner.remote {

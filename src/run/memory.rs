@@ -217,7 +217,8 @@ fn run_agent(
         let before = checkout_fingerprint(&ctx.repo.root).unwrap_or_default();
         crate::store::write_atomic(&activity.join("before.txt"), before.as_bytes(), 0o600)
             .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
-        let output = activity.join("output.md");
+        // Its answer in a folder of its own, which is all of the activity it may write (SPEC 21.1).
+        let output = activity.join("out").join("output.md");
         let values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt_path.display().to_string()),
             ("output_file", output.display().to_string()),

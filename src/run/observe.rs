@@ -49,6 +49,7 @@ struct ValidatorPace {
 /// crash. An outcome whose nonce is not the record's is superseded and ignored.
 pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
     let run_id = run.id.clone();
+    let layout = run.brief_layout;
     // Whether an implementer ended rate limited, or ended otherwise (SPEC 20.10).
     let mut rate_limited: Option<bool> = None;
     let is_started = |r: &StepRecord| r.status == StepStatus::Started;
@@ -113,9 +114,14 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         .filter(|r| r.kind.is_harness())
                         .map(|r| {
                             let receipt = if record.step == StepKey::TestWrite {
-                                super::stage::tester::report_path(ctx, &run_id, &lane_id, attempt)
+                                super::stage::tester::report_path(
+                                    ctx,
+                                    (&run_id, layout),
+                                    &lane_id,
+                                    attempt,
+                                )
                             } else {
-                                ctx.receipt_path(&run_id, &lane_id, attempt)
+                                ctx.receipt_path_of(&run_id, layout, &lane_id, attempt)
                             };
                             let transcript =
                                 ctx.transcript_path(&run_id, &lane_id, record.step.role(), attempt);

@@ -262,7 +262,7 @@ pub(crate) fn start_agent_report(ctx: &Ctx<'_>, run: &Run, lane_id: &str) -> Ste
     let key = lane
         .record(&StepKey::Implement)
         .and_then(|r| r.nonce.clone());
-    let receipt = ctx.receipt_path(&run.id, lane_id, lane.attempt);
+    let receipt = ctx.receipt_path(run, lane_id, lane.attempt);
     let mut report = StepReport::for_lane(run, lane, Action::StartAgent, Then::StartImplementer);
     report.role = Some("implementer");
     report.read_only = Some(false);

@@ -141,8 +141,12 @@ pub struct Renewal {
 /// The brief layout a run admitted now renders. From 3 on, a brief ends with the exact command
 /// that hands its report in, and a host's `start_agent` answer names the brief and the report
 /// from the repository root, no more (SPEC 20.2). From 4 on, a brief says how to escalate or ask
-/// (SPEC 20.7).
-pub const BRIEF_LAYOUT: u32 = 4;
+/// (SPEC 20.7). From 5 on, every agent's answer goes to a folder of its own, `out/` of its
+/// activity ([`ANSWER_LAYOUT`], SPEC 21.1).
+pub const BRIEF_LAYOUT: u32 = 5;
+
+/// The first brief layout whose agents answer into `<activity>/out/` (SPEC 21.1, 24.12).
+pub const ANSWER_LAYOUT: u32 = 5;
 
 fn brief_layout_1() -> u32 {
     1

@@ -21,9 +21,11 @@ pub struct Submitted {
 
 /// The lane `lane` of `run` while its current attempt's implementer is at work (the only time
 /// the receipt takes a report, SPEC 20.2): `mcp-lane-unknown` when the state holds no such lane,
-/// `receipt-superseded` when it is not waiting for a report.
-pub fn implementing(ctx: &Ctx<'_>, run: &str, lane: &str) -> Result<Lane, Refusal> {
+/// `receipt-superseded` when it is not waiting for a report. With it, the run's brief layout,
+/// which says where the report goes (SPEC 21.1).
+pub fn implementing(ctx: &Ctx<'_>, run: &str, lane: &str) -> Result<(Lane, u32), Refusal> {
     let state = State::load(&ctx.paths, ctx.verb)?;
+    let layout = state.runs.get(run).map_or(1, |r| r.brief_layout);
     let found = state
         .runs
         .get(run)
@@ -50,18 +52,19 @@ pub fn implementing(ctx: &Ctx<'_>, run: &str, lane: &str) -> Result<Lane, Refusa
             "stop: this attempt is over; the loop starts a fresh agent when one is needed",
         ));
     }
-    Ok(found.clone())
+    Ok((found.clone(), layout))
 }
 
 /// Check `bytes` as the report of `lane` of `run` and write it to the current attempt's report
 /// path. Every check comes before the write; a refusal leaves the file as it was.
 pub fn submit(ctx: &Ctx<'_>, run: &str, lane: &str, bytes: &[u8]) -> Result<Submitted, Refusal> {
-    let found = implementing(ctx, run, lane)?;
+    let (found, layout) = implementing(ctx, run, lane)?;
     if let Err(p) = report::check_bytes(bytes) {
         let remedy = p.remedy();
         return Err(ctx.refuse(p.code, p.message, remedy));
     }
-    let path = ctx.receipt_path(run, lane, found.attempt);
+    let path = ctx.receipt_path_of(run, layout, lane, found.attempt);
+    crate::run::state::ensure_dir(path.parent().expect("a report's folder"), ctx.verb)?;
     crate::store::write_atomic(&path, bytes, 0o600).map_err(|e| store_refusal(ctx.verb, e))?;
     Ok(Submitted {
         run: run.to_owned(),

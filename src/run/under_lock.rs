@@ -59,6 +59,9 @@ pub(crate) fn apply(
             let text = render_brief(ctx, run, l, &worktree)?;
             let path = ctx.brief_path(&run_id, lane, l.attempt);
             ensure_dir(&ctx.lane_dir(&run_id, lane), ctx.verb)?;
+            // The folder the report goes to, for a host's agent as for the loop's (SPEC 21.1).
+            let receipt = ctx.receipt_path(run, lane, l.attempt);
+            ensure_dir(receipt.parent().expect("a report's folder"), ctx.verb)?;
             crate::store::write_atomic(&path, text.as_bytes(), 0o600)
                 .map_err(|e| crate::repo::store_refusal(ctx.verb, e))?;
             crate::failpoint::hit("brief-after-write");

@@ -68,6 +68,7 @@ fn hostile_implementer(env: &TestEnv, id: &str, marker: &Path) -> String {
     let store = env.outside("config").join("iced/trust.json");
     let iced = env!("CARGO_BIN_EXE_iced");
     let config_home = env.outside("config").display().to_string();
+    let lane = format!("{root}/.iced/run/$ICED_RUN/$ICED_LANE");
     [
         format!("printf x >> {root}/.iced/config.json"),
         format!("printf x >> {root}/intent/{id}/iced.md"),
@@ -81,6 +82,11 @@ fn hostile_implementer(env: &TestEnv, id: &str, marker: &Path) -> String {
             hooks.display()
         ),
         "kill -9 $SUPERVISOR".to_owned(),
+        // The loop's records beside its answer's folder (SPEC 21.1): its own activity's, the
+        // validator's after it, its brief.
+        format!("printf '{{}}' > {lane}/activities/implement-1/child.json"),
+        format!("mkdir {lane}/activities/validate-full-1"),
+        format!("printf x >> {lane}/brief-1.md"),
     ]
     .iter()
     .map(|command| format!("try {{log}} {command}\n"))
@@ -89,8 +95,9 @@ fn hostile_implementer(env: &TestEnv, id: &str, marker: &Path) -> String {
 
 /// Issue 34's first five failures, from one implementer: its writes to the checkout's config, its
 /// unit, the state and the trust store, its `iced trust`, its move of `main`, its hooks and its
-/// kill of its supervisor all fail; its escapees die with its activity; the run blocks on the
-/// validator's finding with `main` where it was, and no hook ever ran.
+/// kill of its supervisor all fail, as do its writes of the loop's records beside its answer's
+/// folder; its escapees die with its activity; the run blocks on the validator's finding with
+/// `main` where it was, and no hook ever ran.
 #[test]
 fn a_hostile_implementer_is_refused_everything_outside_its_worktree() {
     let marker_dir = tempfile::tempdir().unwrap();
@@ -117,7 +124,7 @@ fn a_hostile_implementer_is_refused_everything_outside_its_worktree() {
 
     let (_, run) = build_to_end(&env, &id, 4, "blocked");
 
-    assert_all_refused(&log, 9);
+    assert_all_refused(&log, 12);
     assert_eq!(env.git_out(&["rev-parse", "main"]), main, "main moved");
     assert_eq!(env.read(".iced/config.json"), config);
     assert_eq!(env.read(&format!("intent/{id}/iced.md")), unit);
@@ -162,7 +169,7 @@ fn without_confinement_the_same_attempts_go_through() {
         // Its kill and its `iced trust` would end or refuse the run, and its write to the state
         // would damage it: only what leaves the run going.
         .filter(|l| {
-            !["SUPERVISOR", " trust", "state.json"]
+            !["SUPERVISOR", " trust", "state.json", "ICED_RUN"]
                 .iter()
                 .any(|w| l.contains(w))
         })
@@ -201,7 +208,9 @@ fn without_confinement_the_same_attempts_go_through() {
 }
 
 /// A validator is read-only by construction: its writes to the checkout, to the lane's worktree
-/// and to the checkout's config fail, and its pass still counts (it did its job: it read).
+/// and to the checkout's config fail, as do its writes of its activity's records beside its
+/// answer's folder (its fingerprint, its outcome), and its pass still counts (it did its job: it
+/// read).
 #[test]
 fn a_validator_writes_only_its_sandbox() {
     let (env, id) = validated("", &["full"], json!({}));
@@ -212,6 +221,8 @@ fn a_validator_writes_only_its_sandbox() {
         format!("printf x > {root}/validator-was-here.txt"),
         format!("printf x >> {root}/.iced/config.json"),
         format!("printf x > {}/ignored.txt", worktree.display()),
+        format!("printf x > {root}/.iced/run/$ICED_RUN/$ICED_LANE/activities/validate-full-1/fingerprint.json"),
+        format!("printf '{{}}' > {root}/.iced/run/$ICED_RUN/$ICED_LANE/activities/validate-full-1/outcome.json"),
     ]
     .iter()
     .map(|c| format!("try {} {c}\n", log.display()))
@@ -220,7 +231,7 @@ fn a_validator_writes_only_its_sandbox() {
         + &section("*", "validator", "*", &format!("{tries}report {PASS}"));
     crate::validation::set_script(&env, &id, &script);
     build_to_end(&env, &id, 0, "delivered");
-    assert_all_refused(&log, 3);
+    assert_all_refused(&log, 5);
     assert!(!env.path("validator-was-here.txt").exists());
     assert!(!worktree.join("ignored.txt").exists());
 }

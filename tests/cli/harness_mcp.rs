@@ -105,7 +105,11 @@ fn assert_delivered_through_the_server(h: &Harness, last: &Value, out: &crate::e
     );
     assert!(results[4].contains("NO-REPORT"), "{}", results[4]);
     // iced_submit: written where the receipt reads it.
-    assert!(results[5].contains("report-1.json"), "{}", results[5]);
+    assert!(
+        results[5].contains("implement-1/out/report.json"),
+        "{}",
+        results[5]
+    );
     // The report the loop kept is the good one.
     let show = h.show(&run);
     let receipt = record(&show, "receipt");

@@ -292,7 +292,7 @@ fn a_fifo_left_at_the_report_path_is_a_gap_of_the_receipt() {
     assert_eq!(receipt["outcome"]["verified"], false, "{receipt}");
     let gaps = receipt["outcome"]["missing"].to_string();
     assert!(
-        gaps.contains("not-a-regular-file") && gaps.contains("report-1.json"),
+        gaps.contains("not-a-regular-file") && gaps.contains("implement-1/out/report.json"),
         "{receipt}"
     );
 }

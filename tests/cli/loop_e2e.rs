@@ -406,7 +406,9 @@ pub(crate) fn host_driver_delivers_through_step_and_receipt() {
     let receipt = str_of(&agent, "receipt_path").to_owned();
     assert!(Path::new(&receipt).is_absolute());
     assert!(
-        receipt.ends_with(&format!(".iced/run/{run_id}/{id}/report-1.json")),
+        receipt.ends_with(&format!(
+            ".iced/run/{run_id}/{id}/activities/implement-1/out/report.json"
+        )),
         "{receipt}"
     );
     let brief_path = str_of(&agent, "brief");
@@ -488,7 +490,10 @@ pub(crate) fn receipts_that_are_forged_misplaced_or_malformed_are_refused_and_ch
     .unwrap();
     let r = refused(&receipt, "report-forged");
     assert!(str_of(&r, "reason").contains("verdict"), "{r}");
-    assert!(str_of(&r, "reason").contains("report-1.json"), "{r}");
+    assert!(
+        str_of(&r, "reason").contains("implement-1/out/report.json"),
+        "{r}"
+    );
 
     let elsewhere = env.outside("report.json");
     std::fs::write(&elsewhere, GOOD_REPORT).unwrap();
@@ -502,7 +507,10 @@ pub(crate) fn receipts_that_are_forged_misplaced_or_malformed_are_refused_and_ch
     .unwrap();
     let r = refused(&receipt, "report-invalid");
     assert!(str_of(&r, "reason").contains("notes"), "{r}");
-    assert!(str_of(&r, "reason").contains("report-1.json"), "{r}");
+    assert!(
+        str_of(&r, "reason").contains("implement-1/out/report.json"),
+        "{r}"
+    );
 
     // Nothing was ever accepted: no receipt record, no second attempt.
     let shown = run_show(&env, &run_id);
@@ -532,7 +540,7 @@ fn a_host_receipt_that_does_not_verify_starts_attempt_2_and_supersedes_attempt_1
         brief.contains("no commit"),
         "brief-2.md does not name the gap:\n{brief}"
     );
-    assert!(str_of(&second, "receipt_path").ends_with("report-2.json"));
+    assert!(str_of(&second, "receipt_path").ends_with("implement-2/out/report.json"));
 
     let before = state_fingerprint(&env);
     hand_in(&env, &receipt_1).refused(3, "receipt-superseded");

@@ -162,7 +162,7 @@ fn host_validators_with_bad_answers_are_refused_at_the_receipt() {
     assert!(same(str_of(&v, "brief"), &dir.join("prompt.md")), "{v:#}");
     let answer = str_of(&v, "receipt_path").to_owned();
     assert!(
-        answer.ends_with("activities/validate-expectations-1/output.json"),
+        answer.ends_with("activities/validate-expectations-1/out/output.json"),
         "{answer}"
     );
     let sandbox = PathBuf::from(format!("{}.validators/expectations-1", worktree.display()));
@@ -213,7 +213,7 @@ fn host_validators_with_bad_answers_are_refused_at_the_receipt() {
     // The second validator, once the first is checked; it answers well and decides everything.
     let v2 = step_until(&env, |s| s["action"] == "start_agent");
     assert!(
-        str_of(&v2, "receipt_path").ends_with("validate-failures-1/output.json"),
+        str_of(&v2, "receipt_path").ends_with("validate-failures-1/out/output.json"),
         "{v2:#}"
     );
     assert_ne!(v2["receipt_key"], v["receipt_key"]);

@@ -38,7 +38,7 @@ fn a_receipt_path_relative_to_the_callers_folder_is_the_same_receipt() {
             "fixed\n",
         );
         std::fs::write(&receipt, GOOD_REPORT).unwrap();
-        let relative = format!(".iced/run/{run_id}/{id}/report-1.json");
+        let relative = format!(".iced/run/{run_id}/{id}/activities/implement-1/out/report.json");
         let handed = if from_sub {
             let sub = env.path("docs");
             std::fs::create_dir_all(&sub).unwrap();

@@ -392,7 +392,7 @@ fn decision(server: &Server, input: DecisionInput) -> Result<Value, Refusal> {
     let (run, lane) = lane_of(server, name)?;
     let repo = repo(name)?;
     let ctx = Ctx::new(&repo, name)?;
-    let lane = crate::run::submit::implementing(&ctx, run, lane)?;
+    let (lane, _) = crate::run::submit::implementing(&ctx, run, lane)?;
     let Some(worktree) = lane.worktree else {
         return Err(ctx.refuse(
             "mcp-lane-unknown",

@@ -371,7 +371,7 @@ pub(crate) fn render_brief(
 ) -> Result<String, Refusal> {
     let unit_text = crate::repo::read_text(&ctx.repo.unit_paths(&lane.unit).iced)
         .map_err(|e| e.refusal(ctx.verb))?;
-    let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+    let receipt = ctx.receipt_path(run, &lane.id, lane.attempt);
     let branch = lane.branch.clone().unwrap_or_default();
     // The findings this attempt was asked to dispose of: found before it, and still open or
     // disposed of by it. Fixed per attempt, so the brief renders the same bytes all attempt long.

@@ -33,7 +33,7 @@ pub(crate) fn launch(
         .as_ref()
         .expect("the process driver has a runner");
     let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
-    let receipt = ctx.receipt_path(&snapshot.id, &lane, l.attempt);
+    let receipt = ctx.receipt_path(snapshot, &lane, l.attempt);
     let brief = ctx.brief_path(&snapshot.id, &lane, l.attempt);
     let model = ctx.settings.implementer_model.clone().unwrap_or_default();
     let mut values: Vec<(&str, String)> = vec![

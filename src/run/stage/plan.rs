@@ -107,8 +107,9 @@ pub(crate) fn under_lock(
 }
 
 /// The file the agent of `key` writes: the planner's draft, a reviewer's answer.
-fn output_path(ctx: &Ctx<'_>, run: &str, lane: &str, key: &StepKey) -> PathBuf {
-    ctx.activity_dir(run, lane, key, 1).join("output.md")
+fn output_path(ctx: &Ctx<'_>, run: &Run, lane: &str, key: &StepKey) -> PathBuf {
+    ctx.answer_folder((&run.id, run.brief_layout), lane, key, 1)
+        .join("output.md")
 }
 
 /// The copy of round `round`'s accepted draft the loop keeps.
@@ -212,7 +213,7 @@ pub(crate) fn launch(
         let before = plan_text::checkout_fingerprint(&root).unwrap_or_default();
         crate::store::write_atomic(&dir.join("before.txt"), before.as_bytes(), 0o600)
             .map_err(|e| store_refusal(ctx.verb, e))?;
-        let output = output_path(ctx, &snapshot.id, lane_id, key);
+        let output = output_path(ctx, snapshot, lane_id, key);
         let role = key.role();
         let mut values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt.display().to_string()),
@@ -278,7 +279,7 @@ pub(crate) fn check(
 ) -> Result<StepReport, Refusal> {
     let lane = snapshot.lane(lane_id).expect("lane");
     let dir = ctx.activity_dir(&snapshot.id, lane_id, &key, 1);
-    let output = output_path(ctx, &snapshot.id, lane_id, &key);
+    let output = output_path(ctx, snapshot, lane_id, &key);
     let exit = lane
         .record(&key)
         .and_then(|r| r.outcome.as_ref())

@@ -125,7 +125,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         Err(_) if replaced => {}
         Err(e) => missing.push(format!("the worktree's status could not be read: {e}")),
     }
-    let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+    let receipt = ctx.receipt_path(run, &lane.id, lane.attempt);
     let mut handback = None;
     let mut escalation = None;
     let mut kept = Value::Null;
@@ -419,7 +419,7 @@ pub(crate) fn submit_receipt_once(
         // The lane this path belongs to: the one whose receipt goes there now, else one in
         // Implement (whose path it then is not; refused below).
         let at = |l: &Lane, a: u32| {
-            let p = ctx.receipt_path(&run_snapshot.id, &l.id, a);
+            let p = ctx.receipt_path(&run_snapshot, &l.id, a);
             p.canonicalize().unwrap_or(p) == given
         };
         let index = run
@@ -435,12 +435,12 @@ pub(crate) fn submit_receipt_once(
         if lane.stage != Stage::Implement {
             return Err(ctx.refuse("receipt-superseded", format!("lane `{}` is not waiting for a receipt (it is at {})", lane.id, lane.stage.as_str()), "`iced implement step` says what the run needs now"));
         }
-        let expected = ctx.receipt_path(&run_snapshot.id, &lane.id, lane.attempt);
+        let expected = ctx.receipt_path(&run_snapshot, &lane.id, lane.attempt);
         let expected_c = expected.canonicalize().unwrap_or_else(|_| expected.clone());
         if given != expected_c {
             // A report for an earlier attempt of this lane is superseded, anything else is a wrong path.
             let earlier = (1..lane.attempt).any(|a| {
-                let p = ctx.receipt_path(&run_snapshot.id, &lane.id, a);
+                let p = ctx.receipt_path(&run_snapshot, &lane.id, a);
                 p.canonicalize().unwrap_or(p) == given
             });
             return Err(if earlier {

@@ -233,7 +233,9 @@ fn fetch_into_worktree(
     // path is then in the range, where the guard refuses it.
     let judged = match report_commit(root, &tip) {
         Ok(Some(report)) => {
-            let receipt = ctx.receipt_path(&run.id, &lane.id, lane.attempt);
+            let receipt = ctx.receipt_path(run, &lane.id, lane.attempt);
+            crate::run::state::ensure_dir(receipt.parent().expect("a report's folder"), ctx.verb)
+                .map_err(|r| r.reason)?;
             crate::store::write_atomic(&receipt, &report, 0o600)
                 .map_err(|e| format!("the pushed report could not be kept: {e}"))?;
             crate::git::run(root, &["rev-parse", "--verify", &format!("{tip}^1")])?

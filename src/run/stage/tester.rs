@@ -156,17 +156,22 @@ pub fn escalation_of(attempt: u32, report: &TesterReport, text: &str) -> Option<
 }
 
 /// Where attempt `attempt`'s test writer writes its report.
-pub(crate) fn report_path(ctx: &Ctx<'_>, run: &str, lane: &str, attempt: u32) -> PathBuf {
+pub(crate) fn report_path(ctx: &Ctx<'_>, run: (&str, u32), lane: &str, attempt: u32) -> PathBuf {
     paths(ctx, run, lane, attempt).1
 }
 
 /// Where attempt `attempt`'s test writer finds its prompt and writes its report.
-fn paths(ctx: &Ctx<'_>, run: &str, lane: &str, attempt: u32) -> (PathBuf, PathBuf) {
-    let dir = ctx.lane_dir(run, lane);
-    (
-        dir.join(format!("tester-{attempt}.md")),
-        dir.join(format!("tester-{attempt}.json")),
-    )
+/// `run` is the run's id and brief layout: from layout 5 the report goes to `out/report.json` of
+/// the test writer's activity (SPEC 21.1).
+fn paths(ctx: &Ctx<'_>, run: (&str, u32), lane: &str, attempt: u32) -> (PathBuf, PathBuf) {
+    let dir = ctx.lane_dir(run.0, lane);
+    let report = if run.1 >= crate::run::state::ANSWER_LAYOUT {
+        ctx.answer_dir(run.0, lane, &StepKey::TestWrite, attempt)
+            .join("report.json")
+    } else {
+        dir.join(format!("tester-{attempt}.json"))
+    };
+    (dir.join(format!("tester-{attempt}.md")), report)
 }
 
 /// The test writer's prompt: the same bytes for the same inputs.
@@ -219,7 +224,7 @@ pub(crate) fn launch(
         .as_ref()
         .expect("the test writer needs the implementer's runner");
     let worktree = PathBuf::from(l.worktree.clone().unwrap_or_default());
-    let (prompt_path, report) = paths(ctx, &snapshot.id, lane, l.attempt);
+    let (prompt_path, report) = paths(ctx, (&snapshot.id, snapshot.brief_layout), lane, l.attempt);
     let text = crate::repo::read_text(&ctx.repo.unit_paths(&l.unit).iced)
         .map_err(|e| e.refusal(ctx.verb))?;
     let body = prompt(
@@ -357,7 +362,7 @@ fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
         o.problem.get_or_insert(gap);
     }
     o.dirty = !matches!(crate::git::is_clean(&worktree, &[]), Ok(true));
-    let (_, report) = paths(ctx, &run.id, &lane.id, lane.attempt);
+    let (_, report) = paths(ctx, (&run.id, run.brief_layout), &lane.id, lane.attempt);
     match read_report(&report) {
         Ok(None) => {}
         Ok(Some(r)) => {

@@ -36,12 +36,12 @@ pub(crate) fn sandbox(lane: &Lane, key: &StepKey, attempt: u32) -> PathBuf {
 
 pub(crate) fn output_path(
     ctx: &Ctx<'_>,
-    run: &str,
+    run: (&str, u32),
     lane: &str,
     key: &StepKey,
     attempt: u32,
 ) -> PathBuf {
-    ctx.activity_dir(run, lane, key, attempt)
+    ctx.answer_folder(run, lane, key, attempt)
         .join("output.json")
 }
 
@@ -197,7 +197,7 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
     );
     report.worktree = Some(sandbox.display().to_string());
     report.receipt_path = Some(
-        output_path(ctx, &run_id, lane_id, key, attempt)
+        output_path(ctx, (&run_id, run.brief_layout), lane_id, key, attempt)
             .display()
             .to_string(),
     );
@@ -364,7 +364,15 @@ pub fn prepare(
             &serde_json::to_value(&print).expect("serialises"),
             ctx.verb,
         )?;
-        let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
+        let output = output_path(
+            ctx,
+            (&snapshot.id, snapshot.brief_layout),
+            lane_id,
+            key,
+            attempt,
+        );
+        // Its answer's own folder, for a host's agent as for the loop's (SPEC 21.1).
+        crate::run::state::ensure_dir(output.parent().expect("an answer's folder"), ctx.verb)?;
         let _ = std::fs::remove_file(&output);
         let mut prompt = validate::render_prompt(&validate::PromptInput {
             name: name_of(key),
@@ -508,7 +516,13 @@ pub fn launch_all(
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, lane.attempt);
         let sandbox = sandbox(lane, key, lane.attempt);
         let prompt = prompt_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
-        let output = output_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
+        let output = output_path(
+            ctx,
+            (&snapshot.id, snapshot.brief_layout),
+            lane_id,
+            key,
+            lane.attempt,
+        );
         let (model, effort) = ctx.settings.validator_model_for(name_of(key));
         let mut values: Vec<(&str, String)> = vec![
             ("prompt_file", prompt.display().to_string()),
@@ -613,7 +627,13 @@ pub fn check(
     let lane_branch_moved = moved.iter().any(|m| {
         m.starts_with("the lane branch moved") || m.starts_with("the lane's worktree changed")
     });
-    let output = output_path(ctx, &snapshot.id, lane_id, key, attempt);
+    let output = output_path(
+        ctx,
+        (&snapshot.id, snapshot.brief_layout),
+        lane_id,
+        key,
+        attempt,
+    );
     // A harness's own result first: a failed run is a crash, and its answer may be in its final
     // message rather than in the output file (SPEC 20.8).
     let harness = ctx
@@ -786,7 +806,8 @@ pub fn host_answer(
             if !r.step.is_validator() {
                 continue;
             }
-            let expected = output_path(ctx, &run_id, &lane.id, &r.step, attempt);
+            let expected =
+                output_path(ctx, (&run_id, run.brief_layout), &lane.id, &r.step, attempt);
             if expected.canonicalize().unwrap_or(expected.clone()) == given {
                 hit = Some((i, r.step.clone(), expected));
             }

@@ -119,7 +119,7 @@ pub fn next_move(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> NextMove {
         Handback => NextMove::HandedBack { release },
         Discarded => NextMove::Discarded,
         Implement if lane.record(&StepKey::Implement).is_some() => NextMove::AwaitingReport {
-            receipt: ctx.receipt_path(&run.id, &lane.id, lane.attempt),
+            receipt: ctx.receipt_path(run, &lane.id, lane.attempt),
         },
         Implement => NextMove::StartImplementer,
         Validate | Refute if !started.is_empty() => NextMove::Awaiting { steps: started },
