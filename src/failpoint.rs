@@ -44,6 +44,8 @@ pub const ALL: &[&str] = &[
     "launch-after-record",
     "launch-after-spawn",
     "observe-before-record",
+    "take-back-after-fetch",
+    "take-back-after-ref",
     "git-lock-after-remove",
     "receipt-after-record",
     "remote-after-push",

@@ -126,6 +126,11 @@ pub(crate) fn require(settings: &super::settings::Settings, step: &str) -> Resul
     ))
 }
 
+/// Whether an agent of `role` commits (and so, confined, gets a git of its own, `lane_git`).
+pub(crate) fn commits(role: &str) -> bool {
+    Reach::of(role) == Reach::Commits
+}
+
 /// One start of an agent, as its rules need it.
 pub(crate) struct Start<'a> {
     pub role: &'a str,
@@ -175,7 +180,7 @@ pub(crate) fn rules(start: &Start<'_>, step: &str) -> Result<Option<Rules>, Refu
     match Reach::of(start.role) {
         Reach::Commits => {
             writable.push(start.cwd.to_owned());
-            writable.extend(commit_paths(start.admin.as_deref(), start.common).map_err(|why| {
+            writable.push(own_git(start).map_err(|why| {
                 Refusal::new(
                     step,
                     "worktree-replaced",
@@ -209,35 +214,18 @@ pub(crate) fn home_dir(activity: &Path) -> PathBuf {
 /// (made when missing). Only a branch of the loop's (`iced/...`) gets its folder, read from the
 /// worktree's `HEAD` and taken only when every part of it is a plain name: an agent that points
 /// its `HEAD` at `refs/heads/./main` or `main` gets no ref folder, so it cannot move `main`.
-fn commit_paths(admin: Option<&Path>, common: Option<&Path>) -> Result<Vec<PathBuf>, String> {
-    let common = common
+/// The git of its own a writer commits into (`lane_git`), made for `start` when it is not there:
+/// its worktree must be one git made, of the repository the loop knows.
+fn own_git(start: &Start<'_>) -> Result<PathBuf, String> {
+    let common = start
+        .common
         .and_then(|c| c.canonicalize().ok())
         .ok_or("the repository's git folder is not known")?;
-    let admin = admin.ok_or("its `.git` names no worktree folder of this repository")?;
-    let mut paths = vec![admin.to_owned(), common.join("objects")];
-    let head = crate::store::read_no_follow(&admin.join("HEAD"), 4096)
-        .ok()
-        .and_then(|t| String::from_utf8(t).ok())
-        .unwrap_or_default();
-    if let Some(folder) = branch_folder(&head) {
-        for base in ["refs/heads", "logs/refs/heads"] {
-            let dir = common.join(base).join(&folder);
-            crate::store::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            paths.push(dir);
-        }
-    }
-    Ok(paths)
-}
-
-/// The folder of the branch a `HEAD` file names (`ref: refs/heads/iced/p/a` is `iced/p`), when it
-/// is one of the loop's, every part a plain name.
-fn branch_folder(head: &str) -> Option<String> {
-    let branch = head.trim().strip_prefix("ref: refs/heads/")?;
-    let (folder, _) = branch.rsplit_once('/')?;
-    let plain = folder
-        .split('/')
-        .all(|part| !matches!(part, "" | "." | "..") && !part.contains('\\'));
-    (plain && folder.split('/').next() == Some("iced")).then(|| folder.to_owned())
+    let admin = start
+        .admin
+        .as_deref()
+        .ok_or("its `.git` names no worktree folder of this repository")?;
+    super::lane_git::prepare(&common, admin, start.cwd, start.dir)
 }
 
 #[cfg(test)]
@@ -254,28 +242,5 @@ mod tests {
         assert_eq!(Reach::of("planner"), Reach::Answer);
         assert_eq!(Reach::of("plan-reviewer"), Reach::Answer);
         assert_eq!(Reach::of("anything else"), Reach::Answer);
-    }
-
-    /// Only a branch of the loop's gets its ref folder, and never through a part that is not a
-    /// plain name (an agent writes its worktree's `HEAD`).
-    #[test]
-    fn a_branch_folder_is_the_loops_and_plain() {
-        let folder = |head: &str| branch_folder(head);
-        assert_eq!(
-            folder("ref: refs/heads/iced/p/a\n").as_deref(),
-            Some("iced/p")
-        );
-        assert_eq!(folder("ref: refs/heads/iced/a").as_deref(), Some("iced"));
-        for head in [
-            "ref: refs/heads/main",
-            "ref: refs/heads/./main",
-            "ref: refs/heads/iced/../main",
-            "ref: refs/heads/iced/./x",
-            "ref: refs/heads//iced/x",
-            "ref: refs/heads/feature/x",
-            "0123456789abcdef0123456789abcdef01234567",
-        ] {
-            assert_eq!(folder(head), None, "{head}");
-        }
     }
 }

@@ -65,10 +65,8 @@ pub(crate) fn agent_spec(
     env.insert("ICED_RECEIPT_KEY".into(), start.nonce.to_owned());
     // The folder its answer goes to: made by the loop, 0700, never a link (SPEC 21.1), and, from
     // brief layout 5, a folder of the answer's own, which is all of the activity it may write.
-    if let Some(folder) = values
-        .iter()
-        .find(|(k, _)| *k == "output_file")
-        .and_then(|(_, v)| Path::new(v).parent())
+    if let Some(folder) = Path::new(value_of(&values, "output_file"))
+        .parent()
         .filter(|p| !p.as_os_str().is_empty())
     {
         super::state::ensure_dir(folder, ctx.verb)?;
@@ -96,6 +94,14 @@ pub(crate) fn agent_spec(
             ctx.verb,
         )?
     };
+    // SPEC 24.12: a confined writer commits into a git of its own, which its git finds by these
+    // (the worktree's own `.git` names the repository's, which it cannot write).
+    let own_git = (confine.is_some() && super::confinement::commits(value_of(&values, "role")))
+        .then(|| super::lane_git::dir(start.dir));
+    if let Some(git) = &own_git {
+        env.insert("GIT_DIR".into(), git.display().to_string());
+        env.insert("GIT_WORK_TREE".into(), start.cwd.display().to_string());
+    }
     let (argv, stdin) = if runner.kind.is_harness() {
         let session = crate::runner::session_id(start.nonce);
         // The repository's git directory, and the worktree's own (`.git` in a worktree is a file
@@ -107,6 +113,7 @@ pub(crate) fn agent_spec(
         {
             git_dirs.push(own);
         }
+        git_dirs.extend(own_git.iter().map(|g| g.display().to_string()));
         // SPEC 24.11: a claude agent gets the guard's hook.
         let settings = (runner.kind == crate::runner::Kind::Claude)
             .then(|| crate::hook::claude::write_agent_settings(start.dir, &ctx.exe))
@@ -516,6 +523,14 @@ fn memory_register(dir: &Path) -> Result<bool, String> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(format!("`{}`: {e}", dir.display())),
     }
+}
+
+/// The value of placeholder `key` among `values`, empty when there is none.
+fn value_of<'a>(values: &'a [(&str, String)], key: &str) -> &'a str {
+    values
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or("", |(_, v)| v.as_str())
 }
 
 #[cfg(test)]

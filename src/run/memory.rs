@@ -150,7 +150,7 @@ pub fn draft(ctx: &Ctx<'_>) -> Result<Drafted, Refusal> {
     let activity = dir.join(&draft.stamp);
     run_agent(ctx, &runner, &draft, &activity)?;
     let checkout_moved = checkout_moved(ctx, &activity);
-    check_and_leave(ctx, &draft, &record, checkout_moved)
+    check_and_leave(ctx, &draft, (&record, &activity), checkout_moved)
 }
 
 /// The draft's stamp: the time (`%Y%m%dT%H%M%S`), with `-2`, `-3`, ... when an earlier draft of
@@ -279,10 +279,16 @@ fn run_agent(
 fn check_and_leave(
     ctx: &Ctx<'_>,
     draft: &Draft,
-    record: &Path,
+    (record, activity): (&Path, &Path),
     checkout_moved: bool,
 ) -> Result<Drafted, Refusal> {
     let root = &ctx.repo.root;
+    // A confined memory agent committed into a git of its own: its branch comes in first (SPEC
+    // 24.12).
+    let taken = crate::run::stage::worktree::own_worktree(ctx, &draft.worktree).map_or_else(
+        |_| Vec::new(),
+        |admin| crate::run::lane_git::gaps_taking_back(root, &draft.branch, &admin, activity),
+    );
     let head = git(
         root,
         &[
@@ -322,7 +328,7 @@ fn check_and_leave(
         .filter(|f| !f.starts_with(MEMORY_DIR))
         .map(|f| format!("`{f}`"))
         .collect();
-    let mut why = Vec::new();
+    let mut why = taken;
     if !outside.is_empty() {
         why.push(format!(
             "the memory agent's branch `{}` changes {} outside `{MEMORY_DIR}`",

@@ -23,6 +23,7 @@ pub mod events;
 pub mod host;
 pub mod kept;
 pub mod keys;
+pub mod lane_git;
 pub mod lane_guard;
 pub mod launch;
 pub mod live;

@@ -69,14 +69,22 @@ fn hostile_implementer(env: &TestEnv, id: &str, marker: &Path) -> String {
     let iced = env!("CARGO_BIN_EXE_iced");
     let config_home = env.outside("config").display().to_string();
     let lane = format!("{root}/.iced/run/$ICED_RUN/$ICED_LANE");
+    let checkouts = "env -u GIT_DIR -u GIT_WORK_TREE git";
+    let main = env.git_out(&["rev-parse", "main"]);
+    let main = main.trim();
+    let object = format!("{root}/.git/objects/{}/{}", &main[..2], &main[2..]);
     [
         format!("printf x >> {root}/.iced/config.json"),
         format!("printf x >> {root}/intent/{id}/iced.md"),
         format!("printf x >> {root}/.iced/run/state.json"),
         format!("printf x >> {}", store.display()),
         format!("cd {root} && XDG_CONFIG_HOME={config_home} {iced} trust"),
-        "git update-ref refs/heads/main HEAD".to_owned(),
-        format!("git config core.hooksPath {}", hooks.display()),
+        // Its own git is where `GIT_DIR` points (SPEC 24.12); the repository's, without it.
+        format!("{checkouts} update-ref refs/heads/main HEAD"),
+        format!("{checkouts} config core.hooksPath {}", hooks.display()),
+        // An object the checkout holds: changing its mode is not a write, changing it is.
+        format!("chmod u+w {object} && printf x >> {object}"),
+        format!("rm -f {object}"),
         format!(
             "cp {}/post-merge {root}/.git/hooks/post-merge",
             hooks.display()
@@ -124,7 +132,7 @@ fn a_hostile_implementer_is_refused_everything_outside_its_worktree() {
 
     let (_, run) = build_to_end(&env, &id, 4, "blocked");
 
-    assert_all_refused(&log, 12);
+    assert_all_refused(&log, 14);
     assert_eq!(env.git_out(&["rev-parse", "main"]), main, "main moved");
     assert_eq!(env.read(".iced/config.json"), config);
     assert_eq!(env.read(&format!("intent/{id}/iced.md")), unit);
@@ -169,7 +177,7 @@ fn without_confinement_the_same_attempts_go_through() {
         // Its kill and its `iced trust` would end or refuse the run, and its write to the state
         // would damage it: only what leaves the run going.
         .filter(|l| {
-            !["SUPERVISOR", " trust", "state.json", "ICED_RUN"]
+            !["SUPERVISOR", " trust", "state.json", "ICED_RUN", "objects/"]
                 .iter()
                 .any(|w| l.contains(w))
         })

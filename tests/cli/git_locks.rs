@@ -3,7 +3,9 @@
 //! an agent that made the file on purpose) leaves `index.lock` there, and every later git that
 //! writes the index fails. Once nothing of the lane runs there, the loop removes it and logs it,
 //! and the lane delivers; without that, the delivery's `git reset` blocked the lane with git's
-//! last line, which names no file.
+//! last line, which names no file. An agent that writes the worktree's git folder itself runs
+//! with the person's `agents.unconfined`: a confined one commits into a git of its own and cannot
+//! write that folder (SPEC 24.12).
 
 use crate::loop_e2e::{build, own_checks, with_agent};
 use crate::validation::events;
@@ -29,6 +31,7 @@ fn a_lock_the_agent_s_git_left_is_removed_at_the_receipt_and_the_lane_delivers()
         &format!("commit src/session.rs fixed\nreport-ok E1 E2\nwrite {LOCK} \n"),
         own_checks(json!([])),
     );
+    env.unconfined();
     assert_eq!(id, "001-session-timeout");
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
@@ -93,6 +96,7 @@ fn a_lock_that_cannot_be_removed_is_a_gap_of_the_receipt() {
                 Value::Object(c)
             }),
     );
+    env.unconfined();
     let (out, last) = build(&env, &id, &[], 4);
     let text = format!("{out:?}");
     assert!(
@@ -152,6 +156,7 @@ fn a_lock_that_is_a_link_or_a_fifo_is_removed_as_itself() {
         ),
         own_checks(json!([])),
     );
+    env.unconfined();
     let config = env.read(".iced/config.json");
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");
@@ -183,6 +188,7 @@ fn a_build_killed_after_removing_a_lock_delivers_once() {
         &format!("commit src/session.rs fixed\nreport-ok E1 E2\nwrite {LOCK} \n"),
         own_checks(json!([])),
     );
+    env.unconfined();
     env.killed_at(&["build", &id, "--json"], "git-lock-after-remove");
     let (out, last) = build(&env, &id, &[], 0);
     assert_eq!(last["status"], "delivered", "{out:#?}");

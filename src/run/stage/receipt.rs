@@ -52,6 +52,17 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
         missing.push(format!("the worktree is not the worktree git made: {why}"));
     }
     let replaced = replaced_why.is_some();
+    // A confined implementer committed into a git of its own: its branch comes into the
+    // repository and its index into the worktree first (SPEC 24.12).
+    if let Some(admin) = admin.as_deref().filter(|_| !remote) {
+        let activity = ctx.activity_dir(&run.id, &lane.id, &StepKey::Implement, lane.attempt);
+        missing.extend(crate::run::lane_git::gaps_taking_back(
+            &ctx.repo.root,
+            &branch,
+            admin,
+            &activity,
+        ));
+    }
     let (worktree, status) = if replaced {
         (ctx.repo.root.clone(), Err("not read".to_owned()))
     } else {

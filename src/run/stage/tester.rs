@@ -296,6 +296,15 @@ pub(crate) fn launch(
 fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
     let worktree = PathBuf::from(lane.worktree.clone().unwrap_or_default());
     let branch = lane.branch.clone().unwrap_or_default();
+    // A confined test writer committed into a git of its own: its branch comes in first (SPEC
+    // 24.12).
+    let taken = super::worktree::own_worktree(ctx, &worktree).map_or_else(
+        |_| Vec::new(),
+        |admin| {
+            let activity = ctx.activity_dir(&run.id, &lane.id, &StepKey::TestWrite, lane.attempt);
+            crate::run::lane_git::gaps_taking_back(&ctx.repo.root, &branch, &admin, &activity)
+        },
+    );
     let git = |args: &[&str]| crate::git::run(&worktree, args).map(|s| s.trim().to_owned());
     // The receipt is still open (its definition of done comes after): its own checks recorded
     // the head they checked.
@@ -317,6 +326,7 @@ fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
         tree: Some(tree),
         ..TestCheckOutcome::default()
     };
+    o.problem = taken.into_iter().next();
     o.commits = git(&[
         "log",
         "--reverse",

@@ -237,6 +237,8 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "launch-after-record",
             "launch-after-spawn",
             "observe-before-record",
+            "take-back-after-fetch",
+            "take-back-after-ref",
             "git-lock-after-remove",
             "receipt-after-record",
             "remote-after-push",
@@ -341,6 +343,9 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
             "launch-after-spawn",
             "validator-after-record",
             "validator-after-launch",
+            // A host's agent is not confined and has no git of its own to take back.
+            "take-back-after-fetch",
+            "take-back-after-ref",
         ],
     };
     // One `implement step` observes each finished activity once, and prepares, launches or
