@@ -36,7 +36,7 @@ fn config(common: &Path, commit: &str) -> String {
 /// has them now, its index, and the repository's objects through alternates. Made beside and
 /// renamed into place, so a call killed halfway leaves no half-made git. One an earlier launch of
 /// this activity made is kept as it is: its agent's commits are in it.
-pub(crate) fn prepare(
+pub fn prepare(
     common: &Path,
     admin: &Path,
     worktree: &Path,
@@ -49,7 +49,16 @@ pub(crate) fn prepare(
         Err(_) => {}
     }
     let head = read_small(&admin.join("HEAD"))?;
-    let commit = crate::git::run(worktree, &["rev-parse", "--verify", "HEAD^{commit}"])?;
+    // The worktree's commit, read as files where they say it plainly (no git started for a
+    // writer's start), else asked of git.
+    let named = match head.trim().strip_prefix("ref: ") {
+        Some(reference) => read_ref(common, reference),
+        None => object_id(&head),
+    };
+    let commit = match named {
+        Some(commit) => commit,
+        None => crate::git::run(worktree, &["rev-parse", "--verify", "HEAD^{commit}"])?,
+    };
     let new = activity.join("git.new");
     if std::fs::symlink_metadata(&new).is_ok() {
         std::fs::remove_dir_all(&new).map_err(|e| format!("remove `{}`: {e}", new.display()))?;
@@ -63,8 +72,21 @@ pub(crate) fn prepare(
             .create(&p)
             .map_err(|e| format!("create `{}`: {e}", p.display()))
     };
+    // Files of a folder nobody else sees until it is renamed into place: written once, not
+    // each synced (git does not sync what it writes there either); a git a power cut left torn
+    // fails its agent's commit, and the check after it names the gap.
     let put = |rel: &str, bytes: &[u8]| {
-        store::write_atomic(&new.join(rel), bytes, 0o600).map_err(|e| e.to_string())
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let p = new.join(rel);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&p)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(|e| format!("write `{}`: {e}", p.display()))
     };
     for folder in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
         mk(folder)?;
@@ -91,6 +113,7 @@ pub(crate) fn prepare(
             .map_err(|e| format!("copy `{}`: {e}", index.display()))?;
     }
     std::fs::rename(&new, &git).map_err(|e| format!("rename `{}`: {e}", new.display()))?;
+    store::sync_dir(activity).map_err(|e| e.to_string())?;
     Ok(git)
 }
 
@@ -108,7 +131,7 @@ pub(crate) struct Taken {
 /// no git of its own. Re-entrant: the fetch and the move are skipped when the branch is already
 /// the agent's head, and the index is given again.
 pub(crate) fn take_back(
-    root: &Path,
+    (root, common): (&Path, &Path),
     branch: &str,
     admin: &Path,
     activity: &Path,
@@ -135,16 +158,15 @@ pub(crate) fn take_back(
         ));
         return Ok(taken);
     };
-    let ours = crate::git::run(root, &["rev-parse", "--verify", &reference])?;
+    let ours = match read_ref(common, &reference) {
+        Some(ours) => ours,
+        None => crate::git::run(root, &["rev-parse", "--verify", &reference])?,
+    };
     if ours != theirs {
         // The agent has ended: its git's config is the loop's again before git reads it.
-        let common = crate::git::run(
-            root,
-            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-        )?;
         store::write_atomic(
             &git.join("config"),
-            config(Path::new(&common), &theirs).as_bytes(),
+            config(common, &theirs).as_bytes(),
             0o600,
         )
         .map_err(|e| e.to_string())?;
@@ -190,12 +212,17 @@ pub(crate) fn take_back(
 /// [`take_back`] for a check of what the agent did: what it found missing, with a failure to take
 /// the branch back as one more gap (the check runs again on the next attempt's git).
 pub(crate) fn gaps_taking_back(
-    root: &Path,
+    ctx: &crate::run::ctx::Ctx<'_>,
     branch: &str,
     admin: &Path,
     activity: &Path,
 ) -> Vec<String> {
-    match take_back(root, branch, admin, activity) {
+    let root = &ctx.repo.root;
+    let common = ctx
+        .claims()
+        .common_dir()
+        .map_or_else(|| root.join(".git"), Path::to_owned);
+    match take_back((root, &common), branch, admin, activity) {
         Ok(taken) => taken.gaps,
         Err(e) => vec![format!(
             "what the agent committed could not be taken from its own git: {e}"
@@ -214,19 +241,24 @@ fn plain_branch(reference: &str) -> bool {
 /// The commit `reference` names in `git`, loose or packed, read as files (no git runs in what
 /// the agent wrote): None when it is not there or not an object id.
 fn read_ref(git: &Path, reference: &str) -> Option<String> {
-    let id = |s: &str| {
-        let s = s.trim();
-        (matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| s.to_ascii_lowercase())
-    };
+    if !plain_branch(reference) {
+        return None;
+    }
     if let Ok(text) = read_small(&git.join(reference)) {
-        return id(&text);
+        return object_id(&text);
     }
     let packed = store::read_no_follow(&git.join("packed-refs"), 16 << 20).ok()?;
     String::from_utf8_lossy(&packed).lines().find_map(|line| {
         let (oid, name) = line.split_once(' ')?;
-        (name == reference).then(|| id(oid)).flatten()
+        (name == reference).then(|| object_id(oid)).flatten()
     })
+}
+
+/// `text` as an object id (40 or 64 hex digits), when it is one.
+fn object_id(text: &str) -> Option<String> {
+    let s = text.trim();
+    (matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| s.to_ascii_lowercase())
 }
 
 fn read_small(path: &Path) -> Result<String, String> {
@@ -303,12 +335,12 @@ mod tests {
                 != Some(0)
         );
 
-        let taken = take_back(&root, "iced/u/l", &admin, &activity).unwrap();
+        let taken = take_back((&root, &root.join(".git")), "iced/u/l", &admin, &activity).unwrap();
         assert_eq!(taken.moved, Some((base.clone(), theirs.clone())));
         assert!(taken.gaps.is_empty());
         assert_eq!(git(&root, &["rev-parse", "iced/u/l"], &[]), theirs);
         assert_eq!(git(&worktree, &["status", "--porcelain"], &[]), "");
-        let again = take_back(&root, "iced/u/l", &admin, &activity).unwrap();
+        let again = take_back((&root, &root.join(".git")), "iced/u/l", &admin, &activity).unwrap();
         assert_eq!(again, Taken::default());
         // A later launch of the same activity keeps the git and what is in it.
         assert_eq!(prepare(&common, &admin, &worktree, &activity).unwrap(), own);
@@ -334,7 +366,7 @@ mod tests {
             &env,
         );
         let main = git(&root, &["rev-parse", "main"], &[]);
-        let taken = take_back(&root, "iced/u/l", &admin, &activity).unwrap();
+        let taken = take_back((&root, &root.join(".git")), "iced/u/l", &admin, &activity).unwrap();
         assert_eq!(taken.moved, None);
         assert!(taken.gaps[0].contains("is on `main`"), "{:?}", taken.gaps);
         assert_eq!(git(&root, &["rev-parse", "main"], &[]), main);

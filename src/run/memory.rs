@@ -287,7 +287,7 @@ fn check_and_leave(
     // 24.12).
     let taken = crate::run::stage::worktree::own_worktree(ctx, &draft.worktree).map_or_else(
         |_| Vec::new(),
-        |admin| crate::run::lane_git::gaps_taking_back(root, &draft.branch, &admin, activity),
+        |admin| crate::run::lane_git::gaps_taking_back(ctx, &draft.branch, &admin, activity),
     );
     let head = git(
         root,

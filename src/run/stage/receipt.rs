@@ -57,10 +57,7 @@ pub(crate) fn receipt_checks(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> Value {
     if let Some(admin) = admin.as_deref().filter(|_| !remote) {
         let activity = ctx.activity_dir(&run.id, &lane.id, &StepKey::Implement, lane.attempt);
         missing.extend(crate::run::lane_git::gaps_taking_back(
-            &ctx.repo.root,
-            &branch,
-            admin,
-            &activity,
+            ctx, &branch, admin, &activity,
         ));
     }
     let (worktree, status) = if replaced {

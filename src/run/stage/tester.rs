@@ -302,7 +302,7 @@ fn checked(ctx: &Ctx<'_>, run: &Run, lane: &Lane) -> TestCheckOutcome {
         |_| Vec::new(),
         |admin| {
             let activity = ctx.activity_dir(&run.id, &lane.id, &StepKey::TestWrite, lane.attempt);
-            crate::run::lane_git::gaps_taking_back(&ctx.repo.root, &branch, &admin, &activity)
+            crate::run::lane_git::gaps_taking_back(ctx, &branch, &admin, &activity)
         },
     );
     let git = |args: &[&str]| crate::git::run(&worktree, args).map(|s| s.trim().to_owned());
