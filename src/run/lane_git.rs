@@ -112,8 +112,9 @@ pub fn prepare(
         std::fs::copy(&index, new.join("index"))
             .map_err(|e| format!("copy `{}`: {e}", index.display()))?;
     }
+    // Not synced either: a git lost to a power cut is made again at the next launch, as the
+    // commits git itself wrote into it unsynced would be lost with it.
     std::fs::rename(&new, &git).map_err(|e| format!("rename `{}`: {e}", new.display()))?;
-    store::sync_dir(activity).map_err(|e| e.to_string())?;
     Ok(git)
 }
 
