@@ -44,7 +44,7 @@ pub const ALL: &[&str] = &[
     "launch-after-record",
     "launch-after-spawn",
     "observe-before-record",
-    "take-back-after-fetch",
+    "take-back-after-copy",
     "take-back-after-ref",
     "git-lock-after-remove",
     "receipt-after-record",

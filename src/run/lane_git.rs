@@ -2,9 +2,10 @@
 //! agent commits into `<activity>/git/`, a repository that is all its own (its `HEAD`, refs,
 //! index, config and new objects) and reaches the repository's objects read-only, through
 //! alternates. It writes nothing git keeps for the checkout: not the object store, not a ref, not
-//! the worktree's own git folder. When it has ended, the loop takes its branch back: git fetches
-//! what the agent committed into the repository (checking every object it takes), moves the lane
-//! branch from where it was to the agent's head, and gives the worktree the agent's index.
+//! the worktree's own git folder. When it has ended, the loop takes its branch back: git copies
+//! what the agent committed into the repository (computing every object's id from its content),
+//! the lane branch moves from where it was to the agent's head, and the worktree gets the agent's
+//! index.
 
 use crate::store;
 use std::path::{Path, PathBuf};
@@ -164,28 +165,23 @@ pub(crate) fn take_back(
         None => crate::git::run(root, &["rev-parse", "--verify", &reference])?,
     };
     if ours != theirs {
-        // The agent has ended: its git's config is the loop's again before git reads it.
+        // The agent has ended: its git's config and alternates are the loop's again before git
+        // reads them.
         store::write_atomic(
             &git.join("config"),
             config(common, &theirs).as_bytes(),
             0o600,
         )
         .map_err(|e| e.to_string())?;
-        let from = git.display().to_string();
-        crate::git::run(
-            root,
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-recurse-submodules",
-                "--",
-                &from,
-                &reference,
-            ],
-        )?;
-        crate::failpoint::hit("take-back-after-fetch");
+        let objects = format!("{}\n", common.join("objects").display());
+        store::write_atomic(
+            &git.join("objects/info/alternates"),
+            objects.as_bytes(),
+            0o600,
+        )
+        .map_err(|e| e.to_string())?;
+        copy_objects(root, &git, (&ours, &theirs))?;
+        crate::failpoint::hit("take-back-after-copy");
         crate::git::run(
             root,
             &[
@@ -208,6 +204,53 @@ pub(crate) fn take_back(
             .map_err(|e| format!("rename `{}`: {e}", copy.display()))?;
     }
     Ok(taken)
+}
+
+/// Copy into the repository at `root` what `theirs` holds that `ours` does not, from the agent's
+/// `git`: packed there (`pack-objects`, which fails on an object the history needs and the git
+/// does not have) and unpacked here (`unpack-objects`, which computes every object's id from its
+/// content: nothing is taken by the name the agent gave it). Two gits, the objects in a pipe.
+fn copy_objects(root: &Path, git: &Path, (ours, theirs): (&str, &str)) -> Result<(), String> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut pack = crate::git::command(root);
+    pack.env("GIT_DIR", git)
+        .args(["pack-objects", "--revs", "--stdout", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut packing = pack.spawn().map_err(|e| format!("git pack-objects: {e}"))?;
+    let mut unpack = crate::git::command(root);
+    unpack
+        .args(["unpack-objects", "-q"])
+        .stdin(packing.stdout.take().expect("piped"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let unpacking = unpack.spawn();
+    let wants = format!("{theirs}\n^{ours}\n");
+    let fed = packing
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(wants.as_bytes());
+    let packed = packing.wait_with_output();
+    let unpacked = unpacking
+        .map_err(|e| format!("git unpack-objects: {e}"))?
+        .wait_with_output()
+        .map_err(|e| format!("git unpack-objects: {e}"))?;
+    let packed = packed.map_err(|e| format!("git pack-objects: {e}"))?;
+    fed.map_err(|e| format!("git pack-objects: {e}"))?;
+    let said = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    if !packed.status.success() {
+        return Err(format!(
+            "git pack-objects in the agent's git: {}",
+            said(&packed)
+        ));
+    }
+    if !unpacked.status.success() {
+        return Err(format!("git unpack-objects: {}", said(&unpacked)));
+    }
+    Ok(())
 }
 
 /// [`take_back`] for a check of what the agent did: what it found missing, with a failure to take

@@ -237,7 +237,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "launch-after-record",
             "launch-after-spawn",
             "observe-before-record",
-            "take-back-after-fetch",
+            "take-back-after-copy",
             "take-back-after-ref",
             "git-lock-after-remove",
             "receipt-after-record",
@@ -344,7 +344,7 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
             "validator-after-record",
             "validator-after-launch",
             // A host's agent is not confined and has no git of its own to take back.
-            "take-back-after-fetch",
+            "take-back-after-copy",
             "take-back-after-ref",
         ],
     };
