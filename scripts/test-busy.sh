@@ -5,7 +5,8 @@
 #
 # One busy process (a shell spinning on `:`) per core is started beside `cargo test`, and stopped,
 # by its pid, when the suite ends, whether it passed, failed or was interrupted. The suite is built
-# first, with the machine as it is, so that what is measured is the tests, not the compiler.
+# first, with the machine as it is, so that what is measured is the tests, not the compiler; every
+# test binary runs even after one fails (`--no-fail-fast`), so one round shows every flaky test.
 #
 # Arguments go to `cargo test` (e.g. `--test cli queue`). Environment: ICED_BUSY_PROCS (busy
 # processes, default the number of cores), ICED_BUSY_ROUNDS (run the suite this many times in a row,
@@ -39,7 +40,7 @@ echo "test-busy: $procs busy process(es) beside the suite (pids ${busy[*]})" >&2
 for round in $(seq 1 "$rounds"); do
   start=$(date +%s)
   status=0
-  cargo test "$@" || status=$?
+  cargo test --no-fail-fast "$@" || status=$?
   elapsed=$(($(date +%s) - start))
   echo "test-busy: round $round of $rounds: exit $status in ${elapsed} s" >&2
   [ "$status" -eq 0 ] || exit "$status"

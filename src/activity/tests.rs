@@ -358,7 +358,12 @@ fn observe_sees_a_supervisor_that_is_gone() {
 fn a_stop_request_runs_the_stop_sequence_and_still_writes_the_outcome() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_owned();
-    let spec = sh(&d, "sleep 100", 10_000, 200);
+    // `sleep` itself, no shell: the child record is written once it has exec'd, so a SIGINT
+    // finds the program that dies of it. (`sh -c` caught a SIGINT that came while it started
+    // and lost it as it exec'd `sleep`; on a busy machine that window is wide, and the 200 ms
+    // grace then ended in SIGTERM.) The grace and the timeout are far beyond any load: the
+    // SIGINT is what must end it, however long the machine takes to run the child's death.
+    let spec = spec_for(&d, &["sleep", "100"], 3_600_000, 600_000);
     write_json(&d.join(files::SPEC), &spec).unwrap();
     let flag = Arc::new(StopRequest::default());
     let supervisor = {
@@ -373,7 +378,6 @@ fn a_stop_request_runs_the_stop_sequence_and_still_writes_the_outcome() {
     let outcome = read_outcome(&d).unwrap();
     assert!(outcome.stopped && !outcome.timed_out, "{outcome:?}");
     assert_eq!(outcome.signal, Some(2), "{outcome:?}");
-    assert!(outcome.duration_ms < 5_000);
 }
 
 /// Through the real signal path: `stop()` sends SIGTERM to the pid in `supervisor.json`, which
