@@ -4,6 +4,7 @@
 
 pub mod alive;
 pub mod answer;
+pub(crate) mod at_commit;
 pub mod backoff;
 pub mod budget;
 pub mod claims;
