@@ -21,6 +21,7 @@ pub mod ended;
 pub mod escalation;
 pub mod escalation_verbs;
 pub mod events;
+pub mod forge;
 pub mod host;
 pub mod kept;
 pub mod keys;
