@@ -8,7 +8,8 @@
 //! `git rev-parse HEAD` and one `iced implement step --json` (in turn first, so that neither
 //! always runs on a cache the other warmed). Printed: median, minimum and 90th percentile of
 //! each, the ratio of the medians and the verdict. It asserts nothing but that each step said
-//! `waiting`.
+//! `waiting`. A second series times the step with nothing kept (the run's `at-commit` folder made
+//! a file), as every step was before issue 36: a `git cat-file` a call.
 //!
 //! Environment: `ICED_BENCH_RUNS` (measured rounds, default 201), `ICED_BENCH_BIN` (time another
 //! `iced` binary), `ICED_BENCH_KEEP=1` (keep the repository and print its path). Without `--bench`
@@ -206,39 +207,54 @@ fn main() {
         waiting(&step().output().unwrap());
         rev_parse().output().unwrap();
     }
-    let (mut steps, mut revs) = (Vec::new(), Vec::new());
-    for round in 0..runs {
-        let mut one = |step_first: bool| {
-            if step_first {
-                let (t, out) = timed(step());
-                waiting(&out);
-                steps.push(t);
-            } else {
-                revs.push(timed(rev_parse()).0);
-            }
-        };
-        one(round % 2 == 0);
-        one(round % 2 == 1);
-    }
-    let (s, r) = (Stats::of(&mut steps), Stats::of(&mut revs));
+    let measure = || {
+        let (mut steps, mut revs) = (Vec::new(), Vec::new());
+        for round in 0..runs {
+            let mut one = |step_first: bool| {
+                if step_first {
+                    let (t, out) = timed(step());
+                    waiting(&out);
+                    steps.push(t);
+                } else {
+                    revs.push(timed(rev_parse()).0);
+                }
+            };
+            one(round % 2 == 0);
+            one(round % 2 == 1);
+        }
+        (Stats::of(&mut steps), Stats::of(&mut revs))
+    };
+    let (s, r) = measure();
+    // For comparison, the step as it was before its answers were kept (issue 36): the run's
+    // `at-commit` folder replaced by a file, so nothing can be kept and every step asks git.
+    let kept = bench.root.join(".iced/run").join(&run).join("at-commit");
+    let _ = std::fs::remove_dir_all(&kept);
+    std::fs::write(&kept, "").unwrap();
+    let (unkept, unkept_rev) = measure();
     println!(
         "a waiting `iced implement step --json` against `git rev-parse HEAD`, {runs} rounds after {WARMUPS} warmups{}",
         if smoke { " (smoke run: not under `cargo bench`)" } else { "" }
     );
     println!("binary: {}", bench.bin.display());
     println!(
-        "{:<34} {:>9} {:>9} {:>9}",
+        "{:<44} {:>9} {:>9} {:>9}",
         "", "median ms", "min ms", "p90 ms"
     );
     for (name, st) in [
         ("git rev-parse HEAD", &r),
         ("iced implement step (waiting)", &s),
+        ("git rev-parse HEAD (second series)", &unkept_rev),
+        ("iced implement step, nothing kept (before)", &unkept),
     ] {
         println!(
-            "{name:<34} {:>9.2} {:>9.2} {:>9.2}",
+            "{name:<44} {:>9.2} {:>9.2} {:>9.2}",
             st.median, st.min, st.p90
         );
     }
+    println!(
+        "nothing kept, as before: {:.2}x git rev-parse HEAD",
+        unkept.median / unkept_rev.median
+    );
     let ratio = s.median / r.median;
     println!(
         "ratio of the medians: {ratio:.2}x, {} {GOAL}x{}",
