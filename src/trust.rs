@@ -42,9 +42,16 @@ pub struct Parts {
 impl Parts {
     pub fn of(config: &Config) -> Parts {
         let mut parts = Map::new();
+        // Under `land.mode: pr`, the forge commands in force, the shipped ones included (SPEC
+        // 23.2): what runs is what is trusted.
+        let land_pr = config.raw.get("land").and_then(crate::run::forge::in_force);
         for (name, pointer) in PARTS {
+            let part = match (*name, &land_pr) {
+                ("land.pr", Some(in_force)) => Some(in_force),
+                _ => config.raw.pointer(pointer),
+            };
             // An empty part runs nothing: `"hooks": {}` added later changes no hash.
-            match config.raw.pointer(pointer) {
+            match part {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(m)) if m.is_empty() => {}
                 Some(Value::Array(a)) if a.is_empty() => {}
@@ -106,7 +113,7 @@ pub enum WouldRun {
         argv: Vec<String>,
         cwd: Option<String>,
     },
-    /// A forge command of `land.pr` (`open`, `arm`, `find`).
+    /// A forge command of `land.pr` (`open`, `arm`, `find`, `armed`).
     Forge { name: String, argv: Vec<String> },
     /// Anything else those parts hold, as written: `hooks`, a role naming no runner, a runner iced
     /// cannot read.
@@ -228,6 +235,7 @@ pub fn would_run(config: &Config, settings: &Settings) -> Vec<WouldRun> {
         ("open", Some(&land.pr_open)),
         ("arm", Some(&land.pr_arm)),
         ("find", land.pr_find.as_ref()),
+        ("armed", land.pr_armed.as_ref()),
     ] {
         if let Some(argv) = argv.filter(|a| !a.is_empty()) {
             out.push(WouldRun::Forge {
@@ -494,6 +502,42 @@ mod tests {
         }
         assert!(Parts::of(&config(json!({}))).is_empty());
         assert!(!a.is_empty());
+    }
+
+    /// Under `land.mode: pr` what runs is the forge commands in force: with no `land.pr` at all,
+    /// the ones iced ships (SPEC 23.2), which then need trust and are listed; a config that names
+    /// all of them hashes as it always did.
+    #[test]
+    fn the_shipped_forge_commands_are_what_a_pr_landing_trusts() {
+        let shipped = config(json!({"land": {"mode": "pr", "remote": "origin"}}));
+        assert!(!Parts::of(&shipped).is_empty(), "gh runs: it needs trust");
+        let settings = Settings::from_config(&shipped, "test").unwrap();
+        let listed: Vec<String> = would_run(&shipped, &settings)
+            .into_iter()
+            .filter_map(|w| match w {
+                WouldRun::Forge { name, argv } => Some(format!("{name}: {}", argv.join(" "))),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "open: gh pr create --head {branch} --base {target} --title {title} --body-file {body_file}",
+                "arm: gh pr merge {pr_url} --auto --merge",
+                "find: gh pr list --head {branch} --state open --json url --jq .[0].url // empty",
+                "armed: gh pr view {pr_url} --json autoMergeRequest --jq .autoMergeRequest != null",
+            ]
+        );
+        // The same commands written out are the same parts.
+        let written = config(json!({"land": {"mode": "pr", "remote": "origin", "pr": {
+            "open": crate::run::forge::open(), "arm": crate::run::forge::arm("merge"),
+            "find": crate::run::forge::find(), "armed": crate::run::forge::armed()}}}));
+        assert_eq!(Parts::of(&written), Parts::of(&shipped));
+        // Another forge's commands are its own: gh is not asked, and the hash is of what it wrote.
+        let own = json!({"open": ["glab", "mr", "create"], "arm": ["glab", "mr", "merge"]});
+        let glab = config(json!({"land": {"mode": "pr", "remote": "origin", "pr": own}}));
+        let not_pr = config(json!({"land": {"mode": "merge", "pr": own}}));
+        assert_eq!(Parts::of(&glab), Parts::of(&not_pr));
     }
 
     #[test]

@@ -265,11 +265,19 @@ fn spawn(spec: &ActivitySpec) -> io::Result<Child> {
         // setpgid(0, 0) in the child before exec: the group is what timeouts and the final
         // clean-up signal.
         .process_group(0);
-    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, getppid, the
-    // two system calls of `enter`), and nothing allocates: errors are built from raw errno values.
+    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, sigaction,
+    // getppid, the two system calls of `enter`), and nothing allocates: errors are built from raw
+    // errno values.
     unsafe {
         let entry = confinement.as_ref().map(crate::confine::Prepared::entry);
         command.pre_exec(move || {
+            // The stop sequence's signals mean stop, whatever this process had them do: an ignored
+            // signal stays ignored across exec, and one a process started in the background
+            // (`cmd &` in a script) ignores SIGINT, which made the sequence's SIGINT a no-op
+            // that only SIGTERM, a grace later, undid (SPEC 21.4).
+            for sig in [Signal::SIGINT, Signal::SIGTERM] {
+                signal::signal(sig, signal::SigHandler::SigDfl)?;
+            }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             // The supervisor may have died before the line above took effect; then no signal
             // will ever come, so the child must not start at all.

@@ -202,6 +202,29 @@ impl<'a> Ctx<'a> {
         Ok(bytes)
     }
 
+    /// [`Ctx::blob_at`] for a question a run asks again and again (a lane's decision log at its
+    /// base, in every brief rendered to check its inputs): when `commit` is a full object id, the
+    /// answer is kept in the run's folder (`at_commit`), and a later call reads it there, starting
+    /// no git (issue 36: a waiting step started a `git cat-file` for it).
+    pub(crate) fn blob_at_kept(
+        &self,
+        run: &str,
+        commit: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, String> {
+        if !is_object_id(commit) {
+            return self.blob_at(commit, path, limit);
+        }
+        let dir = self.paths.run_dir(run).join("at-commit");
+        if let Some(kept) = super::at_commit::read(&dir, commit, path, limit) {
+            return Ok(kept);
+        }
+        let bytes = self.blob_at(commit, path, limit)?;
+        super::at_commit::keep(&dir, commit, path, limit, bytes.as_deref());
+        Ok(bytes)
+    }
+
     /// `git <args>` in `dir` (`git::run`), a question about the range `from..to` only (a diff, a
     /// log): kept for the call when both are full object ids, so it is asked once; a failed
     /// answer is not kept. `dir` is any worktree of the repository: they share its commits.

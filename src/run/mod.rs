@@ -4,6 +4,7 @@
 
 pub mod alive;
 pub mod answer;
+pub(crate) mod at_commit;
 pub mod backoff;
 pub mod budget;
 pub mod claims;
@@ -20,6 +21,7 @@ pub mod ended;
 pub mod escalation;
 pub mod escalation_verbs;
 pub mod events;
+pub mod forge;
 pub mod host;
 pub mod kept;
 pub mod keys;

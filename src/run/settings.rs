@@ -571,8 +571,14 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
                 )),
             }
         };
+    let pr = value.get("pr").cloned().unwrap_or(Value::Null);
+    let strategy = value.get("strategy").and_then(Value::as_str).unwrap_or("");
     let argv = |key: &str| -> Result<Option<Vec<String>>, Refusal> {
         match value.pointer(&format!("/pr/{key}")) {
+            // Under `pr`, a command the config does not have is the one iced ships (SPEC 23.2).
+            None if value.get("mode").and_then(Value::as_str) == Some("pr") => {
+                Ok(super::forge::shipped(&pr, key, strategy))
+            }
             None | Some(Value::Null) => Ok(None),
             Some(v) => strings(v)
                 .filter(|l| !l.is_empty())

@@ -370,20 +370,48 @@ fn a_drain_waits_out_a_remote_it_cannot_reach_between_units() {
             over = over.display()
         ),
     );
-    let outage = std::thread::spawn(move || {
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !hit.exists() {
-            if std::time::Instant::now() > until {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+    // The outage ends once the drain has said that it waits for the remote (its line, read as it
+    // is written), never after a time: on a busy machine the drain may take longer than any
+    // grace to get there, and would then find the remote back and never wait.
+    let (stdout, stderr) = (env.outside("drain.stdout"), env.outside("drain.stderr"));
+    let mut drain = env
+        .command()
+        .env("PATH", &path)
+        .args(["drain"])
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .expect("iced runs");
+    let waits = format!("drain: {second} waits for the remote (");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let said_it_waits = || {
+        [&stdout, &stderr].iter().any(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.starts_with(&waits))
+        })
+    };
+    let met = loop {
+        if said_it_waits() {
+            break true;
         }
-        std::thread::sleep(std::time::Duration::from_millis(1500));
-        std::fs::write(&over, "").unwrap();
-        true
-    });
-    let out = run(env.command().env("PATH", &path).args(["drain"]));
-    assert!(outage.join().unwrap(), "no claim met the outage: {out:#?}");
+        if std::time::Instant::now() > until || drain.try_wait().unwrap().is_some() {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::fs::write(&over, "").unwrap();
+    let status = drain.wait().unwrap();
+    let out = crate::env::Run {
+        code: status.code().unwrap_or(-1),
+        stdout: std::fs::read_to_string(&stdout).unwrap(),
+        stderr: std::fs::read_to_string(&stderr).unwrap(),
+    };
+    assert!(
+        met && hit.exists(),
+        "no claim met the outage, or the drain never said it waits: {out:#?}"
+    );
     assert_eq!(out.code, 0, "{out:#?}");
     let said: Vec<&str> = out.stdout.lines().chain(out.stderr.lines()).collect();
     for unit in [&first, &second] {

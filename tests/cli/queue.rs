@@ -316,8 +316,11 @@ fn drain_broken_by_an_agent() -> (TestEnv, String, String) {
     let first = env.approved_unit("delivered before the refusal");
     let second = env.approved_unit("its agent breaks the state");
     let state_file = env.path(".iced/run/state.json");
+    // Replaced whole, never torn: this test is about a state that is no state, not about one
+    // read half-written (a reader that came between a truncating write and its text saw an
+    // empty file, a refusal of its own; on a busy machine it did).
     let script = format!(
-        "lane {second}\nwrite {} not a state\nlane *\n{AGENT}",
+        "lane {second}\nreplace {} not a state\nlane *\n{AGENT}",
         state_file.display()
     );
     let mut config = fake_runner(&env, &script);

@@ -95,7 +95,7 @@ pub(crate) fn serve(base: &Path) -> Daemon {
         child,
         url: format!("git://127.0.0.1:{port}"),
     };
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             std::time::Instant::now() < until,

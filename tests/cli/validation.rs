@@ -8,10 +8,9 @@
 //! A script may say `{lane}`: it is replaced by the lane's id (the unit's) before the run starts.
 
 use crate::env::{fake_runner, merge_json, TestEnv, NOW};
-use crate::loop_e2e::{build, record, run_show, str_of, worktree_of, WAIT};
+use crate::loop_e2e::{build, record, run_show, str_of, worktree_of};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 // ---- answers ----------------------------------------------------------------------------------
 
@@ -663,62 +662,27 @@ pub(crate) fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_
 
 // ---- 8. validators run in parallel ----------------------------------------------------------------
 
-/// Six validators (three lenses, three reviewers), each taking a second: the validate stage, from
-/// the first validator's `agent_start` to the judge's `step_done` as they appear in events.jsonl,
-/// ends well before six seconds. Watched from outside (the events' own `ts` has whole seconds).
+/// Six validators (three lenses, three reviewers) run at once: each answers only once all six
+/// have started, so a loop that ran fewer at a time would leave the first waiting for a start that
+/// never comes (the fake agent gives up, exit 94, and the lens is not passed). Shown by the order
+/// of the starts, not by a clock a busy machine can beat.
 #[test]
-pub(crate) fn six_validators_of_a_second_each_take_about_a_second_together() {
-    let script =
-        implementer("") + &section("*", "validator", "*", &format!("sleep 1\nreport {PASS}"));
+pub(crate) fn six_validators_run_at_once() {
+    let script = implementer("")
+        + &section(
+            "*",
+            "validator",
+            "*",
+            &format!("await-starts validator 6\nreport {PASS}"),
+        );
     let (env, id) = validated(
         &script,
         &["expectations", "failures", "rules"],
         // Room for all six at once (the default ceiling is 2).
         json!({"verify": {"reviewers": ["ruthless", "security", "fidelity"]}, "pace": {"agents": 6}}),
     );
-    let mut child = env
-        .command()
-        .args(["build", &id, "--json"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iced starts");
-    let started = Instant::now();
-    let (mut first_start, mut judged) = (None, None);
-    let status = loop {
-        let text = std::fs::read_to_string(env.path(".iced/run/events.jsonl")).unwrap_or_default();
-        for line in text.lines() {
-            let e: Value = serde_json::from_str(line).unwrap();
-            if first_start.is_none() && e["event"] == "agent_start" && e["role"] == "validator" {
-                first_start = Some(Instant::now());
-            }
-            if judged.is_none() && e["event"] == "step_done" && e["step"] == "judge" {
-                judged = Some(Instant::now());
-            }
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "the build did not end within {WAIT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert!(status.success(), "build: {status:?}");
-    let (first_start, judged) = (
-        first_start.expect("a validator agent_start"),
-        judged.expect("the judge's step_done"),
-    );
-    let took = judged - first_start;
-    eprintln!(
-        "six one-second validators: {} ms from the first validator's start to the judge",
-        took.as_millis()
-    );
-    assert!(
-        took < Duration::from_millis(4500),
-        "the validate stage took {took:?}"
-    );
+    let (out, last) = build(&env, &id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
     let mut lenses: Vec<String> = starts(&env)
         .into_iter()
         .filter(|s| s.role == "validator")

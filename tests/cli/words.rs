@@ -126,10 +126,18 @@ fn run_help_names_every_run_verb() {
 fn ctrl_c_on_build_says_the_agents_keep_running_and_build_picks_the_run_up() {
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
-    let (env, id) = with_agent(
-        "sleep 3\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
-        own_checks(json!([])),
-    );
+    // The agent works until the test lets it go, after the Ctrl-C: never a time the driver
+    // could take longer than on a busy machine, ending the run before the signal.
+    let (env, id) = crate::env::TestEnv::buildable_with(|env| {
+        let script = format!(
+            "await-file {}\ncommit src/session.rs fixed\nreport-ok E1 E2\n",
+            env.outside("go").display()
+        );
+        let mut config = crate::env::fake_runner(env, &script);
+        crate::env::merge_json(&mut config, &own_checks(json!([])));
+        config
+    });
+    let go = env.outside("go");
     let child = env
         .command()
         .args(["build", &id])
@@ -155,6 +163,7 @@ fn ctrl_c_on_build_says_the_agents_keep_running_and_build_picks_the_run_up() {
         "{stderr}"
     );
     assert!(!pid_gone(agent), "the agent was stopped with the driver");
+    std::fs::write(&go, "").unwrap();
     // The progress lines before it depend on when the signal came; what it says does not.
     let said = stderr.rsplit("\n\n").next().unwrap_or_default();
     crate::snap::assert_read!(

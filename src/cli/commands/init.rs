@@ -43,6 +43,11 @@ fn host_refusal(step: &str, host: Host, e: HostError) -> Refusal {
     }
 }
 
+/// What a new config lands by pull request with, and what to set for another forge.
+const FORGE_NOTE: &str = "\nLanding by pull request (`land.mode: pr`) runs GitHub's `gh` as shipped; for another forge, set
+`land.pr.open`, `arm`, `find` and `armed` in `.iced/config.json` to its CLI (spec/SPEC.md 23.2).
+";
+
 pub fn run(args: Args) -> Result<Output, Refusal> {
     let step = "init";
     let cwd = current_dir(step)?;
@@ -110,6 +115,11 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
             "\niced is set up in `{}`. Next: `iced new \"<what you want>\"`.\n",
             root.display()
         ));
+    }
+    if report.created.contains(&config) || report.updated.contains(&config) {
+        // JSON holds no comment, and a `land.pr` in the config would be a part to trust: what to
+        // set for another forge is said here (SPEC 13, 23.2).
+        text.push_str(FORGE_NOTE);
     }
     if let Some(note) = &note {
         text.push_str(&format!("\nnote: {note}.\n"));

@@ -115,10 +115,11 @@ fn ancestors(repo: &Repo, unit_text: &str) -> Vec<(String, Option<Vec<(String, S
 }
 
 /// The unit's decision log at the lane's base commit, its last [`DECISIONS_TAIL`] bytes (cut at a
-/// line), or a line saying why it is not here. None when the base has no log.
-pub fn decisions_at(ctx: &Ctx<'_>, unit: &str, base: &str) -> Option<String> {
+/// line), or a line saying why it is not here. None when the base has no log. Read through the
+/// run's folder (`Ctx::blob_at_kept`): a run renders it at every step.
+pub fn decisions_at(ctx: &Ctx<'_>, run: &str, unit: &str, base: &str) -> Option<String> {
     let path = format!("intent/{unit}/decisions.md");
-    match ctx.blob_at(base, &path, DECISIONS_LIMIT) {
+    match ctx.blob_at_kept(run, base, &path, DECISIONS_LIMIT) {
         Ok(None) => None,
         Err(e) => Some(format!("(not read: {e}; read `{path}` yourself)")),
         Ok(Some(bytes)) => {
@@ -411,7 +412,7 @@ pub(crate) fn render_brief(
         layout: run.brief_layout,
         rejected: lane.rejected.as_deref(),
         decisions: if run.brief_layout >= 2 {
-            decisions_at(ctx, &lane.unit, run.base_of(lane))
+            decisions_at(ctx, &run.id, &lane.unit, run.base_of(lane))
         } else {
             None
         },

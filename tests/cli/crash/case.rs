@@ -61,6 +61,8 @@ impl Case {
                 "find": forge_argv("find", &["{branch}"]),
                 "armed": forge_argv("armed", &["{pr_number}"]),
             }}),
+            // What iced ships: no `land.pr` at all.
+            Land::PrGh => json!({"mode": "pr", "remote": "origin", "arm": "auto"}),
         };
         env.write(
             ".iced/config.json",
@@ -71,7 +73,7 @@ impl Case {
         env.git(&["add", "-A"]);
         env.git(&["commit", "-q", "-m", "approve the unit"]);
         let mut path = None;
-        if matches!(setup.land, Land::MergeRemote | Land::Pr) {
+        if matches!(setup.land, Land::MergeRemote | Land::Pr | Land::PrGh) {
             let remote = out.join("remote.git");
             crate::env::git_at(
                 &out,
@@ -87,7 +89,7 @@ impl Case {
             env.git(&["remote", "add", "origin", &remote.display().to_string()]);
             env.git(&["push", "-q", "origin", "main"]);
         }
-        if setup.land == Land::Pr {
+        if matches!(setup.land, Land::Pr | Land::PrGh) {
             std::fs::create_dir_all(&forge).unwrap();
             // A `git` first on PATH that logs every push to the forge's log, so the order of the
             // pushes and the forge's calls is on one page; a claim's ref on the remote (SPEC
@@ -99,6 +101,14 @@ impl Case {
                     forge.join("calls.log").display()
                 ),
             ));
+            // `gh` beside that `git`: the stand-in, its state in the forge's folder.
+            crate::env::write_executable(
+                &out.join("bin").join("gh"),
+                &format!(
+                    "#!/bin/sh\nexec bash '{FAKE_GH}' '{}' \"$@\"\n",
+                    forge.display()
+                ),
+            );
         }
         let base = env.git_out(&["rev-parse", "main"]).trim().to_owned();
         Case {
@@ -223,7 +233,7 @@ impl Case {
     /// The forge merges the pull request once it is armed and the loop waits for it: the lane's
     /// head becomes `origin`'s `main` (a fast-forward).
     pub(super) fn forge_merges(&self) {
-        if self.setup.land != Land::Pr {
+        if !matches!(self.setup.land, Land::Pr | Land::PrGh) {
             return;
         }
         let Ok(bytes) = std::fs::read(self.env.path(".iced/run/state.json")) else {

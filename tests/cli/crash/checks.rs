@@ -445,7 +445,7 @@ impl Case {
                 );
                 assert_eq!(git(&["symbolic-ref", "--short", "HEAD"]), "main");
             }
-            Land::Pr => {
+            Land::Pr | Land::PrGh => {
                 assert_eq!(
                     main, self.base,
                     "{context}: a pull request does not move the local main"

@@ -53,6 +53,7 @@ pub(crate) use walks::Rng;
 
 const FAKE_AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/fake-agent");
 const FAKE_FORGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/fake-forge");
+const FAKE_GH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/fake-gh-pr");
 /// A fast agent: one commit, a report with evidence for both expectations.
 const QUICK_AGENT: &str = "commit src/session.txt refreshed on activity\nreport-ok E1 E2\n";
 /// The agent of the concurrency test: slow enough that many callers find it running.
@@ -103,6 +104,9 @@ enum Land {
     /// `pr` through `origin` and `fixtures/fake-forge` (with `land.pr.find`), armed; the test
     /// plays the forge merging it once armed.
     Pr,
+    /// `pr` as shipped: no `land.pr` in the config, so iced runs `gh` (SPEC 23.2), here
+    /// `fixtures/fake-gh-pr` on PATH, which refuses a second `pr create` for a branch as gh does.
+    PrGh,
 }
 
 /// How a case's repository is configured.

@@ -49,7 +49,7 @@ fn variants(driver: Driver) -> Vec<Variant> {
             | "land-after-move"
             | "retire-after-remove" => &[Land::Merge, Land::MergeRemote],
             "land-after-fetch" => &[Land::MergeRemote],
-            "push-after-push" | "pr-after-open" | "pr-after-arm" => &[Land::Pr],
+            "push-after-push" | "pr-after-open" | "pr-after-arm" => &[Land::Pr, Land::PrGh],
             _ => &[],
         };
         if !lands.is_empty() {
@@ -324,6 +324,35 @@ fn build_killed_at_every_failpoint_resumes_to_one_delivery() {
     });
 }
 
+/// The `land.pr` iced ships (SPEC 23.2), with a `gh` on PATH that refuses a second `pr create`
+/// for a branch as gh does: `iced build` killed right after each side effect of a pull request's
+/// landing (the push, the open, the arm) resumes to one pull request, opened once and armed once,
+/// never blocked (issue 36: with no shipped `find`, the resumed build ran `gh pr create` again,
+/// which gh refuses, and the lane blocked). A subset of the walk above, to run on its own.
+#[test]
+fn the_shipped_pull_request_commands_recover_a_kill_at_each_landing_step() {
+    let cases: Vec<Variant> = ["push-after-push", "pr-after-open", "pr-after-arm"]
+        .into_iter()
+        .map(|name| Variant::new(name, name, Setup::process(1).landing(Land::PrGh)))
+        .collect();
+    each_in_parallel(
+        "the shipped land.pr at each landing failpoint",
+        &cases,
+        3,
+        |v| {
+            let case = Case::new(v.setup);
+            let context = format!(
+                "`iced build` with ICED_FAILPOINT={} and gh as shipped",
+                v.spec
+            );
+            let call = case.build(Some(&v.spec));
+            assert!(call.killed(), "{context}: not killed: {}", call.describe());
+            case.build_to_delivery(&context);
+            case.assert_finished(&context, v.retry_allowed());
+        },
+    );
+}
+
 /// `iced implement step` killed at each failpoint it can reach (all but admit's), on a run
 /// created without any step (its `build` killed right after the run was recorded).
 fn implement_step_killed_at_every_failpoint(driver: Driver) {
@@ -421,12 +450,14 @@ fn build_killed_at_random_moments_resumes_to_one_delivery() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    // A seed builds a plain unit, a validated one (validate, refute and fix stages included), or
-    // one landed by pull request through the fake forge (push, open, arm, retire), in turn.
+    // A seed builds a plain unit, a validated one (validate, refute and fix stages included), one
+    // landed by pull request through the fake forge (push, open, arm, retire), or one landed by
+    // pull request with the `land.pr` iced ships, through the `gh` stand-in, in turn.
     let setups = [
         Setup::process(1),
         Setup::process(1).validated(),
         Setup::process(1).landing(Land::Pr),
+        Setup::process(1).landing(Land::PrGh),
     ];
     let max_delays: Vec<u64> = setups
         .iter()
