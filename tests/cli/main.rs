@@ -73,3 +73,4 @@ mod validation_answers;
 mod validation_pace;
 mod waiting;
 mod words;
+mod worktree_race;
