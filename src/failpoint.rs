@@ -28,6 +28,25 @@ pub fn hit(name: &str) {
 #[inline(always)]
 pub fn hit(_name: &str) {}
 
+/// `ICED_FAILPOINT_REFUSE=<name>`: the first time a helper thread of `build` (SPEC 20.1; its
+/// threads are named `iced-helper`) reaches `<name>`, why its step is refused; nothing on any
+/// other thread. A test's way to make a helper's step refuse, as a full disk would.
+#[cfg(feature = "failpoints")]
+pub fn refused_on_helper(name: &str) -> Option<String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static HIT: AtomicBool = AtomicBool::new(false);
+    let wanted = std::env::var("ICED_FAILPOINT_REFUSE").ok()?;
+    let helper = std::thread::current().name() == Some("iced-helper");
+    (wanted == name && helper && !HIT.swap(true, Ordering::SeqCst))
+        .then(|| format!("failpoint `{name}` refused this step on a helper thread"))
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn refused_on_helper(_name: &str) -> Option<String> {
+    None
+}
+
 /// Every failpoint, for the crash suite to walk.
 pub const ALL: &[&str] = &[
     "admit-after-gitignore",
