@@ -1,6 +1,6 @@
 //! Git's worktree bookkeeping under one rule (SPEC 21.3, issue 36): a project run whose every lane
-//! is judged by validators in sandboxes, stepped by two driver threads of one `build` and by a
-//! second iced (`implement step`, again and again, as cron would) at once. Before the rule every
+//! is judged by validators in sandboxes, stepped by two driver threads of one `build` and by
+//! other iced processes (`implement step`, again and again, as cron and a host would) at once. Before the rule every
 //! lane's sandbox was named `full-1` (git's entries passed from lane to lane), every sandbox made
 //! ran `git worktree prune`, a sandbox was removed by its check and again by the delivery, and
 //! nothing kept one repository's worktree gits apart: a git in a sandbox whose entry another
@@ -14,7 +14,7 @@ use std::process::Stdio;
 
 #[test]
 fn two_driver_threads_and_a_second_call_add_and_remove_sandboxes_and_every_child_is_delivered() {
-    let titles: Vec<String> = (1..=10).map(|i| format!("part {i} of the work")).collect();
+    let titles: Vec<String> = (1..=16).map(|i| format!("part {i} of the work")).collect();
     let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
     let pass = crate::harness::PASS;
     let script = format!(
@@ -43,17 +43,31 @@ fn two_driver_threads_and_a_second_call_add_and_remove_sandboxes_and_every_child
         .stderr(file(&stderr))
         .spawn()
         .expect("iced build starts");
-    // The second iced: a step at a time while the build runs, each one keyed and recorded as
-    // the build's own; a step another call is doing is waited out (exit 4 or 0).
-    let mut steps: Vec<Run> = Vec::new();
-    while build.try_wait().expect("the build is there").is_none() {
-        let step = p.env.iced_json(&["implement", "step"]);
-        let done = step.code != 0 && step.code != 4;
-        steps.push(step);
-        if done {
-            break;
-        }
-    }
+    // Beside it, other calls of iced: a step at a time, again and again while the build runs
+    // (two at once, as cron and a host would), each step keyed and recorded as the build's own;
+    // a step another call is doing is waited out (exit 4 or 0).
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let steps: Vec<Run> = std::thread::scope(|scope| {
+        let stepper = || {
+            let mut steps: Vec<Run> = Vec::new();
+            while !ended.load(std::sync::atomic::Ordering::SeqCst) {
+                let step = p.env.iced_json(&["implement", "step"]);
+                let done = step.code != 0 && step.code != 4;
+                steps.push(step);
+                if done {
+                    break;
+                }
+            }
+            steps
+        };
+        let others = [scope.spawn(stepper), scope.spawn(stepper)];
+        let _ = build.wait();
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        others
+            .into_iter()
+            .flat_map(|t| t.join().expect("a stepper"))
+            .collect()
+    });
     let status = build.wait().expect("the build ends");
     let out = Run {
         code: status.code().unwrap_or(-1),
