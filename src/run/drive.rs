@@ -128,6 +128,7 @@ pub fn to_end(
         let mut threads: Vec<ScopedJoinHandle<'_, ()>> = Vec::new();
         // A helper's refusal ends the build with its reason (issue 36: it was dropped, its step
         // stayed `started` by this live process, and the driver waited on it forever).
+        let mut watchdog = Watchdog::default();
         let result = loop {
             if let Some(refusal) = drain(&heard, &mut told) {
                 break Err(refusal);
@@ -137,6 +138,9 @@ pub fn to_end(
                 Err(refusal) => break Err(refusal),
             };
             told(&report);
+            if let Some(stalled) = watchdog.watch(ctx, &report) {
+                told(&stalled);
+            }
             let waiting = report.action == Action::Waiting;
             if ends_driving(ctx, &report) || (no_wait && waiting) {
                 break Ok(report);
@@ -178,10 +182,78 @@ pub fn to_end(
     })
 }
 
+/// The build's watchdog (SPEC 20.1): a step another call or thread is doing, which the driver
+/// waits on, is said once it has made no progress for longer than its bound (an event and a
+/// line), never waited on silently. Progress is the driver's own clock: the same step, lane and
+/// attempt waited on since it first was.
+#[derive(Default)]
+struct Watchdog {
+    since: std::collections::HashMap<(String, String, u32), std::time::Instant>,
+    said: std::collections::HashSet<(String, String, u32)>,
+}
+
+impl Watchdog {
+    /// After the driver's step `report`: the line to tell, once a step it waits on has stalled.
+    fn watch(&mut self, ctx: &Ctx<'_>, report: &StepReport) -> Option<StepReport> {
+        use super::decide::Waiting;
+        use super::keys::StepKey;
+        let step = match &report.next {
+            Then::Wait { why } => match why {
+                Waiting::DoingStep { step } => Some(step.clone()),
+                Waiting::MakingWorktree => Some(StepKey::Worktree),
+                Waiting::Delivering => Some(StepKey::Deliver),
+                Waiting::CheckingReceipt => Some(StepKey::Receipt),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(step) = step else {
+            self.since.clear();
+            return None;
+        };
+        let (run, lane) = (report.run.clone()?, report.lane.clone()?);
+        let key = (
+            lane.clone(),
+            step.to_string(),
+            report.attempt.unwrap_or_default(),
+        );
+        let since = *self
+            .since
+            .entry(key.clone())
+            .or_insert_with(std::time::Instant::now);
+        let bound = stall_bound();
+        if since.elapsed() < bound || !self.said.insert(key.clone()) {
+            return None;
+        }
+        let secs = bound.as_secs();
+        super::events::emit(
+            &ctx.paths,
+            &run,
+            super::events::Event::StepStalled,
+            serde_json::json!({"lane": lane, "step": step, "attempt": key.2, "secs": secs}),
+        );
+        Some(StepReport {
+            next: Then::Stalled { step, secs },
+            ..report.clone()
+        })
+    }
+}
+
+/// How long a step the loop does itself (its git and its files, never an agent: those end at
+/// their timeout) may make no progress before the watchdog says so: 300 s, or
+/// `ICED_STALL_SEC`.
+fn stall_bound() -> std::time::Duration {
+    let secs = std::env::var("ICED_STALL_SEC")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    std::time::Duration::from_secs(secs)
+}
+
 /// What a helper thread hands the driver: a step that did something, or the refusal that ended
 /// it.
 enum Heard {
-    Report(StepReport),
+    Report(Box<StepReport>),
     Refused(Refusal),
 }
 
@@ -259,7 +331,7 @@ fn help(ctx: &Ctx<'_>, run: &str, stop: &AtomicBool, send: &mpsc::Sender<Heard>)
         };
         let done = decided == Decided::Waited || ends_driving(&ctx, &report);
         // A wait says nothing the driver's own steps do not.
-        if decided == Decided::Moved && send.send(Heard::Report(report)).is_err() {
+        if decided == Decided::Moved && send.send(Heard::Report(Box::new(report))).is_err() {
             return;
         }
         if done {

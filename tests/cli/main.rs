@@ -62,6 +62,7 @@ mod snap_step;
 mod snap_units;
 mod spares;
 mod stale_branch;
+mod stalled;
 mod supervisor_kill;
 mod survivors;
 mod tester;
