@@ -146,17 +146,42 @@ for i in range(n):
     child = json.loads(run(iced, "child", project, f"child {i + 1}", "--json"))["id"]
     approve(child)
 script = os.path.join(os.path.dirname(repo), "agent.txt")
+lenses = os.environ.get("ICED_BENCH_LENSES", "none")
+if lenses not in ("none", "one", "three"):
+    sys.exit(f"ICED_BENCH_LENSES must be none, one or three, not `{lenses}`")
+PASS = ('{"verdict": "pass", "expectations": [{"id": "E1", "result": "pass", "evidence": "src/{lane}.txt"}, '
+        '{"id": "E2", "result": "pass", "evidence": "src/{lane}.txt"}], "failures": [{"id": "F1", "triggered": false, '
+        '"evidence": "nobody is signed out"}], "constraints": [{"id": "C1", "violated": false, "evidence": "untouched"}]}')
+# The `failures` lens of the three finds a blocking finding the refuter refutes: every lane is
+# validated by three lenses and refuted once, and delivered after its first attempt.
+FAIL = ('{"verdict": "fail", "expectations": [{"id": "E1", "result": "pass", "evidence": "src/{lane}.txt"}], '
+        '"findings": [{"file_path": "src/{lane}.txt", "criterion_ref": "E1", "finding_category": "correctness", '
+        '"severity": "S2-major", "summary": "a poll counts as activity", "failure_scenario": {"inputs": "a polling tab", '
+        '"expected": "the session ends", "actual": "it never ends"}}]}')
+REFUTED = '{"findings": [{"finding_id": "{lane}-F1", "decision": "refuted", "reason": "the poll is not activity"}]}'
 with open(script, "w") as f:
-    f.write("commit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n")
+    f.write("role implementer\ncommit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n")
+    if lenses == "one":
+        f.write(f"role validator\nreport {PASS}\n")
+    elif lenses == "three":
+        f.write(f"role validator\nlens failures\nreport {FAIL}\nlens *\nrole validator\n"
+                f"lens expectations\nreport {PASS}\nlens rules\nreport {PASS}\n"
+                f"lens *\nrole refuter\nreport {REFUTED}\n")
+    f.write("role *\n")
     # The agent's own CPU time, its script's and its children's (bash's `times`), a line each.
     f.write(f"times {os.path.join(os.path.dirname(repo), 'agent-times.log')}\n")
 path = os.path.join(repo, ".iced", "config.json")
 config = json.load(open(path))
-config["verify"]["independent"] = False
+config["verify"]["independent"] = lenses != "none"
 config["verify"]["commands"] = []
 config["runners"] = {"scripted": {"kind": "command", "argv": ["bash", agent, script, "{output_file}"],
                                   "timeoutSec": 120}}
 config["roles"] = {"implementer": {"runner": "scripted"}}
+if lenses != "none":
+    config["roles"]["validator"] = {"runner": "scripted"}
+    config["verify"]["lenses"] = ["full"] if lenses == "one" else ["expectations", "failures", "rules"]
+    config["verify"]["refute"] = lenses == "three"
+    config["verify"]["reviewers"] = []
 config["land"] = {"mode": "none"}
 config["pace"] = {"lanes": 8}
 if os.environ.get("ICED_BENCH_DRIVERS"):
@@ -280,12 +305,15 @@ print(f"N={n}: {status} in {wall:.1f} s, {wall / n * 1000:.0f} ms a lane (pace.l
 if status != "delivered":
     # Why it stopped: the build's lines that blocked a lane or refused (with their `next` and
     # `missing`), and the probes that did not answer a step, so a run that stopped says why.
-    why = [l for _, l in lines if l.get("stage") == "blocked" or l.get("action") in ("blocked", "refused") or "code" in l]
+    why = [l for _, l in lines if l.get("stage") == "blocked" or l.get("action") in ("blocked", "refused") or "code" in l or "refused" in l]
     for line in why[:5]:
         print(f"  why: {json.dumps(line)[:800]}")
     for ms, code, _, kind in probes:
         if code not in (0, 4):
             print(f"  a probe exited {code} ({kind})")
+    # A refusal is on the build's stderr.
+    for line in open(os.path.join(out, "build.err")).read().strip().splitlines()[-4:]:
+        print(f"  stderr: {line[:800]}")
 if counting:
     print(f"  git: {(total_loop + agent) / n:.1f} processes a lane: the loop's {total_loop / n:.1f}, "
           f"the agents' {agent / n:.1f} (the probe's {probe_git} left out)")

@@ -1,19 +1,26 @@
 //! Failpoints: named places between a side effect and its record where the crash suite kills the
 //! process. Compiled only with the `failpoints` feature (tests turn it on; release builds never
 //! have it). `ICED_FAILPOINT=<name>` kills the process with SIGKILL the first time it reaches
-//! `<name>`; `<name>:<n>` on the n-th time.
+//! `<name>`; `<name>:<n>` on the n-th time. `ICED_FAILPOINT_HANG=<name>` stops the thread that
+//! reaches `<name>` for good instead.
 
 #[cfg(feature = "failpoints")]
 pub fn hit(name: &str) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static HITS: AtomicU32 = AtomicU32::new(0);
-    let Ok(wanted) = std::env::var("ICED_FAILPOINT") else {
-        return;
-    };
+    let wanted = std::env::var("ICED_FAILPOINT").unwrap_or_default();
     let (wanted, nth) = match wanted.split_once(':') {
         Some((n, k)) => (n.to_owned(), k.parse().unwrap_or(1)),
         None => (wanted, 1),
     };
+    if std::env::var("ICED_FAILPOINT_HANG").is_ok_and(|h| h == name) {
+        // The step stops here for good, its record held by a live process: what a call stuck
+        // in its git looks like to every other call. Said on stderr first, for the test.
+        eprintln!("failpoint `{name}`: hanging");
+        loop {
+            std::thread::park();
+        }
+    }
     if wanted != name {
         return;
     }
@@ -27,6 +34,25 @@ pub fn hit(name: &str) {
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub fn hit(_name: &str) {}
+
+/// `ICED_FAILPOINT_REFUSE=<name>`: the first time a helper thread of `build` (SPEC 20.1; its
+/// threads are named `iced-helper`) reaches `<name>`, why its step is refused; nothing on any
+/// other thread. A test's way to make a helper's step refuse, as a full disk would.
+#[cfg(feature = "failpoints")]
+pub fn refused_on_helper(name: &str) -> Option<String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static HIT: AtomicBool = AtomicBool::new(false);
+    let wanted = std::env::var("ICED_FAILPOINT_REFUSE").ok()?;
+    let helper = std::thread::current().name() == Some("iced-helper");
+    (wanted == name && helper && !HIT.swap(true, Ordering::SeqCst))
+        .then(|| format!("failpoint `{name}` refused this step on a helper thread"))
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn refused_on_helper(_name: &str) -> Option<String> {
+    None
+}
 
 /// Every failpoint, for the crash suite to walk.
 pub const ALL: &[&str] = &[

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 mod no_programs;
 pub mod tree;
+pub mod worktrees;
 
 /// Variables that redirect git away from the repository we were asked about.
 const SCRUBBED: &[&str] = &[

@@ -105,7 +105,7 @@ pub fn retire_runs(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Vec<Retirement>,
             let result = if run.status == RunStatus::Delivered {
                 let landed = super::stage::land::landed_by_loop(lane);
                 super::stage::land::git::retire(
-                    &ctx.repo.root,
+                    (&ctx.repo.root, ctx.claims().common_dir()),
                     worktree.as_deref(),
                     &branch,
                     &landed_in,

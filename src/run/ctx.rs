@@ -351,6 +351,17 @@ impl<'a> Ctx<'a> {
             .get_or_init(|| Claims::open(&self.repo.root))
     }
 
+    /// `git <args>` in the repository, a `worktree` subcommand that changes git's list of
+    /// worktrees (add, remove, move, prune), holding the repository's worktree lock (SPEC 21.3).
+    pub(crate) fn worktree_git(&self, args: &[&str]) -> Result<String, String> {
+        crate::git::worktrees::run(self.claims().common_dir(), &self.repo.root, args)
+    }
+
+    /// The repository's worktree lock, held (SPEC 21.3): for what is looked at and done as one.
+    pub(crate) fn worktree_lock(&self) -> Result<crate::git::worktrees::Held, String> {
+        crate::git::worktrees::lock(self.claims().common_dir(), &self.repo.root)
+    }
+
     /// The pace given on the command line, over what the configs and rulings say.
     pub fn set_pace_flags(&mut self, flags: &super::pace::Flags) -> Result<(), Refusal> {
         if flags.is_empty() {

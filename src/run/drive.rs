@@ -123,41 +123,171 @@ pub fn to_end(
 ) -> Result<StepReport, Refusal> {
     let most = if no_wait { 0 } else { helpers(ctx, run) };
     let stop = AtomicBool::new(false);
-    let (send, heard) = mpsc::channel::<StepReport>();
+    let (send, heard) = mpsc::channel::<Heard>();
     std::thread::scope(|scope| {
         let mut threads: Vec<ScopedJoinHandle<'_, ()>> = Vec::new();
+        // A helper's refusal ends the build with its reason (issue 36: it was dropped, its step
+        // stayed `started` by this live process, and the driver waited on it forever).
+        let mut watchdog = Watchdog::default();
         let result = loop {
-            for report in heard.try_iter() {
-                told(&report);
+            if let Some(refusal) = drain(&heard, &mut told) {
+                break Err(refusal);
             }
             let (report, decided) = match stepper::step_deciding(ctx, run) {
                 Ok(stepped) => stepped,
                 Err(refusal) => break Err(refusal),
             };
             told(&report);
+            if let Some(stalled) = watchdog.watch(ctx, &report) {
+                told(&stalled);
+            }
             let waiting = report.action == Action::Waiting;
             if ends_driving(ctx, &report) || (no_wait && waiting) {
                 break Ok(report);
             }
-            threads.retain(|t| !t.is_finished());
+            // A helper that panicked did not finish its step: the build ends with its panic
+            // rather than wait on that step.
+            for ended in extract_finished(&mut threads) {
+                if let Err(panic) = ended.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
             if decided == Decided::Moved && threads.len() < most {
                 let (stop, send) = (&stop, send.clone());
-                threads.push(scope.spawn(move || help(ctx, run, stop, &send)));
+                let spawned = std::thread::Builder::new()
+                    .name(HELPER.into())
+                    .spawn_scoped(scope, move || help(ctx, run, stop, &send));
+                if let Ok(thread) = spawned {
+                    threads.push(thread);
+                }
             }
             if waiting && decided == Decided::Waited {
+                if let Some(refusal) = drain(&heard, &mut told) {
+                    break Err(refusal);
+                }
                 wait();
             }
         };
         // The helpers finish the step they are doing, and go.
         stop.store(true, Ordering::SeqCst);
         for thread in threads {
-            let _ = thread.join();
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
-        for report in heard.try_iter() {
-            told(&report);
+        match (drain(&heard, &mut told), result) {
+            (Some(refusal), Ok(_)) => Err(refusal),
+            (_, result) => result,
         }
-        result
     })
+}
+
+/// The build's watchdog (SPEC 20.1): a step another call or thread is doing, which the driver
+/// waits on, is said once it has made no progress for longer than its bound (an event and a
+/// line), never waited on silently. Progress is the driver's own clock: the same step, lane and
+/// attempt waited on since it first was.
+#[derive(Default)]
+struct Watchdog {
+    since: std::collections::HashMap<(String, String, u32), std::time::Instant>,
+    said: std::collections::HashSet<(String, String, u32)>,
+}
+
+impl Watchdog {
+    /// After the driver's step `report`: the line to tell, once a step it waits on has stalled.
+    fn watch(&mut self, ctx: &Ctx<'_>, report: &StepReport) -> Option<StepReport> {
+        use super::decide::Waiting;
+        use super::keys::StepKey;
+        let step = match &report.next {
+            Then::Wait { why } => match why {
+                Waiting::DoingStep { step } => Some(step.clone()),
+                Waiting::MakingWorktree => Some(StepKey::Worktree),
+                Waiting::Delivering => Some(StepKey::Deliver),
+                Waiting::CheckingReceipt => Some(StepKey::Receipt),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(step) = step else {
+            self.since.clear();
+            return None;
+        };
+        let (run, lane) = (report.run.clone()?, report.lane.clone()?);
+        let key = (
+            lane.clone(),
+            step.to_string(),
+            report.attempt.unwrap_or_default(),
+        );
+        let since = *self
+            .since
+            .entry(key.clone())
+            .or_insert_with(std::time::Instant::now);
+        let bound = stall_bound();
+        if since.elapsed() < bound || !self.said.insert(key.clone()) {
+            return None;
+        }
+        let secs = bound.as_secs();
+        super::events::emit(
+            &ctx.paths,
+            &run,
+            super::events::Event::StepStalled,
+            serde_json::json!({"lane": lane, "step": step, "attempt": key.2, "secs": secs}),
+        );
+        Some(StepReport {
+            next: Then::Stalled { step, secs },
+            ..report.clone()
+        })
+    }
+}
+
+/// How long a step the loop does itself (its git and its files, never an agent: those end at
+/// their timeout) may make no progress before the watchdog says so: 300 s, or
+/// `ICED_STALL_SEC`.
+fn stall_bound() -> std::time::Duration {
+    let secs = std::env::var("ICED_STALL_SEC")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    std::time::Duration::from_secs(secs)
+}
+
+/// What a helper thread hands the driver: a step that did something, or the refusal that ended
+/// it.
+enum Heard {
+    Report(Box<StepReport>),
+    Refused(Refusal),
+}
+
+/// Hand `told` every report the helpers sent; the first refusal one sent, if any.
+fn drain(heard: &mpsc::Receiver<Heard>, told: &mut dyn FnMut(&StepReport)) -> Option<Refusal> {
+    let mut refused = None;
+    for heard in heard.try_iter() {
+        match heard {
+            Heard::Report(report) => told(&report),
+            Heard::Refused(refusal) => {
+                refused.get_or_insert(refusal);
+            }
+        }
+    }
+    refused
+}
+
+/// The name of a helper thread (SPEC 20.1).
+pub const HELPER: &str = "iced-helper";
+
+/// The threads of `threads` that have ended, taken out of it.
+fn extract_finished<'s>(
+    threads: &mut Vec<ScopedJoinHandle<'s, ()>>,
+) -> Vec<ScopedJoinHandle<'s, ()>> {
+    let mut ended = Vec::new();
+    let mut i = 0;
+    while i < threads.len() {
+        if threads[i].is_finished() {
+            ended.push(threads.swap_remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    ended
 }
 
 /// After `report`, no driver of the run steps on: the run ended, or waits on a forge or a person.
@@ -188,16 +318,20 @@ fn helper_count(drivers: Option<usize>, cpus: usize, pace_lanes: u64, lanes: usi
 
 /// A helper thread (SPEC 20.1): steps `run` with a context of its own, handing on every step that
 /// did something, until a step finds nothing to do, the run ends or waits on someone else, a step
-/// is refused (the driver's own next step says why, should it hold), or the driver stops.
-fn help(ctx: &Ctx<'_>, run: &str, stop: &AtomicBool, send: &mpsc::Sender<StepReport>) {
+/// is refused (handed to the driver, which ends the build with it), or the driver stops.
+fn help(ctx: &Ctx<'_>, run: &str, stop: &AtomicBool, send: &mpsc::Sender<Heard>) {
     let ctx = ctx.fork();
     while !stop.load(Ordering::SeqCst) {
-        let Ok((report, decided)) = stepper::step_deciding(&ctx, run) else {
-            return;
+        let (report, decided) = match stepper::step_deciding(&ctx, run) {
+            Ok(stepped) => stepped,
+            Err(refusal) => {
+                let _ = send.send(Heard::Refused(refusal));
+                return;
+            }
         };
         let done = decided == Decided::Waited || ends_driving(&ctx, &report);
         // A wait says nothing the driver's own steps do not.
-        if decided == Decided::Moved && send.send(report).is_err() {
+        if decided == Decided::Moved && send.send(Heard::Report(Box::new(report))).is_err() {
             return;
         }
         if done {

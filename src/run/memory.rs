@@ -312,15 +312,12 @@ fn check_and_leave(
     .map(str::to_owned)
     .collect();
     // The draft is over whatever the check says: the worktree goes, the branch stays.
-    let _ = git(
-        root,
-        &[
-            "worktree",
-            "remove",
-            "--force",
-            &draft.worktree.display().to_string(),
-        ],
-    );
+    let _ = ctx.worktree_git(&[
+        "worktree",
+        "remove",
+        "--force",
+        &draft.worktree.display().to_string(),
+    ]);
     crate::failpoint::hit("memory-after-remove");
     let _ = std::fs::remove_file(record);
     let outside: Vec<String> = files

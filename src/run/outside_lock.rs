@@ -74,6 +74,11 @@ pub(crate) enum Pending {
 
 /// Phase 2: the side effect, outside the lock; then record its outcome if still current.
 pub(crate) fn act(ctx: &Ctx<'_>, snapshot: &Run, pending: Pending) -> Result<StepReport, Refusal> {
+    if !matches!(pending, Pending::Report(_)) {
+        if let Some(why) = crate::failpoint::refused_on_helper("act") {
+            return Err(crate::refusal::io_error(ctx.verb, why));
+        }
+    }
     match pending {
         Pending::Report(report) => Ok(*report),
         Pending::RenewClaims => super::stage::claims::renew(ctx, snapshot),

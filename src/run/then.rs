@@ -22,6 +22,12 @@ pub enum Then {
     Wait {
         why: crate::run::decide::Waiting,
     },
+    /// A step another call (or another thread of this one) is doing has made no progress for
+    /// longer than its bound, `secs` (SPEC 20.1): said once, and still waited on.
+    Stalled {
+        step: crate::run::keys::StepKey,
+        secs: u64,
+    },
     /// A lane's recorded reason (blocked, handed back), as it stands.
     Reason(String),
     /// A lane blocked: its reason, and resuming the run once it is fixed.

@@ -5,7 +5,7 @@
 
 use crate::loop_e2e::{build, str_of};
 use crate::project::Project;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 #[test]
@@ -66,5 +66,63 @@ fn threads_stepping_one_project_run_do_every_step_once_and_land_each_child_once(
     assert!(
         done.keys().any(|(_, step, _)| step.starts_with("land-")),
         "{done:?}"
+    );
+}
+
+/// Issue 36: a step a helper thread refused was dropped. Its record stayed `started` by the live
+/// `build` (the helper shares its pid), so every later step found "another call is doing" it and
+/// the build waited forever. Now the refusal ends the build, with its reason, as the driver's own
+/// would; the step, whose owner has ended, is taken up by the next call, and the run delivers.
+#[test]
+fn a_refusal_on_a_helper_thread_ends_the_build_with_its_reason() {
+    let titles = [
+        "idle sessions end",
+        "active sessions stay",
+        "the end is logged",
+        "sessions are counted",
+        "the count is shown",
+        "old sessions are purged",
+    ];
+    let p = Project::new(
+        &titles,
+        &[],
+        "commit src/{lane}.txt the work of {lane}\nreport-ok E1 E2\n",
+        json!({"pace": {"lanes": 4}, "build": {"drivers": 4}, "land": {"mode": "none"}}),
+    );
+    // The first step a helper thread acts on is refused; the driver's own are not.
+    let out = crate::env::run(
+        p.env
+            .command()
+            .args(["build", &p.id])
+            .env("ICED_FAILPOINT_REFUSE", "act"),
+    );
+    // The steps done before it are printed as they come, in an order the threads choose: the
+    // snapshot is the refusal, from its first line.
+    let refusal = out
+        .stderr
+        .find("error: ")
+        .map(|at| &out.stderr[at..])
+        .unwrap_or_else(|| panic!("no refusal:\n{out:#?}"));
+    crate::snap::assert_read!(
+        &p.env,
+        "build_helper_refused",
+        format!(
+            "iced build <project> (a helper thread's step refused)\nexit {}\n----- stderr, from the refusal -----\n{refusal}",
+            out.code
+        )
+    );
+    let refusals: Vec<Value> = p
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "refusal")
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:#?}");
+    assert_eq!(refusals[0]["code"], "io-error");
+    // The step it left is taken up by the next call: every child is delivered.
+    let (out, last) = build(&p.env, &p.id, &[], 0);
+    assert_eq!(last["status"], "delivered", "{out:#?}");
+    assert!(
+        p.events().iter().any(|e| e["event"] == "owner_gone"),
+        "the refused step was taken up as one whose owner ended"
     );
 }

@@ -639,7 +639,8 @@ pub(crate) fn a_validator_that_moves_the_lane_branch_blocks_the_lane_at_once() {
 /// lane: it blocks at once, naming the file.
 #[test]
 pub(crate) fn a_validator_that_writes_into_the_lane_worktree_blocks_the_lane_at_once() {
-    // The sandbox is `<worktrees>/<lane>.validators/full-1`; the lane's worktree is beside it.
+    // The sandbox is `<worktrees>/<lane>.validators/<run>-<lane>-1-full`; the lane's worktree is
+    // beside it.
     let script = implementer("")
         + &section(
             "*",

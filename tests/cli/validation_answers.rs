@@ -165,7 +165,11 @@ fn host_validators_with_bad_answers_are_refused_at_the_receipt() {
         answer.ends_with("activities/validate-expectations-1/out/output.json"),
         "{answer}"
     );
-    let sandbox = PathBuf::from(format!("{}.validators/expectations-1", worktree.display()));
+    // Named by run, lane, attempt and lens (SPEC 22.1).
+    let sandbox = PathBuf::from(format!(
+        "{}.validators/{run_id}-{id}-1-expectations",
+        worktree.display()
+    ));
     assert!(same(str_of(&v, "worktree"), &sandbox), "{v:#}");
     let lane_head = git_at(&worktree, &["rev-parse", "HEAD"]);
     assert_eq!(git_at(&sandbox, &["rev-parse", "HEAD"]), lane_head);

@@ -18,6 +18,9 @@ pub fn words(then: &Then) -> String {
             format!("run `{run}` is paused: `iced run resume {run}` lets it go on")
         }
         Then::Wait { why } => format!("{}; call again later", waiting(why)),
+        Then::Stalled { step, secs } => format!(
+            "`{step}` has made no progress for {secs} s: the call doing it may be stuck (`iced run show` names it); still waiting on it"
+        ),
         Then::Reason(reason) => reason.clone(),
         Then::FixThenResume { reason, run } => fix_then_resume(reason, run),
         Then::Escalated {

@@ -28,10 +28,27 @@ pub(crate) fn role_of(key: &StepKey) -> &'static str {
 }
 
 /// The sandbox a validator reads in: a detached checkout of the lane's head, beside the lane's
-/// worktree.
-pub(crate) fn sandbox(lane: &Lane, key: &StepKey, attempt: u32) -> PathBuf {
+/// worktree, named by run, lane, attempt and validator (SPEC 22.1). git names its entry for a
+/// worktree by the folder's name: a name no other sandbox has is never an entry another lane's
+/// git is adding or removing (issue 36: every lane's was `full-1`).
+pub(crate) fn sandbox(run: &str, lane: &Lane, key: &StepKey, attempt: u32) -> PathBuf {
     let worktree = lane.worktree.clone().unwrap_or_default();
-    PathBuf::from(format!("{worktree}.validators")).join(format!("{}-{attempt}", name_of(key)))
+    PathBuf::from(format!("{worktree}.validators")).join(format!(
+        "{run}-{}-{attempt}-{}",
+        lane.id,
+        name_of(key)
+    ))
+}
+
+/// The sandbox a prepared validator was given, as its record says (a run an earlier iced
+/// prepared names `<name>-<attempt>`), else [`sandbox`].
+pub(crate) fn sandbox_of(run: &str, lane: &Lane, key: &StepKey, attempt: u32) -> PathBuf {
+    lane.steps
+        .iter()
+        .find(|r| r.step == *key && r.attempt == attempt)
+        .and_then(|r| r.outcome_as::<ValidatorOutcome>())
+        .and_then(|o| o.worktree)
+        .map_or_else(|| sandbox(run, lane, key, attempt), PathBuf::from)
 }
 
 pub(crate) fn output_path(
@@ -55,24 +72,58 @@ pub(crate) fn prompt_path(
     ctx.activity_dir(run, lane, key, attempt).join("prompt.md")
 }
 
-pub(crate) fn remove_sandbox(root: &Path, path: &Path) {
-    // `worktree remove` drops git's entry with the folder; only a sandbox gone another way (a
-    // call killed between the two, a failed remove, a person's `rm`) leaves an entry to prune
-    // (issue 16: no prune per sandbox).
-    let mut entry_gone = false;
-    if path.exists() {
-        let shown = path.display().to_string();
-        entry_gone = crate::git::run(root, &["worktree", "remove", "--force", &shown]).is_ok();
-        let _ = std::fs::remove_dir_all(path);
-        crate::failpoint::hit("validator-after-remove");
-    }
-    if !entry_gone {
-        let _ = crate::git::run(root, &["worktree", "prune"]);
+/// Remove the sandbox at `path`, once (SPEC 21.3): under the repository's worktree lock, a
+/// sandbox still there is removed with git's entry for it; one already gone (its check removed
+/// it, or the delivery did) is left alone. git's entry for a folder gone another way (a person's
+/// `rm`) is removed by its path, never by `git worktree prune`, which would drop the entries of
+/// every folder missing at that moment, another lane's among them.
+pub(crate) fn remove_sandbox(ctx: &Ctx<'_>, path: &Path) {
+    let shown = path.display().to_string();
+    // Looked at under the lock: a remove of the same sandbox at once (its check's and the
+    // delivery's) finds it gone and does nothing.
+    if let Ok(held) = ctx.worktree_lock() {
+        if path.exists() {
+            let removed = held.git(&["worktree", "remove", "--force", &shown]);
+            if removed.is_err() && path.exists() {
+                let _ = std::fs::remove_dir_all(path);
+            }
+            drop(held);
+            crate::failpoint::hit("validator-after-remove");
+        }
     }
     // The `<lane>.validators` folder goes when its last sandbox does.
     if let Some(parent) = path.parent() {
         let _ = std::fs::remove_dir(parent);
     }
+}
+
+/// A fresh sandbox at `path`, a detached checkout of `head`, whatever was there: one hold of the
+/// worktree lock (SPEC 21.3). A `git worktree add` of a call killed here holds the lock as long
+/// as it runs, so what it made is found and removed first. An entry git kept for a folder gone
+/// another way is removed by its path, and the sandbox added again.
+fn add_sandbox(ctx: &Ctx<'_>, path: &Path, head: &str) -> Result<(), String> {
+    let held = ctx.worktree_lock()?;
+    let shown = path.display().to_string();
+    if path.exists() {
+        let removed = held.git(&["worktree", "remove", "--force", &shown]);
+        if removed.is_err() && path.exists() {
+            std::fs::remove_dir_all(path).map_err(|e| format!("remove `{shown}`: {e}"))?;
+        }
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("create `{}`: {e}", parent.display()))?;
+    }
+    let add = ["worktree", "add", "--quiet", "--detach", &shown, head];
+    held.git(&add).map(|_| ()).or_else(|first| {
+        if held
+            .git(&["worktree", "remove", "--force", &shown])
+            .is_err()
+        {
+            return Err(first);
+        }
+        held.git(&add).map(|_| ())
+    })
 }
 
 /// The validators of a unit: its lenses (`verify.lenses`, `auto` picked by tier and risk) and the
@@ -160,7 +211,7 @@ pub fn hand(ctx: &Ctx<'_>, run: &mut Run, lane_id: &str, key: &StepKey) -> StepR
     let run_id = run.id.clone();
     let lane = run.lane_mut(lane_id).expect("lane");
     let attempt = lane.attempt;
-    let sandbox = sandbox(lane, key, attempt);
+    let sandbox = sandbox_of(&run_id, lane, key, attempt);
     let record = lane.record_mut(key).expect("a prepared record");
     let first = !record
         .outcome_as::<ValidatorOutcome>()
@@ -329,33 +380,14 @@ pub fn prepare(
     for key in keys {
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
         crate::run::state::ensure_dir(&dir, ctx.verb)?;
-        let path = sandbox(lane, key, attempt);
-        let shown = path.display().to_string();
-        // A fresh sandbox, whatever is at its path. The `git worktree add` of a call that died
-        // here outlives it and may take the path under this one's feet: remove and add again,
-        // for up to 2 s.
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        let added = loop {
-            remove_sandbox(root, &path);
-            if let Some(parent) = path.parent() {
-                let _ = std::fs::create_dir_all(parent);
-            }
-            match crate::git::run(
-                root,
-                &["worktree", "add", "--quiet", "--detach", &shown, &head],
-            ) {
-                Err(_) if std::time::Instant::now() < give_up => {
-                    std::thread::sleep(std::time::Duration::from_millis(50))
-                }
-                result => break result,
-            }
-        };
-        if let Err(e) = added {
+        let path = sandbox(&snapshot.id, lane, key, attempt);
+        if let Err(e) = add_sandbox(ctx, &path, &head) {
             return Err(crate::refusal::io_error(
                 ctx.verb,
                 format!("the sandbox of `{key}`: {e}"),
             ));
         }
+        let shown = path.display().to_string();
         let lane_worktree = lane.worktree.as_ref().map(PathBuf::from);
         let print = validate::fingerprint(&path, root, &branch, lane_worktree.as_deref())
             .map_err(|e| crate::refusal::io_error(ctx.verb, e))?;
@@ -514,7 +546,7 @@ pub fn launch_all(
     let runner = ctx.settings.validator.as_ref().expect("a validator runner");
     for (key, nonce) in keys {
         let dir = ctx.activity_dir(&snapshot.id, lane_id, key, lane.attempt);
-        let sandbox = sandbox(lane, key, lane.attempt);
+        let sandbox = sandbox_of(&snapshot.id, lane, key, lane.attempt);
         let prompt = prompt_path(ctx, &snapshot.id, lane_id, key, lane.attempt);
         let output = output_path(
             ctx,
@@ -596,7 +628,7 @@ pub fn check(
     let lane = snapshot.lane(lane_id).expect("lane");
     let attempt = lane.attempt;
     let dir = ctx.activity_dir(&snapshot.id, lane_id, key, attempt);
-    let path = sandbox(lane, key, attempt);
+    let path = sandbox_of(&snapshot.id, lane, key, attempt);
     let branch = lane.branch.clone().unwrap_or_default();
     let before: Option<Fingerprint> =
         crate::store::read_no_follow(&dir.join("fingerprint.json"), 1 << 20)
@@ -756,7 +788,7 @@ pub fn check(
         ))
     });
     if report.is_ok() {
-        remove_sandbox(&ctx.repo.root, &path);
+        remove_sandbox(ctx, &path);
     }
     report
 }
@@ -770,7 +802,7 @@ pub fn remove_sandboxes(ctx: &Ctx<'_>, lane: &Lane) {
     };
     let dir = PathBuf::from(format!("{worktree}.validators"));
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        remove_sandbox(&ctx.repo.root, &entry.path());
+        remove_sandbox(ctx, &entry.path());
     }
     let _ = std::fs::remove_dir(&dir);
 }

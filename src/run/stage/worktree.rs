@@ -349,7 +349,7 @@ fn clean_and_move(
             .map_err(|e| failed(format!("create `{}`: {e}", parent.display())))?;
     }
     let (from, to) = (spare.display().to_string(), path.display().to_string());
-    let mut moved = crate::git::run(&ctx.repo.root, &["worktree", "move", &from, &to]);
+    let mut moved = ctx.worktree_git(&["worktree", "move", &from, &to]);
     // The `git worktree move` of a call that died may still be running (it outlives that call)
     // and have moved it first: adopted once git lists the branch at `path`. Bounded.
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
@@ -378,10 +378,7 @@ fn add_new(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<Strin
     // (which outlives it) is not killed by SIGPIPE halfway and does not undo its own work under a
     // later call that has already adopted the worktree.
     let path_s = path.display().to_string();
-    crate::git::run(
-        &ctx.repo.root,
-        &["worktree", "add", "--quiet", "-b", branch, &path_s, base],
-    )
+    ctx.worktree_git(&["worktree", "add", "--quiet", "-b", branch, &path_s, base])
 }
 
 pub(crate) fn add_worktree(
@@ -406,7 +403,7 @@ fn adopt_or_add(ctx: &Ctx<'_>, path: &Path, branch: &str, base: &str) -> Result<
     let path_s = path.display().to_string();
     let add = |exists: bool| {
         if exists {
-            crate::git::run(root, &["worktree", "add", "--quiet", &path_s, branch])
+            ctx.worktree_git(&["worktree", "add", "--quiet", &path_s, branch])
         } else {
             add_new(ctx, path, branch, base)
         }
@@ -479,10 +476,7 @@ fn move_aside_stale(
         crate::git::worktree_of_branch(root, branch).filter(|e| same_path(e, path))
     {
         let aside = format!("{}-{short}", existing.display());
-        crate::git::run(
-            root,
-            &["worktree", "move", &existing.display().to_string(), &aside],
-        )?;
+        ctx.worktree_git(&["worktree", "move", &existing.display().to_string(), &aside])?;
         crate::failpoint::hit("worktree-after-move-worktree");
     }
     crate::git::run(root, &["branch", "-m", branch, &moved_to])?;

@@ -453,9 +453,10 @@ pub enum Retired {
 /// landing is judged against the target (or the remote target), not against HEAD. `landed` is
 /// the commit the loop moved the target to and the lane head it was made from, when the loop
 /// landed it: a squash is not a descendant of the lane's head, and such a lane has landed once
-/// that commit is in the target and the branch holds nothing after it.
+/// that commit is in the target and the branch holds nothing after it. `common` is the
+/// repository's common git folder, whose worktree lock the removal holds (SPEC 21.3).
 pub fn retire(
-    root: &Path,
+    (root, common): (&Path, Option<&Path>),
     worktree: Option<&Path>,
     branch: &str,
     landed_in: &str,
@@ -472,16 +473,13 @@ pub fn retire(
     if !is_landed {
         return Ok(Retired::NotLanded);
     }
-    // `worktree remove` drops git's entry with the folder; a worktree already gone leaves an
-    // entry to prune before its branch can be deleted.
-    let mut entry_gone = false;
+    let held = crate::git::worktrees::lock(common, root)?;
     if let Some(w) = worktree.filter(|w| w.exists()) {
         if !crate::git::is_clean(w, &[]).unwrap_or(false) {
             return Ok(Retired::DirtyKept(w.to_owned()));
         }
         let shown = w.display().to_string();
-        git(root, &["worktree", "remove", &shown])?;
-        entry_gone = true;
+        held.git(&["worktree", "remove", &shown])?;
         // The loop's own `<repo>.iced-worktrees` folder goes with its last worktree (a folder the
         // person named in `build.worktreeDir` stays).
         if let Some(parent) = w
@@ -490,10 +488,14 @@ pub fn retire(
         {
             let _ = std::fs::remove_dir(parent);
         }
+    } else if let Some(at) = crate::git::worktree_of_branch(root, branch).filter(|at| !at.exists())
+    {
+        // A worktree gone another way (a person's `rm`) leaves git's entry, which holds the
+        // branch: that entry is removed by its path, never by `git worktree prune`, which drops
+        // every entry whose folder is missing at that moment.
+        let _ = held.git(&["worktree", "remove", "--force", &at.display().to_string()]);
     }
-    if !entry_gone {
-        let _ = git(root, &["worktree", "prune"]);
-    }
+    drop(held);
     if head.is_some() {
         git(root, &["branch", "-D", branch])?;
     }

@@ -594,7 +594,7 @@ fn perform_step(ctx: &Ctx<'_>, run: &Run, lane: &Lane, step: &StepKey) -> Done {
             };
             let landed = landed_by_loop(lane);
             let retired = land::retire(
-                root,
+                (root, ctx.claims().common_dir()),
                 Some(&worktree),
                 &branch,
                 &landed_in,
