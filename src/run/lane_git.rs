@@ -32,6 +32,11 @@ fn config(common: &Path, commit: &str) -> String {
     )
 }
 
+/// The `objects/info/alternates` of an agent's git: the repository's object store, read-only.
+fn alternates(common: &Path) -> String {
+    format!("{}\n", common.join("objects").display())
+}
+
 /// Make the git of its own of the writer of `activity`, working in `worktree`, whose git folder is
 /// `admin`, in the repository whose git folder is `common`: `HEAD` and the branch as the worktree
 /// has them now, its index, and the repository's objects through alternates. Made beside and
@@ -92,11 +97,7 @@ pub fn prepare(
     for folder in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
         mk(folder)?;
     }
-    let objects = common.join("objects");
-    put(
-        "objects/info/alternates",
-        format!("{}\n", objects.display()).as_bytes(),
-    )?;
+    put("objects/info/alternates", alternates(common).as_bytes())?;
     put("config", config(common, &commit).as_bytes())?;
     match head.trim().strip_prefix("ref: ") {
         Some(reference) if plain_branch(reference) => {
@@ -130,7 +131,7 @@ pub(crate) struct Taken {
 
 /// Take back the branch `branch` the agent of `activity` committed to in its own git, into the
 /// repository at `root` and the worktree whose git folder is `admin`. Nothing when the agent had
-/// no git of its own. Re-entrant: the fetch and the move are skipped when the branch is already
+/// no git of its own. Re-entrant: the copy and the move are skipped when the branch is already
 /// the agent's head, and the index is given again.
 pub(crate) fn take_back(
     (root, common): (&Path, &Path),
@@ -173,10 +174,9 @@ pub(crate) fn take_back(
             0o600,
         )
         .map_err(|e| e.to_string())?;
-        let objects = format!("{}\n", common.join("objects").display());
         store::write_atomic(
             &git.join("objects/info/alternates"),
-            objects.as_bytes(),
+            alternates(common).as_bytes(),
             0o600,
         )
         .map_err(|e| e.to_string())?;

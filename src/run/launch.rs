@@ -76,18 +76,12 @@ pub(crate) fn agent_spec(
     let confine = if runner.remote {
         None
     } else {
-        let value = |key: &str| {
-            values
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v.as_str())
-        };
         super::confinement::rules(
             &super::confinement::Start {
-                role: value("role").unwrap_or_default(),
+                role: value_of(&values, "role"),
                 cwd: &start.cwd,
                 dir: start.dir,
-                output: Path::new(value("output_file").unwrap_or_default()),
+                output: Path::new(value_of(&values, "output_file")),
                 common: ctx.claims().common_dir(),
                 admin: super::stage::worktree::own_worktree(ctx, &start.cwd).ok(),
             },
