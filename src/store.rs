@@ -237,6 +237,16 @@ fn refuse_symlink(path: &Path) -> Result<Option<fs::Metadata>, StoreError> {
 /// Replace `path` with `bytes` atomically. An existing file keeps its permission bits; a new one
 /// gets `new_mode`. Refuses when `path` is a symlink.
 pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> Result<(), StoreError> {
+    replace(path, bytes, new_mode, true)
+}
+
+/// [`write_atomic`] without the fsyncs: for a record that means nothing after the machine
+/// restarts (a process id), so that writing it costs no wait on the disk.
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8], new_mode: u32) -> Result<(), StoreError> {
+    replace(path, bytes, new_mode, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], new_mode: u32, sync: bool) -> Result<(), StoreError> {
     let existing = refuse_symlink(path)?;
     let mode = existing.map_or(new_mode, |m| m.permissions().mode() & 0o7777);
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -259,10 +269,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> Result<(), Stor
             .map_err(|e| StoreError::io("chmod", &temp, e))?;
         file.write_all(bytes)
             .map_err(|e| StoreError::io("write", &temp, e))?;
-        file.sync_all()
-            .map_err(|e| StoreError::io("fsync", &temp, e))?;
+        if sync {
+            file.sync_all()
+                .map_err(|e| StoreError::io("fsync", &temp, e))?;
+        }
         fs::rename(&temp, path).map_err(|e| StoreError::io("rename", path, e))?;
-        sync_dir(dir)
+        if sync {
+            sync_dir(dir)?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);

@@ -2,7 +2,8 @@
 //! supervisor (`iced __supervise <dir>`) so that it outlives the invocation that launched it.
 //!
 //! An activity lives in one directory, which is its whole interface: `spec.json` (what to run,
-//! written by [`launch`]), `supervisor.json` (who runs it), `stdout.txt`, `stderr.txt` and
+//! written by [`launch`]), `launched.json` (the supervisor [`launch`] started), `supervisor.json`
+//! (who runs it, written by the supervisor once it has started), `stdout.txt`, `stderr.txt` and
 //! `outcome.json` (how it ended, written last), and `supervisor.log`. Any later invocation can
 //! [`observe`] or [`stop`] it from the directory alone.
 //!
@@ -20,7 +21,9 @@ mod tests;
 #[cfg(test)]
 pub(crate) use procinfo::git_sleeping;
 pub use procinfo::{pid_start_time, working_in, Working};
-pub use spec::{expand_vars, ActivitySpec, Outcome, StreamSummary, SupervisorRecord};
+pub use spec::{
+    expand_vars, ActivitySpec, LaunchedRecord, Outcome, StreamSummary, SupervisorRecord,
+};
 pub use supervise::supervise;
 pub use tail::{MAX_BYTES, MAX_LINES};
 
@@ -41,6 +44,7 @@ pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
 pub mod files {
     pub const SPEC: &str = "spec.json";
     pub const SUPERVISOR: &str = "supervisor.json";
+    pub const LAUNCHED: &str = "launched.json";
     pub const OUTCOME: &str = "outcome.json";
     pub const CHILD: &str = "child.json";
     pub const STDOUT: &str = "stdout.txt";
@@ -99,8 +103,13 @@ pub enum ActivityError {
 /// What the directory says about an activity right now.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Observation {
-    /// No `supervisor.json` yet: the supervisor has not started, or not got that far.
+    /// No `supervisor.json`, and no supervisor of this launch is known to run: the one `launch`
+    /// started is gone without registering (it crashed), or none was recorded (nothing launched
+    /// yet, a launcher killed between the spec and its record, or a launch of an older iced).
     NotRegistered,
+    /// No `supervisor.json` yet, and the supervisor `launch` started still runs: it is starting,
+    /// however long a loaded machine makes that take.
+    Starting { pid: u32, pid_start: u64 },
     /// The supervisor named in `supervisor.json` still runs (same pid, same start time).
     Running { pid: u32, pid_start: u64 },
     /// `outcome.json` is present and parses.
@@ -195,6 +204,7 @@ pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<Launched, A
     for stale in [
         files::OUTCOME,
         files::SUPERVISOR,
+        files::LAUNCHED,
         files::STDOUT,
         files::STDERR,
         files::CHILD,
@@ -216,6 +226,19 @@ pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<Launched, A
     // The supervisor holds the only write end now: its close (or its death) ends the pipe.
     drop(ready);
     let pid = spawned.map_err(launch_error)?;
+    crate::failpoint::hit("activity-after-spawn");
+    // Who is starting, while it is not reaped (so `/proc` still has it, a zombie at worst): from
+    // here on no caller takes this launch for a crash while that process runs (SPEC 21.4). A
+    // failed write leaves what a launch of an older iced left, which callers still handle.
+    if let Some(pid_start) = pid_start_time(pid.as_raw() as u32) {
+        let record = LaunchedRecord {
+            pid: pid.as_raw() as u32,
+            pid_start,
+        };
+        if let Ok(bytes) = serde_json::to_vec(&record) {
+            let _ = store::write_atomic_unsynced(&dir.join(files::LAUNCHED), &bytes, 0o600);
+        }
+    }
     // A long-lived caller must not collect zombies; a short-lived one exits and the supervisor is
     // reparented. If no thread can be started, the zombie is the lesser harm.
     let _ = std::thread::Builder::new()
@@ -293,9 +316,18 @@ pub fn observe(dir: &Path) -> Observation {
     if let Some(outcome) = read_outcome(dir) {
         return Observation::Finished(outcome);
     }
+    // Looked at before `supervisor.json`: a supervisor running here and unregistered below was
+    // starting; one gone here and unregistered below died before it registered (a supervisor
+    // registers before it can end).
+    let starting = read_json::<LaunchedRecord>(&dir.join(files::LAUNCHED), RECORD_LIMIT)
+        .ok()
+        .filter(|r| procinfo::is_running(r.pid, r.pid_start));
     let Ok(record) = read_json::<SupervisorRecord>(&dir.join(files::SUPERVISOR), RECORD_LIMIT)
     else {
-        return Observation::NotRegistered;
+        return match starting {
+            Some(LaunchedRecord { pid, pid_start }) => Observation::Starting { pid, pid_start },
+            None => Observation::NotRegistered,
+        };
     };
     if procinfo::is_running(record.pid, record.pid_start) {
         return Observation::Running {

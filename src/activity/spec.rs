@@ -232,6 +232,16 @@ pub struct SupervisorRecord {
     pub nonce: String,
 }
 
+/// `launched.json`: the supervisor process [`super::launch`] started, written right after it
+/// started it, so that a supervisor still starting is told from one that died before it
+/// registered (SPEC 21.4).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchedRecord {
+    pub pid: u32,
+    pub pid_start: u64,
+}
+
 /// `outcome.json`: how the activity ended.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -150,6 +150,8 @@ async fn supervise_on(
         pid_start,
         nonce: spec.nonce.clone(),
     };
+    // Not registered yet: to every other call a supervisor still starting (SPEC 21.4).
+    crate::failpoint::hit("supervisor-before-record");
     if let Err(e) = super::write_json(&dir.join(files::SUPERVISOR), &record) {
         log(dir, &format!("cannot write the supervisor record: {e}"));
         return EXIT_FAILED;

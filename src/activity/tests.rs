@@ -472,6 +472,14 @@ while [ ! -e "$d/go" ]; do sleep 0.01; done
     };
     assert_eq!(mask(lines[5], "SigBlk:"), 0, "{report}");
     assert_eq!(mask(lines[6], "SigIgn:") & (1 << 12), 0, "{report}");
+    // Unregistered and alive: starting, as the launcher's record of it says (SPEC 21.4).
+    assert_eq!(
+        observe(&act),
+        Observation::Starting {
+            pid,
+            pid_start: pid_start_time(pid).expect("it runs")
+        }
+    );
     // The wait for its registration lasts while it lives without registering, and ends with it.
     let began = Instant::now();
     let waiting = std::thread::spawn(move || launched.await_registration(GIVE_UP * 2));
@@ -488,6 +496,8 @@ while [ ! -e "$d/go" ]; do sleep 0.01; done
     wait_until("the supervisor to be reaped", || {
         !Path::new(&format!("/proc/{pid}")).exists()
     });
+    // Gone without registering: not starting any more, and never will.
+    assert_eq!(observe(&act), Observation::NotRegistered);
 }
 
 #[test]

@@ -50,6 +50,7 @@ pub enum Event {
     GitLockRemoved,
     /// A git lock was found while a git still ran in the lane's worktree; the loop waited for
     /// it to end before removing what it left (SPEC 24.6).
+    GitLockWaiting,
     GitLockWaited,
 }
 
@@ -87,6 +88,7 @@ impl Event {
             Event::ArmRequested => "arm_requested",
             Event::ClaimsRenewed => "claims_renewed",
             Event::GitLockRemoved => "git_lock_removed",
+            Event::GitLockWaiting => "git_lock_waiting",
             Event::GitLockWaited => "git_lock_waited",
         }
     }

@@ -300,13 +300,11 @@ pub(crate) fn launch(ctx: &Ctx<'_>, dir: &Path, spec: &ActivitySpec) -> Result<(
     }
     ensure_dir(dir, ctx.verb)?;
     let launched = activity::launch(&ctx.exe, dir, spec).map_err(|e| io_error(ctx.verb, e))?;
-    // Its supervisor is waited for until it has registered (at most 5 s), without the lock and
-    // right away, so that the call right behind it does not take a slow start for a crash (a
-    // launch whose launching call is gone and whose supervisor has not registered is crashed,
-    // SPEC 21.4). Waiting only when the call ended let a kill of the call in between leave a
-    // launch that looked crashed while its supervisor was still starting, and the replay started
-    // the step again (the random-kill walk saw a refuter started twice). The supervisor wakes the
-    // wait: its registration pipe ends.
+    // Its supervisor is waited for until it has registered (at most 5 s), without the lock, so
+    // that what this call reports is an agent under way. No caller's judgement hangs on this wait:
+    // a supervisor still starting is told by its process, which `launch` recorded (SPEC 21.4; when
+    // it was told by this wait and the age of the spec, a loaded machine beat both and the step
+    // was started twice). The supervisor wakes the wait: its registration pipe ends.
     launched.await_registration(std::time::Duration::from_secs(5));
     Ok(())
 }
@@ -440,10 +438,16 @@ pub(crate) fn copy_transcript(
     Some(to.display().to_string())
 }
 
-/// A launch whose supervisor has not registered 10 seconds after its spec was written died before
-/// it could (wall clock of the file system, not `ICED_NOW`: a pinned clock must not hide a crash).
-/// Declaring it crashed is safe even if it is only slow: the gate then refuses it.
+/// Whether a launch `observe` calls [`activity::Observation::NotRegistered`] will never register:
+/// its recorded supervisor is gone (the record is there, and observe found its process gone), or
+/// none was recorded 10 seconds after its spec was written (a launcher killed or failed between the
+/// two, whose window is one process start; wall clock of the file system, not `ICED_NOW`: a pinned
+/// clock must not hide a crash). Declaring it crashed is safe even if it is only slow: the gate
+/// then refuses it (SPEC 21.4).
 pub(crate) fn launch_stale(dir: &Path) -> bool {
+    if dir.join(activity::files::LAUNCHED).exists() {
+        return true;
+    }
     std::fs::metadata(dir.join(activity::files::SPEC))
         .and_then(|m| m.modified())
         .ok()
@@ -563,6 +567,21 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
+        assert!(launch_stale(dir.path()));
+    }
+
+    #[test]
+    fn a_launch_whose_recorded_supervisor_is_gone_unregistered_is_stale_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(activity::files::SPEC), "{}").unwrap();
+        assert!(!launch_stale(dir.path()), "a fresh spec, nothing recorded");
+        // Asked only of a launch `observe` found unregistered and not starting: the supervisor
+        // the launcher recorded has gone.
+        std::fs::write(
+            dir.path().join(activity::files::LAUNCHED),
+            r#"{"pid":1,"pid_start":1}"#,
+        )
+        .unwrap();
         assert!(launch_stale(dir.path()));
     }
 }

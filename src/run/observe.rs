@@ -195,7 +195,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                         json!({"lane": lane_id, "step": record.step, "attempt": attempt, "nonce": outcome.nonce}),
                     );
                 }
-                Observation::Running { .. } => {}
+                Observation::Running { .. } | Observation::Starting { .. } => {}
                 Observation::NotRegistered if owner_alive(record) && !launch_stale(&dir) => {}
                 // A validator (or the refuter) whose launching call died before its supervisor
                 // registered never ran: its record goes back to prepared, and the next call

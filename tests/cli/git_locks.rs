@@ -244,7 +244,7 @@ fn a_lock_whose_git_outlived_a_killed_call_is_waited_for_not_removed() {
         &env,
         &id,
         &format!(
-            "n=0; while [ ! -e '{release}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n\
+            "n=0; while [ ! -e '{release}' ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done\n\
              [ \"$(cat \"$lock\" 2>/dev/null)\" = running ] || : > '{clobbered}'\n\
              rm -f \"$lock\"; : > '{ended}'; exit 0",
             release = release.display(),
@@ -260,20 +260,19 @@ fn a_lock_whose_git_outlived_a_killed_call_is_waited_for_not_removed() {
         cmd.args(["build", &id, "--json"]);
         std::thread::spawn(move || crate::env::run(&mut cmd))
     };
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Let end once the replay has found the lock and says it waits for that git.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !events(&env)
         .iter()
-        .any(|e| e["event"] == "step_replay" && e["step"] == "deliver")
+        .any(|e| e["event"] == "git_lock_waiting" && e["step"] == "deliver")
     {
         assert!(
             std::time::Instant::now() < until,
-            "the delivery was not taken up again"
+            "the delivery was not taken up again, or did not wait for the git: {:#?}",
+            events(&env)
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // What follows the replay's start (its sandboxes, the worktree's checks, the look at the
-    // locks) takes milliseconds: by now it has found the lock and waits for that git.
-    std::thread::sleep(std::time::Duration::from_secs(2));
     std::fs::write(&release, "").unwrap();
     let out = replay.join().unwrap();
     assert_eq!(out.code, 0, "{out:#?}");
@@ -293,6 +292,12 @@ fn a_lock_whose_git_outlived_a_killed_call_is_waited_for_not_removed() {
         .collect();
     assert_eq!(waited.len(), 1, "{waited:#?}");
     assert_eq!(waited[0]["step"], "deliver");
+    let waiting: Vec<Value> = events(&env)
+        .into_iter()
+        .filter(|e| e["event"] == "git_lock_waiting")
+        .collect();
+    assert_eq!(waiting.len(), 1, "{waiting:#?}");
+    assert_eq!(waiting[0]["pids"], waited[0]["pids"], "{waiting:#?}");
     assert_eq!(waited[0]["lane"], id.as_str());
     assert_eq!(
         waited[0]["pids"].as_array().map(Vec::len),

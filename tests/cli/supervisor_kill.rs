@@ -164,6 +164,71 @@ fn supervisor_killed_at(failpoint: (&str, &str)) -> Vec<u32> {
         .collect()
 }
 
+/// Killed before it wrote its record: it never registered, and the launcher's record of it says
+/// it is gone, so the next call takes the attempt for crashed.
+#[test]
+fn a_supervisor_killed_before_it_registered_started_no_agent() {
+    let started = supervisor_killed_at(("ICED_FAILPOINT", "supervisor-before-record"));
+    assert_eq!(started, [2]);
+}
+
+/// A supervisor slow to start (here stopped for good before it registers: what a loaded machine
+/// makes of a start, for as long as it likes) is starting, not crashed: after the call that
+/// launched it has ended, call after call waits on it and none starts the step again (issue 36:
+/// told by the launcher's 5 s wait and the spec's age, a loaded machine beat both and the
+/// implementer ran as attempts 1 and 3). Killed there, it is gone without registering: the next
+/// call takes attempt 1 for crashed at once, and attempt 2 delivers.
+#[test]
+fn a_supervisor_slow_to_start_is_waited_on_and_one_that_died_starting_is_crashed() {
+    let (env, id) = with_agent(
+        "commit src/session.rs fixed\nreport-ok E1 E2\n",
+        json!({"verify": {"independent": false, "commands": []}}),
+    );
+    let first = env
+        .command()
+        .env("ICED_FAILPOINT_HANG", "supervisor-before-record")
+        .args(["build", &id, "--no-wait", "--json"])
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{first:?}");
+    let run = state(&env).runs.keys().next().expect("a run").clone();
+    let launched: serde_json::Value = serde_json::from_str(&env.read(&format!(
+        ".iced/run/{run}/{id}/activities/implement-1/launched.json"
+    )))
+    .expect("the launcher recorded the supervisor it started");
+    let supervisor = launched["pid"].as_u64().expect("its pid") as i32;
+    assert!(alive(supervisor), "the supervisor is starting: {launched}");
+    let implement = |env: &crate::env::TestEnv| {
+        state(env).runs[&run].lanes[0]
+            .record(&StepKey::Implement)
+            .map(|r| (r.attempt, r.status))
+    };
+    // Its launcher has ended; three more calls find it starting and start nothing.
+    for _ in 0..3 {
+        let out = env.iced_json(&["implement", "step"]);
+        assert!(out.code == 0 || out.code == 4, "{out:#?}");
+        assert_eq!(implement(&env), Some((1, StepStatus::Started)), "{out:#?}");
+    }
+    let events = env.read(".iced/run/events.jsonl");
+    assert!(!events.contains("\"owner_gone\""), "{events}");
+    assert!(env.agent_starts().is_empty(), "{:?}", env.agent_starts());
+
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
+    wait_for("the supervisor to die", || !alive(supervisor));
+    let (_, last) = build(&env, &id, &[], 0);
+    let s = state(&env);
+    assert_eq!(s.runs[&run].status, RunStatus::Delivered, "{last}");
+    assert_eq!(implement(&env), Some((2, StepStatus::Done)));
+    let history = env.read(&format!(".iced/run/{run}/history.jsonl"));
+    assert!(
+        history.contains("\"crashed\":true"),
+        "attempt 1 is crashed: {history}"
+    );
+    let starts = env.agent_starts();
+    assert_eq!(agent_pid(&starts, 1), None, "{starts:?}");
+    assert!(agent_pid(&starts, 2).is_some(), "{starts:?}");
+}
+
 /// Killed with its record written and the registration pipe still open: the launching call wakes
 /// at its death all the same (the pipe ends with it), and nothing was started.
 #[test]

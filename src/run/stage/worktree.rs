@@ -247,7 +247,15 @@ pub(crate) fn remove_git_locks(
         return Ok(());
     }
     // A git still running there (a killed call's, which outlived it; a person's) owns its lock.
-    match wait_for_gits(dir, &locks, GIT_STILL_RUNNING) {
+    let waiting = |pids: &[u32]| {
+        emit(
+            &ctx.paths,
+            run,
+            Event::GitLockWaiting,
+            json!({"lane": lane, "step": step, "pids": pids}),
+        )
+    };
+    match wait_for_gits(dir, &locks, GIT_STILL_RUNNING, waiting) {
         Waited::None => {}
         Waited::Ended { pids, ms } => emit(
             &ctx.paths,
@@ -303,8 +311,14 @@ enum Waited {
 }
 
 /// Wait, at most `bound`, until no process works in `dir` or holds one of `locks` open
-/// (`activity::working_in`).
-fn wait_for_gits(dir: &Path, locks: &[PathBuf], bound: Duration) -> Waited {
+/// (`activity::working_in`); `waiting` is told the first ones found, once, when there are any.
+fn wait_for_gits(
+    dir: &Path,
+    locks: &[PathBuf],
+    bound: Duration,
+    waiting: impl FnOnce(&[u32]),
+) -> Waited {
+    let mut waiting = Some(waiting);
     let start = Instant::now();
     let mut seen: Vec<u32> = Vec::new();
     loop {
@@ -326,6 +340,9 @@ fn wait_for_gits(dir: &Path, locks: &[PathBuf], bound: Duration) -> Waited {
             if !seen.contains(&w.pid) {
                 seen.push(w.pid);
             }
+        }
+        if let Some(waiting) = waiting.take() {
+            waiting(&seen);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -534,11 +551,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let locks = [dir.join("index.lock")];
         assert_eq!(
-            wait_for_gits(&dir, &locks, Duration::from_secs(5)),
+            wait_for_gits(&dir, &locks, Duration::from_secs(5), |_| {}),
             Waited::None
         );
         let mut short = git_sleeping(&bin, &dir, "0.4");
-        let waited = wait_for_gits(&dir, &locks, Duration::from_secs(5));
+        let waited = wait_for_gits(&dir, &locks, Duration::from_secs(5), |_| {});
         short.wait().unwrap();
         match waited {
             Waited::Ended { pids, ms } => {
@@ -548,7 +565,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let mut long = git_sleeping(&bin, &dir, "30");
-        let waited = wait_for_gits(&dir, &locks, Duration::from_millis(200));
+        let waited = wait_for_gits(&dir, &locks, Duration::from_millis(200), |_| {});
         long.kill().unwrap();
         long.wait().unwrap();
         match waited {

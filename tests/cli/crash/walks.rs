@@ -22,10 +22,11 @@ impl Variant {
         }
     }
 
-    /// Killed between recording an implementer launch and its supervisor registering: the SPEC
+    /// Killed between recording an implementer launch and its supervisor registering (before
+    /// the launch, or after the spawn and before the launcher recorded the supervisor): the SPEC
     /// makes that a crashed attempt, retried as the next one.
     fn retry_allowed(&self) -> bool {
-        self.name == "launch-after-record"
+        matches!(self.name, "launch-after-record" | "activity-after-spawn")
     }
 }
 
@@ -125,6 +126,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // `iced run abandon`.
     ("abandon-before-stop", "survivors.rs"),
     // An implementer's supervisor (it inherits `ICED_FAILPOINT` from the call that launched it).
+    ("supervisor-before-record", "supervisor_kill.rs"),
     ("supervisor-before-ready", "supervisor_kill.rs"),
     ("supervisor-after-gate", "supervisor_kill.rs"),
     ("supervisor-after-spawn", "supervisor_kill.rs"),
@@ -236,6 +238,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "worktree-after-add",
             "launch-after-record",
             "launch-after-spawn",
+            "activity-after-spawn",
             "observe-before-record",
             "take-back-after-copy",
             "take-back-after-ref",
@@ -275,6 +278,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "abandon-before-stop",
             "answer-after-write",
             "transcript-after-copy",
+            "supervisor-before-record",
             "supervisor-before-ready",
             "supervisor-after-gate",
             "supervisor-after-spawn",
