@@ -316,19 +316,27 @@ pub fn observe(dir: &Path) -> Observation {
     if let Some(outcome) = read_outcome(dir) {
         return Observation::Finished(outcome);
     }
-    // Looked at before `supervisor.json`: a supervisor running here and unregistered below was
-    // starting; one gone here and unregistered below died before it registered (a supervisor
-    // registers before it can end).
-    let starting = read_json::<LaunchedRecord>(&dir.join(files::LAUNCHED), RECORD_LIMIT)
-        .ok()
-        .filter(|r| procinfo::is_running(r.pid, r.pid_start));
-    let Ok(record) = read_json::<SupervisorRecord>(&dir.join(files::SUPERVISOR), RECORD_LIMIT)
-    else {
-        return match starting {
-            Some(LaunchedRecord { pid, pid_start }) => Observation::Starting { pid, pid_start },
+    if let Some(record) = read_supervisor(dir) {
+        return registered(dir, &record);
+    }
+    // Unregistered. The supervisor `launch` recorded, while it runs, is starting; once gone it
+    // may have registered (and even ended) between the look above and this one, so the folder is
+    // looked at again before it counts as having died unregistered.
+    match read_json::<LaunchedRecord>(&dir.join(files::LAUNCHED), RECORD_LIMIT) {
+        Ok(LaunchedRecord { pid, pid_start }) if procinfo::is_running(pid, pid_start) => {
+            Observation::Starting { pid, pid_start }
+        }
+        Ok(_) => match read_supervisor(dir) {
+            Some(record) => registered(dir, &record),
             None => Observation::NotRegistered,
-        };
-    };
+        },
+        Err(_) => Observation::NotRegistered,
+    }
+}
+
+/// What a registered supervisor's activity is doing: its supervisor runs, or it ended (with an
+/// outcome or without).
+fn registered(dir: &Path, record: &SupervisorRecord) -> Observation {
     if procinfo::is_running(record.pid, record.pid_start) {
         return Observation::Running {
             pid: record.pid,
@@ -340,6 +348,10 @@ pub fn observe(dir: &Path) -> Observation {
         Some(outcome) => Observation::Finished(outcome),
         None => Observation::Gone,
     }
+}
+
+fn read_supervisor(dir: &Path) -> Option<SupervisorRecord> {
+    read_json(&dir.join(files::SUPERVISOR), RECORD_LIMIT).ok()
 }
 
 /// Ask a running supervisor to stop its child: SIGTERM to the supervisor, which then runs the same

@@ -7,7 +7,8 @@ use super::state::{ensure_dir, RunPaths, State};
 use crate::refusal::Refusal;
 use fs2::FileExt;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Read;
+use std::os::unix::fs::FileExt as _;
 use std::time::Duration;
 
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
@@ -49,16 +50,37 @@ impl StateLock {
             std::env::args().take(3).collect::<Vec<_>>().join(" "),
             crate::clock::now_iso()
         );
-        let _ = file.set_len(0);
-        let _ = file.seek(SeekFrom::Start(0));
-        let _ = file.write_all(crate::text::for_terminal(&me).as_bytes());
+        // A record of one fixed size written over the last holder's: no truncation (a change of
+        // the file's size, which the file system journals) in a step or at its end. It is read
+        // only while the lock is held, so the last holder's is never taken for a live one.
+        let _ = file.write_all_at(&holder_record(&crate::text::for_terminal(&me)), 0);
+        if file
+            .metadata()
+            .is_ok_and(|m| m.len() != HOLDER_RECORD as u64)
+        {
+            let _ = file.set_len(HOLDER_RECORD as u64);
+        }
         Ok(StateLock { file })
     }
 }
 
+/// The size of the holder's record in the lock file.
+const HOLDER_RECORD: usize = 256;
+
+/// `text` as the lock file's record: cut to fit (at a character's end), padded with spaces.
+fn holder_record(text: &str) -> Vec<u8> {
+    let mut end = text.len().min(HOLDER_RECORD - 1);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut record = text[..end].trim_end().as_bytes().to_vec();
+    record.push(b'\n');
+    record.resize(HOLDER_RECORD, b' ');
+    record
+}
+
 impl Drop for StateLock {
     fn drop(&mut self) {
-        let _ = self.file.set_len(0);
         let _ = FileExt::unlock(&self.file);
     }
 }
