@@ -50,9 +50,8 @@ impl StateLock {
             std::env::args().take(3).collect::<Vec<_>>().join(" "),
             crate::clock::now_iso()
         );
-        // A record of one fixed size written over the last holder's: no truncation (a change of
-        // the file's size, which the file system journals) in a step or at its end. It is read
-        // only while the lock is held, so the last holder's is never taken for a live one.
+        // A record of one fixed size, written over the blank one the last holder left: no change
+        // of the file's size (which the file system journals) in a step or at its end.
         let _ = file.write_all_at(&holder_record(&crate::text::for_terminal(&me)), 0);
         if file
             .metadata()
@@ -74,13 +73,17 @@ fn holder_record(text: &str) -> Vec<u8> {
         end -= 1;
     }
     let mut record = text[..end].trim_end().as_bytes().to_vec();
-    record.push(b'\n');
+    if !record.is_empty() {
+        record.push(b'\n');
+    }
     record.resize(HOLDER_RECORD, b' ');
     record
 }
 
 impl Drop for StateLock {
     fn drop(&mut self) {
+        // Blank while nobody holds it (SPEC 21.1).
+        let _ = self.file.write_all_at(&holder_record(""), 0);
         let _ = FileExt::unlock(&self.file);
     }
 }
