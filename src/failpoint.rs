@@ -59,6 +59,7 @@ pub const ALL: &[&str] = &[
     "admit-after-gitignore",
     "remote-claim-after-push",
     "remote-claim-after-takeover",
+    "rules-after-write",
     "admit-after-claim",
     "admit-after-state",
     "brief-after-write",

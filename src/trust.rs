@@ -79,7 +79,7 @@ impl Parts {
 }
 
 /// `value` with every object's keys sorted (the crate keeps JSON objects in insertion order).
-fn canonical(value: &Value) -> Value {
+pub(crate) fn canonical(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

@@ -22,6 +22,22 @@ use std::path::{Path, PathBuf};
 /// The run a call is about: the one named, or the only live one.
 pub fn pick_run(ctx: &Ctx<'_>, run: Option<&str>) -> Result<Option<String>, Refusal> {
     let state = State::load(&ctx.paths, ctx.verb)?;
+    pick_in(ctx, &state, run)
+}
+
+/// [`pick_run`], with the sha256 of the rules the run picked was admitted with (SPEC 24.14).
+pub(crate) fn pick_run_rules(
+    ctx: &Ctx<'_>,
+    run: Option<&str>,
+) -> Result<Option<(String, Option<String>)>, Refusal> {
+    let state = State::load(&ctx.paths, ctx.verb)?;
+    Ok(pick_in(ctx, &state, run)?.map(|id| {
+        let rules = state.runs.get(&id).and_then(|r| r.rules.clone());
+        (id, rules)
+    }))
+}
+
+fn pick_in(ctx: &Ctx<'_>, state: &State, run: Option<&str>) -> Result<Option<String>, Refusal> {
     if let Some(r) = run {
         if state.runs.contains_key(r) {
             return Ok(Some(r.to_owned()));

@@ -30,6 +30,9 @@ pub struct Ctx<'a> {
     releases: std::sync::Mutex<Vec<(String, String)>>,
     /// What this call learned from git, shared by its threads (`fork`).
     asked: std::sync::Arc<Asked>,
+    /// The checkout's config and settings, kept while a run's rules are in their place
+    /// (`follow`), for the next run this call admits (a drain's).
+    checkout: Option<Box<(Config, Settings)>>,
 }
 
 /// What a call learned from git that holds for all its threads: what a commit holds, what lies
@@ -156,6 +159,7 @@ impl<'a> Ctx<'a> {
             verb,
             releases: std::sync::Mutex::new(Vec::new()),
             asked: std::sync::Arc::default(),
+            checkout: None,
         }
     }
 
@@ -363,6 +367,28 @@ impl<'a> Ctx<'a> {
     }
 
     /// The pace given on the command line, over what the configs and rulings say.
+    /// `config` in place of the checkout's for the rest of this call, with the settings read from
+    /// it (a run's rules, SPEC 24.14: `rules::adopt`). The pace stays the one this call has: a
+    /// run's pace is its own record's (SPEC 20.11), checked against the checkout's.
+    pub(crate) fn follow(&mut self, config: Config) -> Result<(), Refusal> {
+        let mut settings = Settings::from_config(&config, self.verb)?;
+        settings.pace = self.settings.pace.clone();
+        let checkout = (
+            std::mem::replace(&mut self.config, config),
+            std::mem::replace(&mut self.settings, settings),
+        );
+        self.checkout.get_or_insert(Box::new(checkout));
+        Ok(())
+    }
+
+    /// The checkout's config and settings in force again, after `follow`: what a run this
+    /// call admits next records.
+    pub(crate) fn checkout_rules(&mut self) {
+        if let Some(checkout) = self.checkout.take() {
+            (self.config, self.settings) = *checkout;
+        }
+    }
+
     pub fn set_pace_flags(&mut self, flags: &super::pace::Flags) -> Result<(), Refusal> {
         if flags.is_empty() {
             return Ok(());

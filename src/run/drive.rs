@@ -40,12 +40,21 @@ pub fn start(
     repace: bool,
     picked: Option<&super::picked::Picked>,
 ) -> Result<Admitted, Refusal> {
+    // A run this call went on with before (a drain's) left its rules in force.
+    ctx.checkout_rules();
     // Before admit writes anything or a step starts anything (SPEC 24.10).
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
     crate::run::confinement::require(&ctx.settings, ctx.verb)?;
     ctx.set_pace_flags(flags)?;
     let (run, resumed) = admit::admit(ctx, unit, session, picked, false)?;
     if resumed {
+        // The run goes on under the rules it was admitted with (SPEC 24.14).
+        let rules = State::load(&ctx.paths, ctx.verb)?
+            .runs
+            .get(&run)
+            .and_then(|r| r.rules.clone());
+        super::rules::adopt(ctx, &run, rules.as_deref())?;
+        ctx.set_pace_flags(flags)?;
         control::check_pace(ctx, &run, repace)?;
         let state = State::load(&ctx.paths, ctx.verb)?;
         if state
@@ -421,14 +430,14 @@ pub fn status(ctx: &Ctx<'_>, run: &str) -> Result<Option<RunStatus>, Refusal> {
 /// `implement step`: one step of the live run (or the one named); none without a live run.
 /// Returns the run stepped, with the report.
 pub fn step_live(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     run: Option<&str>,
 ) -> Result<(Option<String>, StepReport), Refusal> {
-    let picked = match control::pick_run(ctx, run) {
+    let picked = match control::pick_run_rules(ctx, run) {
         // A host whose call died as its run ended names that run, which may since have landed
         // and left the state for its record: the step answers how it ended.
         Err(e) if e.code == "run-not-found" && run.is_some_and(|r| left_the_state(ctx, r)) => {
-            run.map(str::to_owned)
+            run.map(|r| (r.to_owned(), None))
         }
         picked => picked?,
     };
@@ -444,13 +453,22 @@ pub fn step_live(
             };
             Ok((None, report))
         }
-        Some(run) => {
-            // Before the step starts anything (SPEC 24.10).
-            crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;
+        Some((run, rules)) => {
+            under_rules(ctx, &run, rules.as_deref())?;
             crate::run::confinement::require(&ctx.settings, ctx.verb)?;
             let report = stepper::step(ctx, &run)?;
             Ok((Some(run), report))
         }
+    }
+}
+
+/// Before a step of `run` starts anything: the rules it was admitted with in force (SPEC 24.14),
+/// trusted then; a run an older iced admitted reads the checkout's config, whose trust is asked
+/// now (SPEC 24.10).
+fn under_rules(ctx: &mut Ctx<'_>, run: &str, rules: Option<&str>) -> Result<(), Refusal> {
+    match rules {
+        Some(_) => super::rules::adopt(ctx, run, rules),
+        None => crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb),
     }
 }
 
@@ -465,12 +483,12 @@ fn left_the_state(ctx: &Ctx<'_>, run: &str) -> bool {
 /// `implement receipt`: hand in the implementer's report at `path` for the live run (or the one
 /// named). Returns the run, with the report.
 pub fn receipt(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     run: Option<&str>,
     path: &Path,
     said: &HostAgent,
 ) -> Result<(String, StepReport), Refusal> {
-    let run = control::pick_run(ctx, run)?.ok_or_else(|| {
+    let (run, rules) = control::pick_run_rules(ctx, run)?.ok_or_else(|| {
         Refusal::new(
             ctx.verb,
             "no-live-run",
@@ -478,6 +496,7 @@ pub fn receipt(
             "start one with `iced build <id>`",
         )
     })?;
+    under_rules(ctx, &run, rules.as_deref())?;
     let report = control::submit_receipt(ctx, &run, path, said)?;
     Ok((run, report))
 }

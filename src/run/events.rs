@@ -51,6 +51,7 @@ pub enum Event {
     /// A git lock was found while a git still ran in the lane's worktree; the loop waited for
     /// it to end before removing what it left (SPEC 24.6).
     GitLockWaiting,
+    RulesReloaded,
     GitLockWaited,
 }
 
@@ -89,6 +90,7 @@ impl Event {
             Event::ClaimsRenewed => "claims_renewed",
             Event::GitLockRemoved => "git_lock_removed",
             Event::GitLockWaiting => "git_lock_waiting",
+            Event::RulesReloaded => "rules_reloaded",
             Event::GitLockWaited => "git_lock_waited",
         }
     }

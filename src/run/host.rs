@@ -354,6 +354,7 @@ mod tests {
             overrun: None,
             brief_layout: 1,
             picked: None,
+            rules: None,
             paced: 0,
             pace: None,
             window_from: None,

@@ -41,6 +41,7 @@ pub mod record;
 pub mod records;
 pub mod reply;
 pub mod report;
+pub(crate) mod rules;
 pub mod settings;
 pub mod stage;
 pub mod state;

@@ -102,6 +102,10 @@ pub struct Run {
     /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub picked: Option<super::picked::Picked>,
+    /// The sha256 of the rules the run was admitted with, kept in its folder (SPEC 24.14);
+    /// absent for a run an older iced admitted, which reads the checkout's config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<String>,
     /// Delivered lanes' worktrees a later lane of the run takes instead of adding its own, under
     /// `land.mode: none` (SPEC 23.2): pushed in the save that records a delivery, taken under the
     /// lock by a worktree step, which names it on its record. Absent when there is none, so a
@@ -813,6 +817,7 @@ mod tests {
             overrun: None,
             brief_layout: 1,
             picked: None,
+            rules: None,
             paced: 0,
             pace: None,
             window_from: None,

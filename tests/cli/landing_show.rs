@@ -41,6 +41,7 @@ fn normalize(text: &str, env: &TestEnv, run: &str, id: &str) -> String {
     let mut hex = String::new();
     let flush = |hex: &mut String, out: &mut String| {
         out.push_str(match hex.len() {
+            64 => "<sha256>",
             40 => "<sha>",
             32 => "<nonce>",
             _ => hex.as_str(),
@@ -169,6 +170,7 @@ fn run_show_and_handover_read_well_on_finished_runs() {
 }
 
 const SHOW_LANDED: &str = "<run> (delivered, from its record: it has left the state)
+rules: sha256 <sha256>, the run's from its admission
 lane <unit> stage delivered attempt 1
   landed: <sha>
   (brief, 1) done
@@ -192,6 +194,7 @@ In force: implementer runner `fake`; no independent validators (the loop's own c
 No live run. Start one with `iced build <id>`.
 "#;
 const SHOW_DELIVERED: &str = r#"<run> delivered: <unit> (driver process, updated <now>)
+rules: sha256 <sha256>, fixed when the run was admitted (`iced run resume <run> --reload` takes the checkout's config)
 lane <unit> stage delivered attempt 1 branch iced/<unit>/<unit>
   next: Delivered on `iced/<unit>/<unit>`: merge it, then `iced run retire`.
   (<unit>, brief, 1) Done <outcome>
@@ -389,6 +392,7 @@ fn ten_lane_run(env: &TestEnv) -> Run {
         overrun: None,
         brief_layout: 1,
         picked: None,
+        rules: None,
         paced: 0,
         pace: None,
         window_from: None,

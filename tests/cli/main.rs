@@ -55,6 +55,7 @@ mod refusals;
 mod remote_lanes;
 mod remote_recipes;
 mod review;
+mod rules;
 mod snap_land;
 mod snap_project;
 mod snap_refusals;

@@ -39,6 +39,7 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("confirmation-needed", In("snap_refusals")),
     ("config-untrusted", In("snap_refusals")),
     ("confinement-unavailable", In("confined")),
+    ("rules-changed", In("rules")),
     ("trust-invalid", In("snap_refusals")),
     ("usage", In("snap_refusals")),
     ("io-error", In("snap_refusals")),

@@ -74,13 +74,13 @@ pub fn run(command: ImplementCommand) -> Result<Output, Refusal> {
 /// `implement step`: one step of the live run (with `--until-host`, the steps after it too).
 fn run_step(args: StepArgs) -> Result<Output, Refusal> {
     let repo = repo("implement step")?;
-    let ctx = Ctx::new(&repo, "implement step")?;
+    let mut ctx = Ctx::new(&repo, "implement step")?;
     // Watching from before the first step, so that what changes during it still wakes a wait.
     let mut waiter = args
         .host
         .wait
         .map(|_| Waiter::new(&ctx.paths, &repo.root, false));
-    let (run, report) = drive::step_live(&ctx, args.run.as_deref())?;
+    let (run, report) = drive::step_live(&mut ctx, args.run.as_deref())?;
     match run {
         Some(run) if args.host.until_host => go_on(&ctx, &run, report, &args.host, &mut waiter),
         _ => Ok(step::output(&report)),
@@ -91,7 +91,7 @@ fn run_step(args: StepArgs) -> Result<Output, Refusal> {
 /// steps after it).
 fn run_receipt(args: ReceiptArgs) -> Result<Output, Refusal> {
     let repo = repo("implement receipt")?;
-    let ctx = Ctx::new(&repo, "implement receipt")?;
+    let mut ctx = Ctx::new(&repo, "implement receipt")?;
     let said = HostAgent {
         model: args.model,
         session: args.session,
@@ -106,7 +106,7 @@ fn run_receipt(args: ReceiptArgs) -> Result<Output, Refusal> {
     } else {
         args.path
     };
-    let (run, report) = drive::receipt(&ctx, args.run.as_deref(), &path, &said)?;
+    let (run, report) = drive::receipt(&mut ctx, args.run.as_deref(), &path, &said)?;
     if args.host.until_host {
         go_on(&ctx, &run, report, &args.host, &mut waiter)
     } else {

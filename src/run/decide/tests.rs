@@ -95,6 +95,7 @@ pub(super) fn run(driver: Driver, lanes: Vec<Lane>) -> Run {
         overrun: None,
         brief_layout: 1,
         picked: None,
+        rules: None,
         paced: 0,
         pace: None,
         window_from: None,

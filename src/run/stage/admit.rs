@@ -208,7 +208,7 @@ fn admit_planned(
     let branch_base = crate::git::current_branch(&repo.root);
     let (pid, _) = me();
     let now = crate::clock::now_iso();
-    let run = Run {
+    let mut run = Run {
         id: run_id.clone(),
         unit: id.clone(),
         status: RunStatus::Running,
@@ -258,6 +258,7 @@ fn admit_planned(
             .collect(),
         brief_layout: crate::run::state::BRIEF_LAYOUT,
         picked: picked.cloned(),
+        rules: None,
     };
     ensure_dir(&ctx.paths.dir, step)?;
     // The loop's files never show in `git status` (a lane's worktree has its own checkout).
@@ -295,6 +296,13 @@ fn admit_planned(
             remote.undo(made, step);
         }
     };
+    // The rules every later step of the run reads (SPEC 24.14), in its folder before the state
+    // names it: an admit killed in between leaves the folder of a run that never was.
+    run.rules = Some(
+        crate::run::rules::record(ctx, &run_id, &ctx.config).inspect_err(|_| {
+            undo_remote(&remote_made);
+        })?,
+    );
     let created = ctx.transact(|state| {
         // Re-check under the lock: another `build` may have won the race.
         if let Some(existing) = state.live_run_of(&id) {
@@ -328,10 +336,14 @@ fn admit_planned(
         }
         Ok(Err(existing)) => {
             undo_remote(&remote_made);
+            // The rules recorded for a run that never was.
+            let _ = std::fs::remove_dir_all(ctx.paths.run_dir(&run_id));
             Ok((existing, true))
         }
         Err(refusal) => {
             undo_remote(&remote_made);
+            // A refusal writes nothing: the rules recorded for a run that never was go.
+            let _ = std::fs::remove_dir_all(ctx.paths.run_dir(&run_id));
             Err(refusal)
         }
     }

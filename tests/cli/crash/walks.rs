@@ -228,6 +228,7 @@ fn the_failpoint_list_is_the_one_this_suite_was_written_for() {
             "admit-after-gitignore",
             "remote-claim-after-push",
             "remote-claim-after-takeover",
+            "rules-after-write",
             "admit-after-claim",
             "admit-after-state",
             "brief-after-write",
@@ -364,12 +365,14 @@ fn implement_step_killed_at_every_failpoint(driver: Driver) {
         // `implement step` never admits.
         Driver::Process => &[
             "admit-after-gitignore",
+            "rules-after-write",
             "admit-after-claim",
             "admit-after-state",
         ],
         // ... and under the host driver never launches an implementer or a validator.
         Driver::Host => &[
             "admit-after-gitignore",
+            "rules-after-write",
             "admit-after-claim",
             "admit-after-state",
             "launch-after-record",

@@ -19,10 +19,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Output, Refusal> {
     let repo = repo(STEP)?;
-    let ctx = Ctx::new(&repo, STEP)?;
+    let mut ctx = Ctx::new(&repo, STEP)?;
     let run = control::request_arm(&ctx, &view::named(&ctx, &args.run)?, args.lane.as_deref())?;
     // The arming is the run's next step: taken now, as `iced implement step` would.
-    let (_, report) = drive::step_live(&ctx, Some(&run.id))?;
+    let (_, report) = drive::step_live(&mut ctx, Some(&run.id))?;
     let mut out = step::output(&report);
     out.text = format!(
         "Arming asked for in run {}: the loop never pushes to the pull request after it is armed.\n{}",

@@ -34,10 +34,29 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
     if let Some(file) = args.html {
         return timeline_output(&ctx, &shown, &file);
     }
+    // A live run's can be changed; an ended run's are what it ran under.
+    let (how, rules) = match &shown {
+        Shown::Live(live) => (
+            format!(
+                ", fixed when the run was admitted (`iced run resume {} --reload` takes the checkout's config)",
+                live.run.id
+            ),
+            live.run.rules.clone(),
+        ),
+        Shown::Recorded(r) => (", the run's from its admission".to_owned(), r.run.rules.clone()),
+    };
     let mut output = match shown {
         Shown::Live(live) => live_output(*live),
         Shown::Recorded(recorded) => recorded_output(*recorded),
     };
+    // The rules it was admitted with (SPEC 24.14); none for a run an older iced admitted.
+    // Under the run's first line, which names it.
+    if let Some(rules) = rules {
+        let line = format!("rules: sha256 {rules}{how}\n");
+        let at = output.text.find('\n').map_or(output.text.len(), |i| i + 1);
+        output.text.insert_str(at, &line);
+        output.json["rules"] = rules.into();
+    }
     if let Some(line) = crate::run::confinement::unconfined_line(STEP) {
         output.text.push_str(line);
         output.text.push('\n');
