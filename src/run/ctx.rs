@@ -117,6 +117,11 @@ impl<'a> Ctx<'a> {
     pub fn new(repo: &'a Repo, verb: &'static str) -> Result<Ctx<'a>, Refusal> {
         let config = repo.config_file(verb)?;
         let settings = Settings::from_config(&config, verb)?;
+        // What reaches git's command line or a brief from the config, checked before anything
+        // runs (SPEC 24.14, 24.15).
+        if let Some(remote) = &settings.land.remote {
+            super::land_remote::check_in(&repo.root, remote, verb)?;
+        }
         let exe = std::env::current_exe()
             .map_err(|e| io_error(verb, format!("cannot find the iced binary: {e}")))?;
         Ok(Ctx::with(repo, config, settings, exe, verb))

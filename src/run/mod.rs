@@ -24,6 +24,7 @@ pub mod events;
 pub mod forge;
 pub mod host;
 pub mod kept;
+pub mod land_remote;
 pub mod keys;
 pub mod lane_git;
 pub mod lane_guard;

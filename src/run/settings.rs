@@ -605,7 +605,9 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
             Some("squash") => Strategy::Squash,
             _ => Strategy::Merge,
         },
-        remote: text("remote", None, &[])?,
+        remote: text("remote", None, &[])?
+            .map(|r| super::land_remote::checked(r, step))
+            .transpose()?,
         claim_lease: seconds(value.get("claimLeaseSec"), CLAIM_LEASE_SEC)
             .ok_or_else(|| invalid(step, "land.claimLeaseSec", "must be a positive number"))?,
         pr_open: argv("open")?.unwrap_or_default(),

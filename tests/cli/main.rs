@@ -33,6 +33,7 @@ mod hostile_git_config;
 mod hostile_inputs;
 mod hostile_lane;
 mod hostile_plan;
+mod hostile_remote;
 mod init;
 mod interop;
 mod landing;
