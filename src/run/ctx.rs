@@ -122,6 +122,7 @@ impl<'a> Ctx<'a> {
         if let Some(remote) = &settings.land.remote {
             super::land_remote::check_in(&repo.root, remote, verb)?;
         }
+        super::memory_paths::check(&repo.root, &settings, verb)?;
         let exe = std::env::current_exe()
             .map_err(|e| io_error(verb, format!("cannot find the iced binary: {e}")))?;
         Ok(Ctx::with(repo, config, settings, exe, verb))

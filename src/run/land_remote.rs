@@ -5,7 +5,7 @@
 //! and never hands it back in a remedy: a refusal names the key and what is allowed.
 
 use crate::refusal::Refusal;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The schemes a remote URL may have: git's own network transports, and `file`.
 const SCHEMES: &[&str] = &["https", "http", "ssh", "git+ssh", "ssh+git", "git", "file"];
@@ -146,29 +146,7 @@ fn local_path(root: &Path, url: &str) -> Option<PathBuf> {
             url.to_owned()
         }
     };
-    Some(resolved(&root.join(path)))
-}
-
-/// `path` (absolute) with its links resolved as far as it exists, and the rest of its words
-/// (`..` included) added as written: where a read or a git there would end up.
-pub(crate) fn resolved(path: &Path) -> PathBuf {
-    let words: Vec<Component> = path.components().collect();
-    for n in (1..=words.len()).rev() {
-        let Ok(mut out) = words[..n].iter().collect::<PathBuf>().canonicalize() else {
-            continue;
-        };
-        for word in &words[n..] {
-            match word {
-                Component::ParentDir => {
-                    out.pop();
-                }
-                Component::CurDir => {}
-                other => out.push(other),
-            }
-        }
-        return out;
-    }
-    path.to_path_buf()
+    Some(super::inside::resolved(&root.join(path)))
 }
 
 #[cfg(test)]
@@ -206,16 +184,5 @@ mod tests {
         let r = shape("--upload-pack=touch x", "build").unwrap_err();
         assert_eq!(r.code, "remote-refused");
         assert!(!r.remedy.contains("upload-pack"), "{}", r.remedy);
-    }
-
-    #[test]
-    fn paths_resolve_through_what_exists() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::create_dir(root.join("a")).unwrap();
-        assert_eq!(resolved(&root.join("a/b/../c")), root.join("a/c"));
-        assert_eq!(resolved(&root.join("a/../../x")), root.parent().unwrap().join("x"));
-        std::os::unix::fs::symlink("/tmp", root.join("out")).unwrap();
-        assert!(!resolved(&root.join("out/x")).starts_with(&root));
     }
 }

@@ -32,6 +32,7 @@ mod hostile_files;
 mod hostile_git_config;
 mod hostile_inputs;
 mod hostile_lane;
+mod hostile_memory;
 mod hostile_plan;
 mod hostile_remote;
 mod init;

@@ -40,6 +40,8 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("config-untrusted", In("snap_refusals")),
     ("confinement-unavailable", In("confined")),
     ("trust-invalid", In("snap_refusals")),
+    ("remote-refused", In("hostile_remote")),
+    ("memory-path-refused", In("hostile_memory")),
     ("usage", In("snap_refusals")),
     ("io-error", In("snap_refusals")),
     ("host-settings-invalid", In("snap_refusals")),
