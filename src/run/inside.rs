@@ -44,7 +44,10 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         std::fs::create_dir(root.join("a")).unwrap();
         assert_eq!(resolved(&root.join("a/b/../c")), root.join("a/c"));
-        assert_eq!(resolved(&root.join("a/../../x")), root.parent().unwrap().join("x"));
+        assert_eq!(
+            resolved(&root.join("a/../../x")),
+            root.parent().unwrap().join("x")
+        );
         std::os::unix::fs::symlink("/tmp", root.join("out")).unwrap();
         assert!(!resolved(&root.join("out/x")).starts_with(&root));
         assert!(outside(&root, &root.join("out/x")).is_some());

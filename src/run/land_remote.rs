@@ -102,21 +102,27 @@ pub fn check_in(root: &Path, value: &str, step: &str) -> Result<(), Refusal> {
     let q = quoted(value);
     let urls = match shape(value, step)? {
         Shape::Name => {
-            let fetch = crate::git::run(root, &["remote", "get-url", "--", value]).map_err(|_| {
-                refused(
-                    step,
-                    &format!("is {q}, which is not a remote this repository's git config knows"),
-                )
-            })?;
-            let push = crate::git::run(root, &["remote", "get-url", "--push", "--all", "--", value])
-                .unwrap_or_default();
+            let fetch =
+                crate::git::run(root, &["remote", "get-url", "--", value]).map_err(|_| {
+                    refused(
+                        step,
+                        &format!(
+                            "is {q}, which is not a remote this repository's git config knows"
+                        ),
+                    )
+                })?;
+            let push =
+                crate::git::run(root, &["remote", "get-url", "--push", "--all", "--", value])
+                    .unwrap_or_default();
             std::iter::once(fetch)
                 .chain(push.lines().map(str::to_owned))
                 .collect()
         }
         Shape::Url | Shape::Scp => {
-            vec![crate::git::run(root, &["ls-remote", "--get-url", "--", value])
-                .unwrap_or_else(|_| value.to_owned())]
+            vec![
+                crate::git::run(root, &["ls-remote", "--get-url", "--", value])
+                    .unwrap_or_else(|_| value.to_owned()),
+            ]
         }
     };
     let inside = root.canonicalize().unwrap_or_else(|_| root.to_owned());

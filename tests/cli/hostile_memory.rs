@@ -39,7 +39,10 @@ fn a_memory_path_under_proc_never_reaches_a_brief() {
     let text = build(&env, &id, false);
     let json = build(&env, &id, true);
     let leaked = holding(&env.path(".iced/run"), "sk-PLANTED");
-    assert!(leaked.is_empty(), "the environment reached {leaked:?}: {text:#?}");
+    assert!(
+        leaked.is_empty(),
+        "the environment reached {leaked:?}: {text:#?}"
+    );
     let args = ["build", id.as_str(), "--no-wait"];
     assert_read!(
         &env,
@@ -48,7 +51,10 @@ fn a_memory_path_under_proc_never_reaches_a_brief() {
     );
     let refused = json.refused(3, "memory-path-refused");
     let reason = refused["reason"].as_str().unwrap();
-    assert!(reason.contains("memory.product") && reason.contains("/proc/self/environ"), "{reason}");
+    assert!(
+        reason.contains("memory.product") && reason.contains("/proc/self/environ"),
+        "{reason}"
+    );
     assert!(!env.path(".iced/run/state.json").exists(), "a run recorded");
 }
 
@@ -100,10 +106,16 @@ fn knowledge_that_leaves_the_root_never_reaches_a_brief() {
 #[test]
 fn knowledge_linked_inside_the_root_is_still_read() {
     let (env, id) = TestEnv::buildable(json!({}));
-    env.write("docs/conventions.md", "INSIDE conventions: tabs, never spaces\n");
+    env.write(
+        "docs/conventions.md",
+        "INSIDE conventions: tabs, never spaces\n",
+    );
     std::fs::remove_file(env.path(".iced/memory/knowledge.md")).unwrap();
-    std::os::unix::fs::symlink("../../docs/conventions.md", env.path(".iced/memory/knowledge.md"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        "../../docs/conventions.md",
+        env.path(".iced/memory/knowledge.md"),
+    )
+    .unwrap();
     env.commit_all("knowledge, by a link inside");
     let out = build(&env, &id, true);
     assert_eq!(out.code, 0, "{out:#?}");
