@@ -90,9 +90,36 @@ fn shape(value: &str, step: &str) -> Result<Shape, Refusal> {
     }
 }
 
-/// [`shape`] as the config is read: `value` unchanged, or the refusal.
-pub fn checked(value: String, step: &str) -> Result<String, Refusal> {
-    shape(&value, step).map(|_| value)
+/// What of `land` reaches git's command line, checked as the config is read (every verb, SPEC
+/// 11): `land.remote` by its [`shape`], `land.target` as a branch name git cannot take for an
+/// option or a range.
+pub fn check_landing(land: &super::settings::Landing, step: &str) -> Result<(), Refusal> {
+    if let Some(remote) = &land.remote {
+        shape(remote, step)?;
+    }
+    match land.target.as_deref() {
+        Some(target) if !is_branch_name(target) => Err(super::settings::invalid(
+            step,
+            "land.target",
+            "must be a branch name (not starting with `-`, with no space, control character, `..` or any of `~^:?*[\\`)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A branch name by git's rules for a ref, as far as a command line cares: no option, no range,
+/// no revision syntax, nothing a shell or a terminal reads.
+fn is_branch_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(['-', '/', '.'])
+        && !name.ends_with(['/', '.'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && name
+            .chars()
+            .all(|c| !c.is_control() && !c.is_whitespace() && !"~^:?*[\\".contains(c))
 }
 
 /// What the repository at `root` makes of `value` (a verb of the loop, before anything runs): a
@@ -182,6 +209,28 @@ mod tests {
             ("a\nb", None),
         ] {
             assert_eq!(shape(value, "t").ok(), shape_of, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn branch_names() {
+        for ok in ["main", "release/2.x", "feature-1"] {
+            assert!(is_branch_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-main",
+            "--output=x",
+            "a..b",
+            "main~1",
+            "a b",
+            "x:y",
+            "m\nx",
+            "HEAD@{1}",
+            "main.lock",
+            "/main",
+        ] {
+            assert!(!is_branch_name(bad), "{bad}");
         }
     }
 

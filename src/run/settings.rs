@@ -605,9 +605,7 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
             Some("squash") => Strategy::Squash,
             _ => Strategy::Merge,
         },
-        remote: text("remote", None, &[])?
-            .map(|r| super::land_remote::checked(r, step))
-            .transpose()?,
+        remote: text("remote", None, &[])?,
         claim_lease: seconds(value.get("claimLeaseSec"), CLAIM_LEASE_SEC)
             .ok_or_else(|| invalid(step, "land.claimLeaseSec", "must be a positive number"))?,
         pr_open: argv("open")?.unwrap_or_default(),
@@ -620,6 +618,7 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
         },
         mode,
     };
+    super::land_remote::check_landing(&land, step)?;
     if land.mode == LandMode::Pr {
         if land.remote.is_none() {
             return Err(invalid(

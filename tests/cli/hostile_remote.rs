@@ -191,3 +191,27 @@ fn a_named_remote_and_an_outside_url_still_claim() {
         );
     }
 }
+
+/// `land.target` reaches git's command line too (`git merge-base <head> <target>`): one git would
+/// take for an option or a range is refused as the config is read, by every verb.
+#[test]
+fn a_target_that_is_not_a_branch_name_is_refused() {
+    let (env, id) = TestEnv::buildable(json!({"land": {"mode": "merge"}}));
+    for target in ["--output=x", "main..evil", "main~1", "a b"] {
+        let mut config: serde_json::Value =
+            serde_json::from_str(&env.read(".iced/config.json")).unwrap();
+        config["land"]["target"] = json!(target);
+        env.write(
+            ".iced/config.json",
+            serde_json::to_string_pretty(&config).unwrap(),
+        );
+        for args in [vec!["list"], vec!["build", id.as_str()]] {
+            let refused = env.iced_json(&args).refused(3, "config-invalid");
+            assert!(
+                refused["reason"].as_str().unwrap().contains("land.target"),
+                "{target}: {refused:#}"
+            );
+        }
+        nothing_recorded(&env, &id);
+    }
+}
