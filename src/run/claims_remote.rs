@@ -133,7 +133,7 @@ impl RemoteClaims {
     ) -> Result<std::collections::BTreeMap<String, String>, Refusal> {
         let pattern = format!("{REF_PREFIX}*");
         let out = self
-            .git(&["ls-remote", &self.remote, &pattern])
+            .git(&["ls-remote", "--", &self.remote, &pattern])
             .map_err(|e| self.unreachable(unit, &e, step))?;
         if !out.status.success() {
             return Err(self.unreachable(unit, &crate::git::what_failed(&out.stderr), step));
@@ -184,7 +184,7 @@ impl RemoteClaims {
         step: &str,
     ) -> Result<Option<String>, Refusal> {
         let out = self
-            .git(&["ls-remote", &self.remote, reference])
+            .git(&["ls-remote", "--", &self.remote, reference])
             .map_err(|e| self.unreachable(unit, &e, step))?;
         if !out.status.success() {
             return Err(self.unreachable(unit, &crate::git::what_failed(&out.stderr), step));
@@ -205,6 +205,7 @@ impl RemoteClaims {
             "--no-tags",
             "--no-write-fetch-head",
             "--refmap=",
+            "--",
             &self.remote,
             reference,
         ])
@@ -319,6 +320,7 @@ impl RemoteClaims {
                 expect.unwrap_or("")
             ));
         }
+        args.push("--".into());
         args.push(self.remote.clone());
         for (unit, new, _) in swaps {
             args.push(format!("{}:{}", new.unwrap_or(""), Self::reference(unit)));
@@ -530,6 +532,7 @@ impl RemoteClaims {
                 "--no-tags",
                 "--no-write-fetch-head",
                 "--refmap=",
+                "--",
                 self.remote.as_str(),
             ];
             args.extend(references.iter().map(String::as_str));

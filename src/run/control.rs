@@ -25,7 +25,7 @@ pub fn pick_run(ctx: &Ctx<'_>, run: Option<&str>) -> Result<Option<String>, Refu
     pick_in(ctx, &state, run)
 }
 
-/// [`pick_run`], with the sha256 of the rules the run picked was admitted with (SPEC 24.14).
+/// [`pick_run`], with the sha256 of the rules the run picked was admitted with (SPEC 24.16).
 pub(crate) fn pick_run_rules(
     ctx: &Ctx<'_>,
     run: Option<&str>,

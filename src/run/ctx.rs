@@ -120,6 +120,12 @@ impl<'a> Ctx<'a> {
     pub fn new(repo: &'a Repo, verb: &'static str) -> Result<Ctx<'a>, Refusal> {
         let config = repo.config_file(verb)?;
         let settings = Settings::from_config(&config, verb)?;
+        // What reaches git's command line or a brief from the config, checked before anything
+        // runs (SPEC 24.14, 24.15).
+        if let Some(remote) = &settings.land.remote {
+            super::land_remote::check_in(&repo.root, remote, verb)?;
+        }
+        super::memory_paths::check(&repo.root, &settings, verb)?;
         let exe = std::env::current_exe()
             .map_err(|e| io_error(verb, format!("cannot find the iced binary: {e}")))?;
         Ok(Ctx::with(repo, config, settings, exe, verb))
@@ -368,7 +374,7 @@ impl<'a> Ctx<'a> {
 
     /// The pace given on the command line, over what the configs and rulings say.
     /// `config` in place of the checkout's for the rest of this call, with the settings read from
-    /// it (a run's rules, SPEC 24.14: `rules::adopt`). The pace stays the one this call has: a
+    /// it (a run's rules, SPEC 24.16: `rules::adopt`). The pace stays the one this call has: a
     /// run's pace is its own record's (SPEC 20.11), checked against the checkout's.
     pub(crate) fn follow(&mut self, config: Config) -> Result<(), Refusal> {
         let mut settings = Settings::from_config(&config, self.verb)?;

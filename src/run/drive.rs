@@ -48,7 +48,7 @@ pub fn start(
     ctx.set_pace_flags(flags)?;
     let (run, resumed) = admit::admit(ctx, unit, session, picked, false)?;
     if resumed {
-        // The run goes on under the rules it was admitted with (SPEC 24.14).
+        // The run goes on under the rules it was admitted with (SPEC 24.16).
         let rules = State::load(&ctx.paths, ctx.verb)?
             .runs
             .get(&run)
@@ -462,7 +462,7 @@ pub fn step_live(
     }
 }
 
-/// Before a step of `run` starts anything: the rules it was admitted with in force (SPEC 24.14),
+/// Before a step of `run` starts anything: the rules it was admitted with in force (SPEC 24.16),
 /// trusted then; a run an older iced admitted reads the checkout's config, whose trust is asked
 /// now (SPEC 24.10).
 fn under_rules(ctx: &mut Ctx<'_>, run: &str, rules: Option<&str>) -> Result<(), Refusal> {

@@ -375,7 +375,7 @@ pub(crate) fn read_harness(
             result.input_tokens = Some(input);
             result.output_tokens = Some(output);
             if let (Some(c), false) = (cost, result.is_error && input + output == 0) {
-                result.cost_usd = Some(c);
+                result.cost_usd = crate::runner::cost(c);
             }
         }
     }

@@ -84,7 +84,11 @@ fn prompt(ctx: &Ctx<'_>, files: &[String]) -> String {
             "conventions and standards"
         };
         out.push_str(&format!("### `{f}` ({what})\n\n"));
-        let text = crate::repo::read_text(&ctx.repo.root.join(f)).unwrap_or_default();
+        // Only a file inside the repository (SPEC 24.15); the verb refused any other already.
+        let text = match super::memory_paths::not_inside(&ctx.repo.root, f) {
+            None => crate::repo::read_text(&ctx.repo.root.join(f)).unwrap_or_default(),
+            Some(_) => String::new(),
+        };
         let text: String = text.chars().take(64 * 1024).collect();
         out.push_str(&format!("```markdown\n{}\n```\n\n", text.trim_end()));
     }

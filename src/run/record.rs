@@ -102,7 +102,8 @@ impl CostUsd {
     /// The dollars, when reported.
     pub fn usd(&self) -> Option<f64> {
         match self {
-            CostUsd::Usd(n) => n.as_f64(),
+            // A negative cost an older release recorded is unknown too (SPEC 20.12).
+            CostUsd::Usd(n) => n.as_f64().and_then(crate::runner::cost),
             CostUsd::Unknown(_) => None,
         }
     }
@@ -229,7 +230,9 @@ pub fn agents(ctx: &Ctx<'_>, run: &Run, history: &[Value]) -> Vec<AgentEntry> {
             session: None,
             turns: said.turns,
             cost_usd: match said.cost_usd {
-                Some(Value::Number(n)) => CostUsd::Usd(n),
+                Some(Value::Number(n)) if n.as_f64().and_then(crate::runner::cost).is_some() => {
+                    CostUsd::Usd(n)
+                }
                 _ => CostUsd::default(),
             },
             duration_ms: activity.duration_ms,
@@ -359,6 +362,28 @@ mod budget_tests {
         assert!(!b.spent());
         let none = super::super::pace::Pace::default();
         assert_eq!(budget(&none, &agents), None);
+    }
+
+    /// Issue 35, why-case 8: a cost of -1000 recorded for an agent (by an older release) paid the
+    /// budget back; it is unknown, and charged the estimate.
+    #[test]
+    fn a_negative_cost_is_charged_as_unknown() {
+        let pace = super::super::pace::Pace {
+            budget_usd: Some(1.5),
+            ..Default::default()
+        };
+        let agents = [agent(json!(-1000)), agent(json!(-0.5))];
+        let b = budget(&pace, &agents).unwrap();
+        assert_eq!((b.charged_usd, b.unknown), (2.0, 2));
+        assert!(b.spent());
+        assert_eq!(
+            cost(&agents),
+            Cost {
+                usd: 0.0,
+                agents: 2,
+                unknown: 2
+            }
+        );
     }
 }
 

@@ -1,4 +1,4 @@
-//! A run's rules (SPEC 24.14): the repository's config as it was when the run was admitted,
+//! A run's rules (SPEC 24.16): the repository's config as it was when the run was admitted,
 //! recorded in the run's folder, and what every later step of that run reads instead of the
 //! checkout's. A change to the checkout's config reaches a live run only through
 //! `iced run resume <run> --reload`, which asks for trust again.
@@ -129,7 +129,7 @@ pub struct Reloaded {
     pub changed: Vec<String>,
 }
 
-/// Record the checkout's config, once trusted, as the rules of the live run `run` (SPEC 24.14):
+/// Record the checkout's config, once trusted, as the rules of the live run `run` (SPEC 24.16):
 /// the file first, then the state that names it, then `rules_reloaded`.
 pub(crate) fn reload(ctx: &Ctx<'_>, run: &str) -> Result<Reloaded, Refusal> {
     crate::trust::require(&ctx.repo.root, &ctx.config, &ctx.settings, ctx.verb)?;

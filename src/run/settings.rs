@@ -618,6 +618,7 @@ fn landing(value: &Value, step: &str) -> Result<Landing, Refusal> {
         },
         mode,
     };
+    super::land_remote::check_landing(&land, step)?;
     if land.mode == LandMode::Pr {
         if land.remote.is_none() {
             return Err(invalid(

@@ -102,7 +102,7 @@ pub struct Run {
     /// Why `build next` or `drain` chose this run's unit (SPEC 20.13); absent for `build <id>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub picked: Option<super::picked::Picked>,
-    /// The sha256 of the rules the run was admitted with, kept in its folder (SPEC 24.14);
+    /// The sha256 of the rules the run was admitted with, kept in its folder (SPEC 24.16);
     /// absent for a run an older iced admitted, which reads the checkout's config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<String>,

@@ -344,12 +344,20 @@ impl HarnessResult {
 /// Read a harness's machine output (the tail of its standard output). `None` when no result is
 /// found: the run failed.
 pub fn parse(kind: Kind, stdout: &str) -> Option<HarnessResult> {
-    match kind {
+    let mut result = match kind {
         Kind::Command => None,
         Kind::Claude => claude::parse(stdout),
         Kind::Codex => codex::parse(stdout),
         Kind::Pi => pi::parse(stdout),
-    }
+    }?;
+    result.cost_usd = result.cost_usd.and_then(cost);
+    Some(result)
+}
+
+/// A cost a harness reported, when it is one (SPEC 20.12): a negative, NaN or infinite one is
+/// unknown, and is charged as an unknown cost is, never paid back to a budget.
+pub fn cost(usd: f64) -> Option<f64> {
+    (usd.is_finite() && usd >= 0.0).then_some(usd)
 }
 
 /// JSON objects, one per line; lines that are not objects are skipped (a tail may begin mid-line).
@@ -796,5 +804,32 @@ mod tests {
             assert_eq!(parse(kind, ""), None);
             assert_eq!(parse(kind, "not json\n"), None);
         }
+    }
+
+    /// Issue 35, why-case 8: a harness reporting a cost of -1000 stretched a budget. A negative
+    /// cost, and one past what a float holds (JSON has no NaN; `1e999` reads as infinite where it
+    /// reads at all), is unknown; zero and a real cost are kept.
+    #[test]
+    fn a_cost_that_is_not_one_is_unknown() {
+        let success = fixture("claude", "success.json");
+        for (cost, known) in [
+            ("-1000", None),
+            ("-0.01", None),
+            ("0", Some(0.0)),
+            ("0.25", Some(0.25)),
+        ] {
+            let text = success.replace(
+                "\"total_cost_usd\":0.00162",
+                &format!("\"total_cost_usd\":{cost}"),
+            );
+            assert_ne!(text, success);
+            let r = parse(Kind::Claude, &text).unwrap();
+            assert_eq!(r.cost_usd, known, "{cost}");
+        }
+        assert_eq!(cost(f64::NAN), None);
+        assert_eq!(cost(f64::INFINITY), None);
+        assert_eq!(cost(f64::NEG_INFINITY), None);
+        let pi = fixture("pi", "success.jsonl").replace("\"total\":0.", "\"total\":-0.");
+        assert_eq!(parse(Kind::Pi, &pi).unwrap().cost_usd, None);
     }
 }

@@ -1,8 +1,9 @@
 //! The queue and the budget (SPEC 20.12, 20.13): `iced build next` chooses by dependencies and
 //! priority and says why; `iced drain` works through the queue until its budget, its count or the
 //! queue is spent; a run with `pace.budgetUsd` starts no agent once its charge reaches it, an
-//! agent of unknown cost (the fake agent is a `command` runner: its cost is never known) counting
-//! as `pace.unknownCostUsd`. Real repositories, the real binary, fixtures/fake-agent.
+//! agent of unknown cost counting as `pace.unknownCostUsd` (the fake agent as a `command` runner
+//! never knows its cost; as a `claude` runner it reports the one a test gives it). Real
+//! repositories, the real binary, fixtures/fake-agent.
 
 use crate::env::{fake_runner, merge_json, Run, TestEnv};
 use crate::loop_e2e::build;
@@ -359,4 +360,79 @@ fn a_refusal_mid_drain_ends_it_with_the_work_so_far() {
     let out = env.iced_json(&args);
     assert_eq!(out.code, 3, "{out:#?}");
     assert_read!(&env, "drain_refused_json", json_block(&args, &out));
+}
+
+/// A `claude` runner whose program is the fake agent (fixtures/fake-agent, `-p`): it commits and
+/// reports as `AGENT` does, then prints Claude Code's result object with `cost` as
+/// `total_cost_usd`.
+fn claude_reporting(cost: &str) -> (TestEnv, Vec<String>) {
+    let env = TestEnv::initialized();
+    let script = env.agent_script();
+    std::fs::write(
+        &script,
+        format!(
+            "{AGENT}print {{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"num_turns\": 1, \"total_cost_usd\": {cost}, \"usage\": {{\"input_tokens\": 10, \"output_tokens\": 10}}, \"result\": \"done\"}}\n"
+        ),
+    )
+    .unwrap();
+    env.patch_config(&json!({
+        "runners": {"cc": {
+            "kind": "claude",
+            "program": crate::env::fake_agent().display().to_string(),
+            "timeoutSec": 30,
+            "env": {"FAKE_AGENT_SCRIPT": script.display().to_string()}
+        }},
+        "roles": {"implementer": {"runner": "cc"}},
+        "verify": {"independent": false, "commands": []},
+    }));
+    let units: Vec<String> = ["one", "two", "three"]
+        .iter()
+        .map(|t| env.approved_unit(&format!("drained {t}")))
+        .collect();
+    env.commit_all("approve");
+    (env, units)
+}
+
+/// Issue 35, why-case 8: a harness reporting a cost of -1000 stretched `drain --budget-usd 1.5`
+/// from 2 units to 3 (its agent paid the budget back). A cost that is negative is unknown, and is
+/// charged as one (`pace.unknownCostUsd`, 1 by default): the drain builds two units and stops
+/// for its budget; the third unit's agent never starts.
+#[test]
+fn a_negative_cost_is_unknown_and_does_not_stretch_a_budget() {
+    let (env, units) = claude_reporting("-1000");
+    let out = env.iced_json(&["drain", "--budget-usd", "1.5"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        starts_in(&env, &units[2]),
+        0,
+        "an agent past the budget: {out:#?}"
+    );
+    let summary = out.json();
+    assert_eq!(summary["stopped"], "budget", "{summary:#}");
+    assert_eq!(starts_in(&env, &units[0]), 1);
+    assert_eq!(starts_in(&env, &units[1]), 1);
+    // Each run's record says its agent's cost is unknown, never -1000.
+    let records: Vec<Value> = std::fs::read_dir(env.path(".iced/run"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("record.json")).ok())
+        .map(|r| serde_json::from_str(&r).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:#?}");
+    for record in records {
+        assert_eq!(record["agents"][0]["cost_usd"], "unknown", "{record:#}");
+    }
+}
+
+/// A cost that is a real number is charged as reported: two agents at $0.75 reach a budget of
+/// $1.5, so the third unit is not started. The same
+/// harness, so the test above fails for the cost and nothing else.
+#[test]
+fn a_reported_cost_is_charged_as_reported() {
+    let (env, units) = claude_reporting("0.75");
+    let out = env.iced_json(&["drain", "--budget-usd", "1.5"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let summary = out.json();
+    assert_eq!(summary["stopped"], "budget", "{summary:#}");
+    assert_eq!(starts_in(&env, &units[1]), 1, "{summary:#}");
+    assert_eq!(starts_in(&env, &units[2]), 0);
 }

@@ -1,4 +1,4 @@
-//! A run's rules are fixed when it is admitted (SPEC 24.14, issue 35): whatever changes the
+//! A run's rules are fixed when it is admitted (SPEC 24.16, issue 35): whatever changes the
 //! checkout's config while a run is live (an agent, the person for their next unit) does not
 //! reach that run; `iced run resume <run> --reload` records the checkout's config as its rules,
 //! and only once it is trusted.

@@ -41,6 +41,8 @@ pub const EVERY_CODE: &[(&str, Made)] = &[
     ("confinement-unavailable", In("confined")),
     ("rules-changed", In("rules")),
     ("trust-invalid", In("snap_refusals")),
+    ("remote-refused", In("hostile_remote")),
+    ("memory-path-refused", In("hostile_memory")),
     ("usage", In("snap_refusals")),
     ("io-error", In("snap_refusals")),
     ("host-settings-invalid", In("snap_refusals")),

@@ -168,7 +168,7 @@ fn a_cloned_config_runs_nothing_until_trusted_and_again_after_it_changes() {
 }
 
 /// With no live run there is nothing to step and nothing to refuse. A config changed under a live
-/// run and trusted by nobody does not reach that run (SPEC 24.14): `implement step` steps it on
+/// run and trusted by nobody does not reach that run (SPEC 24.16): `implement step` steps it on
 /// under the rules it was admitted with, trusted then; the change is judged when a run would
 /// follow it, and the next `build` refuses it until it is trusted.
 #[test]

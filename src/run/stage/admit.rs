@@ -296,7 +296,7 @@ fn admit_planned(
             remote.undo(made, step);
         }
     };
-    // The rules every later step of the run reads (SPEC 24.14), in its folder before the state
+    // The rules every later step of the run reads (SPEC 24.16), in its folder before the state
     // names it: an admit killed in between leaves the folder of a run that never was.
     run.rules = Some(
         crate::run::rules::record(ctx, &run_id, &ctx.config).inspect_err(|_| {

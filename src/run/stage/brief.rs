@@ -153,6 +153,11 @@ fn memory_path(repo: &Repo, entry: &str) -> std::path::PathBuf {
 
 /// One memory or knowledge file as the brief holds it: its text, or a line saying why not.
 fn copied(repo: &Repo, entry: &str) -> String {
+    // Checked again as it is read: a link swapped in since the admit is not followed out (SPEC
+    // 24.15).
+    if let Some(why) = crate::run::memory_paths::not_inside(&repo.root, entry) {
+        return format!("(not read: `{entry}` is not a file inside the repository: {why})");
+    }
     let path = memory_path(repo, entry);
     match crate::store::read_limited(&path, KNOWLEDGE_LIMIT) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim_end().to_owned(),

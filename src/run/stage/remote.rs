@@ -42,7 +42,7 @@ pub(crate) fn remote_url(ctx: &Ctx<'_>) -> String {
     let Ok(name) = remote(ctx) else {
         return String::new();
     };
-    crate::git::run(&ctx.repo.root, &["remote", "get-url", name])
+    crate::git::run(&ctx.repo.root, &["remote", "get-url", "--", name])
         .unwrap_or_else(|_| name.to_owned())
 }
 
@@ -53,6 +53,7 @@ pub(crate) fn remote_tip(ctx: &Ctx<'_>, branch: &str) -> Result<Option<String>, 
         &[
             "ls-remote",
             "--heads",
+            "--",
             remote(ctx)?,
             &format!("refs/heads/{branch}"),
         ],
@@ -123,6 +124,7 @@ pub(crate) fn publish(
                 "push",
                 "--quiet",
                 &lease,
+                "--",
                 remote,
                 &format!("{commit}:refs/heads/{branch}"),
             ],
@@ -170,6 +172,7 @@ pub(crate) fn unpublish(
                     "push",
                     "--quiet",
                     &format!("--force-with-lease=refs/heads/{branch}:{seen}"),
+                    "--",
                     remote(ctx)?,
                     &format!(":refs/heads/{branch}"),
                 ],
@@ -220,6 +223,7 @@ fn fetch_into_worktree(
             "fetch",
             "--quiet",
             "--no-tags",
+            "--",
             remote(ctx)?,
             &format!("+refs/heads/{branch}:{seen}"),
         ],

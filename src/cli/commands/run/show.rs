@@ -49,7 +49,7 @@ pub fn run(args: Args) -> Result<Output, Refusal> {
         Shown::Live(live) => live_output(*live),
         Shown::Recorded(recorded) => recorded_output(*recorded),
     };
-    // The rules it was admitted with (SPEC 24.14); none for a run an older iced admitted.
+    // The rules it was admitted with (SPEC 24.16); none for a run an older iced admitted.
     // Under the run's first line, which names it.
     if let Some(rules) = rules {
         let line = format!("rules: sha256 {rules}{how}\n");

@@ -321,6 +321,7 @@ pub fn push(root: &Path, remote: &str, commit: &str, branch: &str) -> Result<boo
         .args([
             "push",
             "--quiet",
+            "--",
             remote,
             &format!("{commit}:refs/heads/{branch}"),
         ])
@@ -347,6 +348,7 @@ pub fn remote_head(root: &Path, remote: &str, branch: &str) -> Result<Option<Str
         &[
             "ls-remote",
             "--heads",
+            "--",
             remote,
             &format!("refs/heads/{branch}"),
         ],
@@ -374,6 +376,7 @@ pub fn fetch(root: &Path, remote: &str, branch: &str) -> Result<String, String> 
                 "--quiet",
                 "--no-tags",
                 "--no-write-fetch-head",
+                "--",
                 remote,
                 &reference,
             ],
