@@ -234,6 +234,7 @@ pub fn launch(exe: &Path, dir: &Path, spec: &ActivitySpec) -> Result<Launched, A
         let record = LaunchedRecord {
             pid: pid.as_raw() as u32,
             pid_start,
+            nonce: spec.nonce.clone(),
         };
         if let Ok(bytes) = serde_json::to_vec(&record) {
             let _ = store::write_atomic_unsynced(&dir.join(files::LAUNCHED), &bytes, 0o600);
@@ -313,25 +314,46 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// What the activity in `dir` is doing. See [`Observation`].
 pub fn observe(dir: &Path) -> Observation {
+    observe_launch(dir, None)
+}
+
+/// [`observe`], of the launch whose nonce is `nonce` (any, when `None`): a supervisor's or a
+/// launcher's record that another launch of the folder left (an earlier launch of the same step,
+/// which this one has not cleared yet) is not this launch's and counts as absent, so an earlier
+/// supervisor that has gone is never taken for this launch's crash. An outcome is returned
+/// whichever launch wrote it; the caller compares its nonce.
+pub fn observe_launch(dir: &Path, nonce: Option<&str>) -> Observation {
     if let Some(outcome) = read_outcome(dir) {
         return Observation::Finished(outcome);
     }
+    let ours = |n: &str| nonce.is_none_or(|want| want == n);
+    let read_supervisor = |dir: &Path| read_supervisor(dir).filter(|r| ours(&r.nonce));
     if let Some(record) = read_supervisor(dir) {
         return registered(dir, &record);
     }
     // Unregistered. The supervisor `launch` recorded, while it runs, is starting; once gone it
     // may have registered (and even ended) between the look above and this one, so the folder is
     // looked at again before it counts as having died unregistered.
-    match read_json::<LaunchedRecord>(&dir.join(files::LAUNCHED), RECORD_LIMIT) {
-        Ok(LaunchedRecord { pid, pid_start }) if procinfo::is_running(pid, pid_start) => {
+    match read_launched(dir).filter(|r| ours(&r.nonce)) {
+        Some(LaunchedRecord { pid, pid_start, .. }) if procinfo::is_running(pid, pid_start) => {
             Observation::Starting { pid, pid_start }
         }
-        Ok(_) => match read_supervisor(dir) {
+        Some(_) => match read_supervisor(dir) {
             Some(record) => registered(dir, &record),
             None => Observation::NotRegistered,
         },
-        Err(_) => Observation::NotRegistered,
+        None => Observation::NotRegistered,
     }
+}
+
+/// `launched.json`, when it reads.
+pub fn read_launched(dir: &Path) -> Option<LaunchedRecord> {
+    read_json(&dir.join(files::LAUNCHED), RECORD_LIMIT).ok()
+}
+
+/// Whether the supervisor of the launch `nonce` wrote its record in `dir`.
+pub fn registered_as(dir: &Path, nonce: &str) -> bool {
+    read_supervisor(dir).is_some_and(|r| r.nonce == nonce)
 }
 
 /// What a registered supervisor's activity is doing: its supervisor runs, or it ended (with an

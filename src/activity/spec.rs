@@ -240,6 +240,8 @@ pub struct SupervisorRecord {
 pub struct LaunchedRecord {
     pub pid: u32,
     pub pid_start: u64,
+    /// The launch's nonce: a record an earlier launch of the folder left is not this one's.
+    pub nonce: String,
 }
 
 /// `outcome.json`: how the activity ended.

@@ -654,3 +654,34 @@ fn what_a_child_was_given_for_its_run_is_removed_when_it_ends() {
     );
     assert!(!d.join("home-moved/login.json").exists(), "the copy stayed");
 }
+
+/// A folder an earlier launch of the same step left (its supervisor gone, no outcome) says
+/// nothing of the launch that replaces it: before that launch has cleared it, an observer of the
+/// new nonce finds it unregistered, not crashed (issue 36: with sixteen callers, the relaunch
+/// after one crash was taken for a second, and the lane's crash budget was spent).
+#[test]
+fn another_launchs_records_are_not_this_launchs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gone = SupervisorRecord {
+        pid: std::process::id(),
+        pid_start: 1,
+        nonce: "n1".into(),
+    };
+    write_json(&d.join(files::SUPERVISOR), &gone).unwrap();
+    assert_eq!(observe(d), Observation::Gone);
+    assert_eq!(observe_launch(d, Some("n1")), Observation::Gone);
+    assert_eq!(observe_launch(d, Some("n2")), Observation::NotRegistered);
+    assert!(registered_as(d, "n1") && !registered_as(d, "n2"));
+    let starting = LaunchedRecord {
+        pid: std::process::id(),
+        pid_start: pid_start_time(std::process::id()).unwrap(),
+        nonce: "n2".into(),
+    };
+    write_json(&d.join(files::LAUNCHED), &starting).unwrap();
+    assert!(matches!(
+        observe_launch(d, Some("n2")),
+        Observation::Starting { .. }
+    ));
+    assert_eq!(observe_launch(d, Some("n3")), Observation::NotRegistered);
+}

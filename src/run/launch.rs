@@ -444,11 +444,21 @@ pub(crate) fn copy_transcript(
 /// two, whose window is one process start; wall clock of the file system, not `ICED_NOW`: a pinned
 /// clock must not hide a crash). Declaring it crashed is safe even if it is only slow: the gate
 /// then refuses it (SPEC 21.4).
-pub(crate) fn launch_stale(dir: &Path) -> bool {
-    if dir.join(activity::files::LAUNCHED).exists() {
+pub(crate) fn launch_stale(dir: &Path, nonce: &str) -> bool {
+    if activity::read_launched(dir).is_some_and(|r| r.nonce == nonce) {
         return true;
     }
-    std::fs::metadata(dir.join(activity::files::SPEC))
+    // The spec of this launch: one an earlier launch of the folder left says nothing of it.
+    #[derive(serde::Deserialize)]
+    struct Launch {
+        nonce: String,
+    }
+    let spec = dir.join(activity::files::SPEC);
+    let ours = crate::store::read_no_follow(&spec, 4 << 20)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Launch>(&b).ok())
+        .is_some_and(|l| l.nonce == nonce);
+    ours && std::fs::metadata(spec)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.elapsed().ok())
@@ -556,10 +566,13 @@ mod tests {
     #[test]
     fn a_launch_is_stale_ten_seconds_after_its_spec_was_written() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(!launch_stale(dir.path()), "no spec: nothing launched yet");
+        assert!(
+            !launch_stale(dir.path(), "n1"),
+            "no spec: nothing launched yet"
+        );
         let spec = dir.path().join(activity::files::SPEC);
-        std::fs::write(&spec, "{}").unwrap();
-        assert!(!launch_stale(dir.path()));
+        std::fs::write(&spec, r#"{"nonce":"n1"}"#).unwrap();
+        assert!(!launch_stale(dir.path(), "n1"));
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(11);
         std::fs::File::options()
             .write(true)
@@ -567,21 +580,27 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        assert!(launch_stale(dir.path()));
+        assert!(launch_stale(dir.path(), "n1"));
+        // An earlier launch's spec says nothing of this launch, which has not written its own.
+        assert!(!launch_stale(dir.path(), "n2"));
     }
 
     #[test]
     fn a_launch_whose_recorded_supervisor_is_gone_unregistered_is_stale_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(activity::files::SPEC), "{}").unwrap();
-        assert!(!launch_stale(dir.path()), "a fresh spec, nothing recorded");
+        std::fs::write(dir.path().join(activity::files::SPEC), r#"{"nonce":"n1"}"#).unwrap();
+        assert!(
+            !launch_stale(dir.path(), "n1"),
+            "a fresh spec, nothing recorded"
+        );
         // Asked only of a launch `observe` found unregistered and not starting: the supervisor
         // the launcher recorded has gone.
         std::fs::write(
             dir.path().join(activity::files::LAUNCHED),
-            r#"{"pid":1,"pid_start":1}"#,
+            r#"{"pid":1,"pid_start":1,"nonce":"n1"}"#,
         )
         .unwrap();
-        assert!(launch_stale(dir.path()));
+        assert!(launch_stale(dir.path(), "n1"));
+        assert!(!launch_stale(dir.path(), "n2"), "another launch's record");
     }
 }

@@ -206,7 +206,7 @@ fn run_agent(
     let never_ran = matches!(
         crate::activity::observe(activity),
         Observation::NotRegistered
-    ) && crate::run::launch::launch_stale(activity)
+    ) && crate::run::launch::launch_stale(activity, &draft.nonce)
         && !activity.join("registered").exists();
     if !launched || never_ran {
         crate::run::state::ensure_dir(activity, ctx.verb)?;
@@ -259,7 +259,9 @@ fn run_agent(
     loop {
         match crate::activity::observe(activity) {
             Observation::Finished(_) => return Ok(()),
-            Observation::NotRegistered if crate::run::launch::launch_stale(activity) => {
+            Observation::NotRegistered
+                if crate::run::launch::launch_stale(activity, &draft.nonce) =>
+            {
                 return Err(refuse_io(
                     ctx,
                     "the memory agent's supervisor never started it",

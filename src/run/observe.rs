@@ -92,7 +92,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                 continue;
             };
             let dir = ctx.activity_dir(&run_id, &lane_id, &record.step, attempt);
-            match activity::observe(&dir) {
+            match activity::observe_launch(&dir, Some(&nonce)) {
                 Observation::Finished(outcome) if outcome.nonce == nonce && validator_process => {
                     // A validator's tree and answer are checked outside the lock, next step.
                     let summary = serde_json::to_value(&outcome).expect("an outcome serialises");
@@ -196,7 +196,8 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                     );
                 }
                 Observation::Running { .. } | Observation::Starting { .. } => {}
-                Observation::NotRegistered if owner_alive(record) && !launch_stale(&dir) => {}
+                Observation::NotRegistered
+                    if owner_alive(record) && !launch_stale(&dir, &nonce) => {}
                 // A validator (or the refuter) whose launching call died before its supervisor
                 // registered never ran: its record goes back to prepared, and the next call
                 // launches it again in the same sandbox with a new nonce. Taken for a crash, it
@@ -208,7 +209,7 @@ pub(crate) fn observe(ctx: &Ctx<'_>, run: &mut Run) -> Result<(), Refusal> {
                 Observation::NotRegistered
                     if validator_process
                         && !owner_alive(record)
-                        && !dir.join(activity::files::SUPERVISOR).exists() =>
+                        && !activity::registered_as(&dir, &nonce) =>
                 {
                     record.nonce = None;
                     record.pid = None;
