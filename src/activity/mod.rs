@@ -403,6 +403,13 @@ pub fn kill_orphans(dir: &Path) {
     let Ok(child) = read_json::<spec::ChildRecord>(&dir.join(files::CHILD), RECORD_LIMIT) else {
         return;
     };
+    // A pid is never given to a new process while a process group of that id has members, so a
+    // live process of that pid started at another time means the child's group is gone and the
+    // id is someone else's now (an unrelated session leader, a supervisor just started): its
+    // group is never killed for the child's.
+    if pid_start_time(child.pid).is_some_and(|start| start != child.pid_start) {
+        return;
+    }
     if procinfo::group_has_live_member(child.pid) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(-(child.pid as i32)),

@@ -685,3 +685,57 @@ fn another_launchs_records_are_not_this_launchs() {
     ));
     assert_eq!(observe_launch(d, Some("n3")), Observation::NotRegistered);
 }
+
+/// `child.json` of a child long gone names a pid that is someone else's now (the pid wrapped; in
+/// the test suite a supervisor just started, its own group's leader): that process group is
+/// never killed for the child's (CI saw a starting supervisor die with no trace, and its launch
+/// counted as crashed). The record of the same process, with its own start time, still is.
+#[test]
+fn orphans_are_killed_only_in_the_childs_own_group() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = other.id();
+    let start = pid_start_time(pid).expect("it runs");
+    let stale = spec::ChildRecord {
+        pid,
+        pid_start: start + 1,
+    };
+    write_json(&d.join(files::CHILD), &stale).unwrap();
+    kill_orphans(d);
+    // Killed, it would be dead already or have SIGKILL pending: neither.
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let pending = u64::from_str_radix(&field("ShdPnd:"), 16).unwrap()
+        | u64::from_str_radix(&field("SigPnd:"), 16).unwrap();
+    assert_eq!(
+        pending & (1 << 8),
+        0,
+        "SIGKILL sent to another process's group"
+    );
+    assert!(!field("State:").starts_with('Z'), "{status}");
+    assert!(other.try_wait().unwrap().is_none());
+    let own = spec::ChildRecord {
+        pid,
+        pid_start: start,
+    };
+    write_json(&d.join(files::CHILD), &own).unwrap();
+    kill_orphans(d);
+    let status = other.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+}
