@@ -32,6 +32,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/stats.rs"]
+mod stats;
+use stats::Stats;
+
 const WARMUPS: usize = 3;
 const DEFAULT_RUNS: usize = 31;
 const STATE_LIMIT: u64 = 4 * 1024 * 1024;
@@ -76,32 +80,6 @@ impl Situation {
         match self {
             Situation::Waiting => "(a) start_agent again",
             Situation::Records => "(b) records a brief",
-        }
-    }
-}
-
-struct Stats {
-    median: f64,
-    min: f64,
-    p90: f64,
-}
-
-impl Stats {
-    /// Median, minimum and 90th percentile (nearest rank), in milliseconds.
-    fn of(times: &mut [Duration]) -> Stats {
-        times.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let n = times.len();
-        let rank = |p: f64| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-        let median = if n % 2 == 1 {
-            ms(times[n / 2])
-        } else {
-            (ms(times[n / 2 - 1]) + ms(times[n / 2])) / 2.0
-        };
-        Stats {
-            median,
-            min: ms(times[0]),
-            p90: ms(times[rank(0.9)]),
         }
     }
 }

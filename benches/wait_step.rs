@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/stats.rs"]
+mod stats;
+use stats::Stats;
+
 const WARMUPS: usize = 5;
 const DEFAULT_RUNS: usize = 201;
 const GOAL: f64 = 1.2;
@@ -137,32 +141,6 @@ impl Bench {
         .unwrap();
         let run = last["run"].as_str().expect("a run").to_owned();
         (b, run, go)
-    }
-}
-
-struct Stats {
-    median: f64,
-    min: f64,
-    p90: f64,
-}
-
-impl Stats {
-    /// Median, minimum and 90th percentile (nearest rank), in milliseconds.
-    fn of(times: &mut [Duration]) -> Stats {
-        times.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let n = times.len();
-        let rank = |p: f64| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-        let median = if n % 2 == 1 {
-            ms(times[n / 2])
-        } else {
-            (ms(times[n / 2 - 1]) + ms(times[n / 2])) / 2.0
-        };
-        Stats {
-            median,
-            min: ms(times[0]),
-            p90: ms(times[rank(0.9)]),
-        }
     }
 }
 
